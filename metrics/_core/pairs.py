@@ -1,0 +1,156 @@
+"""From (predictions, references) to centered token clouds and padded pair batches.
+
+Every metric's ``_compute`` runs :func:`prepare_pairs` (validate, deduplicate, encode once,
+weight, center) and then walks :meth:`PairData.batches`, which pads the token clouds of many pairs
+into one tensor so that its own math is a few tensor operations per batch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from .centering import CENTERING_MODES, CenteringStats, center, resolve_stats
+from .encoder import Encoder, TokenClouds, encode, get_encoder
+from .idf import IdfTable, check_idf, token_weights
+from .inputs import check_inputs, flatten_pairs
+
+# Pairs per padded batch are capped so that one (pairs x prediction length x reference length)
+# similarity tensor holds at most this many entries (64 MiB in float32).
+PAIR_BATCH_ELEMENTS = 1 << 24
+
+
+@dataclass(frozen=True)
+class PaddedClouds:
+    """Token clouds of ``B`` texts padded to one length ``L``."""
+
+    vectors: torch.Tensor  # (B, L, D), zero at padding
+    weights: torch.Tensor  # (B, L), zero at padding
+    mask: torch.Tensor  # (B, L), True at real tokens
+
+
+@dataclass(eq=False)
+class PairData:
+    """Everything a metric needs for its per-pair math.
+
+    ``clouds`` holds each distinct text once (centered and unit-normalized); pair ``k`` compares
+    text ``pred_index[k]`` with text ``ref_index[k]`` and belongs to prediction ``group[k]``.
+    """
+
+    encoder: Encoder
+    clouds: TokenClouds
+    weights: torch.Tensor  # (n_tokens,) idf or 1, 0 for special tokens
+    pred_index: torch.Tensor
+    ref_index: torch.Tensor
+    group: torch.Tensor
+    n_predictions: int
+    centering: str
+    stats: CenteringStats | None
+    idf: bool | Mapping
+
+    def pad(self, texts: torch.Tensor, with_special: bool = False) -> PaddedClouds:
+        """Pad the clouds of ``texts`` (indices into ``clouds``). Special tokens are left out
+        unless ``with_special`` (they then carry weight 0 but stay candidates for matching)."""
+        offsets, rows = (self.clouds.offsets, None) if with_special else self._scoring_rows()
+        starts = offsets[texts]
+        lengths = offsets[texts + 1] - starts
+        width = max(int(lengths.max()) if len(texts) else 0, 1)
+        steps = torch.arange(width, device=starts.device)
+        mask = steps[None, :] < lengths[:, None]
+        position = torch.where(mask, starts[:, None] + steps[None, :], 0)
+        if rows is not None:
+            position = rows[position] if rows.numel() else torch.zeros_like(position)
+        vectors = self.clouds.vectors[position].masked_fill_(~mask[..., None], 0.0)
+        return PaddedClouds(vectors, self.weights[position].masked_fill_(~mask, 0.0), mask)
+
+    def _scoring_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if not hasattr(self, "_rows"):
+            keep = ~self.clouds.special
+            rows = torch.nonzero(keep).flatten()
+            per_text = torch.zeros(len(self.clouds.texts), dtype=torch.long, device=keep.device)
+            per_text.index_add_(0, self.clouds.text_index(), keep.long())
+            offsets = torch.zeros(len(self.clouds.texts) + 1, dtype=torch.long, device=keep.device)
+            torch.cumsum(per_text, 0, out=offsets[1:])
+            self._rows = (offsets, rows)
+        return self._rows
+
+    def lengths(self, texts: torch.Tensor, with_special: bool = False) -> torch.Tensor:
+        offsets = self.clouds.offsets if with_special else self._scoring_rows()[0]
+        return offsets[texts + 1] - offsets[texts]
+
+    def batches(self, with_special: bool = False) -> Iterator[torch.Tensor]:
+        """Pair indices in batches of similar lengths (little padding), each batch small enough
+        that its similarity tensor stays under :data:`PAIR_BATCH_ELEMENTS` entries."""
+        n_pred = self.lengths(self.pred_index, with_special).clamp_min(1).cpu()
+        n_ref = self.lengths(self.ref_index, with_special).clamp_min(1).cpu()
+        order = torch.argsort(n_pred * n_ref, stable=True)
+        start = 0
+        while start < len(order):
+            end, width_p, width_r = start, 1, 1
+            while end < len(order):
+                k = order[end]
+                wp, wr = max(width_p, int(n_pred[k])), max(width_r, int(n_ref[k]))
+                if end > start and (end - start + 1) * wp * wr > PAIR_BATCH_ELEMENTS:
+                    break
+                width_p, width_r, end = wp, wr, end + 1
+            yield order[start:end].to(self.pred_index.device)
+            start = end
+
+
+def prepare_pairs(
+    predictions,
+    references,
+    *,
+    model_type: str | None = None,
+    num_layers: int | None = None,
+    device=None,
+    batch_size: int = 64,
+    max_length: int | None = None,
+    verbose: bool = False,
+    idf: bool | Mapping = False,
+    centering: str = "none",
+    centering_stats=None,
+) -> PairData:
+    """Validate inputs, encode each distinct text once, weight tokens, and center.
+
+    ``idf=True`` fits BERTScore's IDF on the references (every reference counted as a document);
+    a dict gives the weights. ``centering`` is one of :data:`CENTERING_MODES`; ``batch`` takes the
+    mean over every text of this call, ``corpus`` needs ``centering_stats``.
+    """
+    predictions, references = check_inputs(predictions, references)
+    idf = check_idf(idf)
+    if centering not in CENTERING_MODES:
+        raise ValueError(f"centering must be one of {', '.join(CENTERING_MODES)}; got {centering!r}")
+    encoder = get_encoder(model_type, num_layers, device)
+    stats = None
+    if centering == "corpus":
+        stats = resolve_stats(centering_stats, encoder.name, encoder.layer, encoder.model.config.hidden_size)
+    pair_predictions, pair_references, group = flatten_pairs(predictions, references)
+
+    occurrences = Counter(predictions)
+    occurrences.update(pair_references)
+    unique = list(occurrences)
+    position = {text: i for i, text in enumerate(unique)}
+    clouds = encode(encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
+
+    table = idf
+    if idf is True:
+        table = IdfTable(clouds.token_ids[position[r]] for r in pair_references)
+    counts = torch.tensor([occurrences[t] for t in unique], dtype=torch.float64)
+    centered = center(clouds, centering, counts=counts, stats=stats)
+    dev = clouds.vectors.device
+    return PairData(
+        encoder=encoder,
+        clouds=centered,
+        weights=token_weights(clouds, table),
+        pred_index=torch.tensor([position[p] for p in pair_predictions], dtype=torch.long, device=dev),
+        ref_index=torch.tensor([position[r] for r in pair_references], dtype=torch.long, device=dev),
+        group=group,
+        n_predictions=len(predictions),
+        centering=centering,
+        stats=stats,
+        idf=idf,
+    )

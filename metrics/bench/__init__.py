@@ -1,0 +1,58 @@
+"""Benchmarks behind ``moverkit bench``: a harness, not tests.
+
+* ``correlation``: per-group Pearson r and Kendall tau between metric scores and human judgments
+  (WMT17 segment-level DA: per language pair, then the average), the layout of the papers' tables.
+* ``speed``: metrics timed side by side in one process against a floor (the encoder alone) and
+  peers (reference implementations), reported as ratios.
+
+Every metric contributes rows from its own module in this package (``moverkit/bench/<metric>.py``),
+which defines ``CORRELATION_ROWS`` (a list of :class:`CorrelationRow`) and ``SPEED_SUITES`` (a list
+of :class:`SpeedSuite`); :func:`registry` collects them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class CorrelationRow:
+    """One line of a correlation table: ``output`` of metric ``metric`` computed with ``kwargs``.
+    ``higher_is_better=False`` marks a distance (its correlations with humans are negative)."""
+
+    label: str
+    metric: str
+    output: str
+    kwargs: dict = field(default_factory=dict)
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class SpeedSuite:
+    """Things timed side by side on the same (predictions, references).
+
+    ``contenders`` maps a label to a factory ``factory(predictions, references) -> run``: the
+    factory does the untimed set-up (loading models, one warm-up call), ``run()`` is what is timed.
+    ``ratios`` lists ``(numerator, denominator, target)``: the report gives
+    time(numerator) / time(denominator) and whether it meets ``target``, a bound such as
+    ``">= 1.0"`` or ``"<= 1.15"`` (``None``: no target).
+    """
+
+    name: str
+    contenders: dict[str, Callable]
+    ratios: list[tuple[str, str, str | None]]
+
+
+def registry() -> tuple[list[CorrelationRow], list[SpeedSuite]]:
+    """All rows and suites of the metric modules of this package, in module-name order."""
+    rows, suites = [], []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        rows += getattr(module, "CORRELATION_ROWS", [])
+        suites += getattr(module, "SPEED_SUITES", [])
+    return rows, suites

@@ -1,0 +1,59 @@
+"""``moverkit bench correlation``: agreement of metrics with human judgments, per group."""
+
+from __future__ import annotations
+
+import math
+
+from scipy import stats
+
+from . import CorrelationRow
+from ._data import Judgments
+
+
+def correlate(scores: list[float], human: list[float]) -> tuple[float, float]:
+    """Pearson r and Kendall tau (tau-b) of one group."""
+    return float(stats.pearsonr(scores, human)[0]), float(stats.kendalltau(scores, human)[0])
+
+
+def score_row(row: CorrelationRow, data: Judgments) -> list[float]:
+    """The metric's scores for every segment, computed one group (language pair) per call, so
+    ``batch`` centering takes the mean of that test set."""
+    import moverkit
+
+    metric = moverkit.load(row.metric)
+    scores = [math.nan] * len(data.predictions)
+    for members in data.by_group().values():
+        result = metric.compute(
+            predictions=[data.predictions[i] for i in members],
+            references=[data.references[i] for i in members],
+            **row.kwargs,
+        )
+        for i, value in zip(members, result[row.output]):
+            scores[i] = value
+    return scores
+
+
+def correlation_table(rows: list[CorrelationRow], data: Judgments) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{label: {group: (pearson, kendall), ..., "avg": (...)}}``."""
+    table = {}
+    groups = data.by_group()
+    for row in rows:
+        scores = score_row(row, data)
+        per_group = {
+            g: correlate([scores[i] for i in members], [data.human[i] for i in members]) for g, members in groups.items()
+        }
+        per_group["avg"] = tuple(sum(v[k] for v in per_group.values()) / len(per_group) for k in (0, 1))
+        table[row.label] = per_group
+    return table
+
+
+def format_table(table: dict, rows: list[CorrelationRow]) -> str:
+    """Markdown, one line per row, ``tau / r`` per group in percent (the Tempered-WMD paper's
+    Table 2 layout). Distances are marked: their correlations are negative."""
+    groups = list(next(iter(table.values())))
+    lines = ["| metric | " + " | ".join(groups) + " |", "|---" * (len(groups) + 1) + "|"]
+    for row in rows:
+        mark = " (distance)" if not row.higher_is_better else ""
+        cells = [f"{100 * tau:.1f} / {100 * r:.1f}" for r, tau in (table[row.label][g] for g in groups)]
+        lines.append(f"| {row.label}{mark} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,26 @@
+"""Contender factories shared by the speed suites (see :class:`moverkit.bench.SpeedSuite`)."""
+
+from __future__ import annotations
+
+
+def encoder_floor(predictions, references, model_type=None, num_layers=None):
+    """The encoder alone on the distinct texts: the floor no embedding metric can beat."""
+    from moverkit._core import encode, get_encoder
+
+    encoder = get_encoder(model_type, num_layers)
+    texts = list(dict.fromkeys(list(predictions) + list(references)))
+    encode(encoder, texts[:2])
+    return lambda: encode(encoder, texts)
+
+
+def metric_run(name: str, **kwargs):
+    """A factory timing ``moverkit.load(name).compute(..., **kwargs)`` (module loaded, encoder warm)."""
+
+    def factory(predictions, references):
+        import moverkit
+
+        metric = moverkit.load(name)
+        metric.compute(predictions=predictions[:2], references=references[:2], **kwargs)
+        return lambda: metric.compute(predictions=predictions, references=references, **kwargs)
+
+    return factory

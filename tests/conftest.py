@@ -1,0 +1,75 @@
+"""Shared fixtures: real text pairs, the embedded encoder, and a tiny random model made on the spot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "tests" / "data" / "wmt17_sample.tsv"
+SHARED_WMT17 = ROOT.parent / "shared" / "data" / "wmt17_seg_da_to_en.tsv"
+
+
+@pytest.fixture(scope="session")
+def wmt_pairs():
+    """200 real (hypothesis, reference) pairs from WMT17, all five language pairs."""
+    from moverkit.bench._data import read_judgments
+
+    data = read_judgments(SAMPLE)
+    return data.predictions, data.references
+
+
+@pytest.fixture(scope="session")
+def wmt17_full():
+    """The full 2,800-segment WMT17 file from ../shared/data (skips where it is absent)."""
+    if not SHARED_WMT17.exists():
+        pytest.skip(f"{SHARED_WMT17} is absent (the shared data folder sits beside the checkout)")
+    from moverkit.bench._data import read_judgments
+
+    return read_judgments(SHARED_WMT17)
+
+
+@pytest.fixture(scope="session")
+def load_metric():
+    """``load_metric(name)``: the bundled evaluate module, loaded once per session."""
+    import moverkit
+
+    cache = {}
+
+    def load(name):
+        if name not in cache:
+            cache[name] = moverkit.load(name)
+        return cache[name]
+
+    return load
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory):
+    """A 3-layer, 32-dimensional random BERT with the embedded model's WordPiece tokenizer, saved
+    to a folder (so it loads like any local model path)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from moverkit._core import embedded_model_path
+
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
