@@ -252,6 +252,11 @@ class TokenClouds:
         """Token strings of text ``i`` (special tokens included), for alignments and filters."""
         return self.tokenizer.convert_ids_to_tokens(self.token_ids[i])
 
+    def scored_tokens(self, i: int) -> list[str]:
+        """Token strings of text ``i`` without the special tokens: the rows ``PairData.pad`` keeps."""
+        special = self.special[self.offsets[i] : self.offsets[i + 1]].tolist()
+        return [t for t, s in zip(self.tokens(i), special) if not s]
+
     def text_index(self) -> torch.Tensor:
         """For every row of ``vectors``, the index of its text; shape (n_tokens,)."""
         return torch.repeat_interleave(torch.arange(len(self.texts), device=self.offsets.device), self.lengths)

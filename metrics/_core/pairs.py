@@ -42,7 +42,8 @@ class PairData:
 
     encoder: Encoder
     clouds: TokenClouds
-    weights: torch.Tensor  # (n_tokens,) idf or 1, 0 for special tokens
+    pred_weights: torch.Tensor  # (n_tokens,) token weights when a text is a prediction: idf or 1, 0 for special tokens
+    ref_weights: torch.Tensor  # (n_tokens,) the same when a text is a reference
     pred_index: torch.Tensor
     ref_index: torch.Tensor
     group: torch.Tensor
@@ -50,10 +51,19 @@ class PairData:
     centering: str
     stats: CenteringStats | None
     idf: bool | Mapping
+    prediction_idf: bool | Mapping
 
-    def pad(self, texts: torch.Tensor, with_special: bool = False) -> PaddedClouds:
-        """Pad the clouds of ``texts`` (indices into ``clouds``). Special tokens are left out
-        unless ``with_special`` (they then carry weight 0 but stay candidates for matching)."""
+    def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
+        """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices)."""
+        return (
+            self.pad(self.pred_index[pairs], self.pred_weights, with_special),
+            self.pad(self.ref_index[pairs], self.ref_weights, with_special),
+        )
+
+    def pad(self, texts: torch.Tensor, weights: torch.Tensor, with_special: bool = False) -> PaddedClouds:
+        """Pad the clouds of ``texts`` (indices into ``clouds``) with per-token ``weights``.
+        Special tokens are left out unless ``with_special`` (they then carry weight 0 but stay
+        candidates for matching, as in bert-score)."""
         offsets, rows = (self.clouds.offsets, None) if with_special else self._scoring_rows()
         starts = offsets[texts]
         lengths = offsets[texts + 1] - starts
@@ -64,7 +74,7 @@ class PairData:
         if rows is not None:
             position = rows[position] if rows.numel() else torch.zeros_like(position)
         vectors = self.clouds.vectors[position].masked_fill_(~mask[..., None], 0.0)
-        return PaddedClouds(vectors, self.weights[position].masked_fill_(~mask, 0.0), mask)
+        return PaddedClouds(vectors, weights[position].masked_fill_(~mask, 0.0), mask)
 
     def _scoring_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
         if not hasattr(self, "_rows"):
@@ -111,17 +121,21 @@ def prepare_pairs(
     max_length: int | None = None,
     verbose: bool = False,
     idf: bool | Mapping = False,
+    prediction_idf: bool | Mapping | None = None,
     centering: str = "none",
     centering_stats=None,
 ) -> PairData:
     """Validate inputs, encode each distinct text once, weight tokens, and center.
 
     ``idf=True`` fits BERTScore's IDF on the references (every reference counted as a document);
-    a dict gives the weights. ``centering`` is one of :data:`CENTERING_MODES`; ``batch`` takes the
-    mean over every text of this call, ``corpus`` needs ``centering_stats``.
+    a dict gives the weights. ``prediction_idf`` weighs the prediction side differently: ``None``
+    uses the same weights as the references (BERTScore), ``True`` fits IDF on the predictions
+    (MoverScore), a dict gives them. ``centering`` is one of :data:`CENTERING_MODES`; ``batch``
+    takes the mean over every text of this call, ``corpus`` needs ``centering_stats``.
     """
     predictions, references = check_inputs(predictions, references)
     idf = check_idf(idf)
+    prediction_idf = idf if prediction_idf is None else check_idf(prediction_idf)
     if centering not in CENTERING_MODES:
         raise ValueError(f"centering must be one of {', '.join(CENTERING_MODES)}; got {centering!r}")
     encoder = get_encoder(model_type, num_layers, device)
@@ -136,16 +150,18 @@ def prepare_pairs(
     position = {text: i for i, text in enumerate(unique)}
     clouds = encode(encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
 
-    table = idf
-    if idf is True:
-        table = IdfTable(clouds.token_ids[position[r]] for r in pair_references)
+    ref_table = IdfTable(clouds.token_ids[position[r]] for r in pair_references) if idf is True else idf
+    pred_table = prediction_idf
+    if prediction_idf is True:
+        pred_table = ref_table if idf is True and prediction_idf is idf else IdfTable(clouds.token_ids[position[p]] for p in predictions)
     counts = torch.tensor([occurrences[t] for t in unique], dtype=torch.float64)
     centered = center(clouds, centering, counts=counts, stats=stats)
     dev = clouds.vectors.device
     return PairData(
         encoder=encoder,
         clouds=centered,
-        weights=token_weights(clouds, table),
+        pred_weights=token_weights(clouds, pred_table),
+        ref_weights=token_weights(clouds, ref_table),
         pred_index=torch.tensor([position[p] for p in pair_predictions], dtype=torch.long, device=dev),
         ref_index=torch.tensor([position[r] for r in pair_references], dtype=torch.long, device=dev),
         group=group,
@@ -153,4 +169,5 @@ def prepare_pairs(
         centering=centering,
         stats=stats,
         idf=idf,
+        prediction_idf=prediction_idf,
     )

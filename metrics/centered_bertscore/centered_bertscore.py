@@ -144,10 +144,7 @@ class CenteredBERTScore(evaluate.Metric):
         n_pairs = len(data.pred_index)
         scores = torch.zeros(3, n_pairs, dtype=torch.float64)
         for batch in data.batches(with_special=True):
-            scores[:, batch.cpu()] = greedy_match(
-                data.pad(data.pred_index[batch], with_special=True),
-                data.pad(data.ref_index[batch], with_special=True),
-            ).cpu()
+            scores[:, batch.cpu()] = greedy_match(*data.pad_pairs(batch, with_special=True)).cpu()
         results = {}
         best = None
         for name, values in zip(("precision", "recall", "f1"), scores):
@@ -186,18 +183,12 @@ def greedy_match(pred, ref) -> torch.Tensor:
 
 def alignment(data, pair: int) -> dict:
     """Tokens of a pair (special tokens left out) and their cosine similarity matrix."""
-    i, j = data.pred_index[pair : pair + 1], data.ref_index[pair : pair + 1]
-    pred, ref = data.pad(i), data.pad(j)
+    pred, ref = data.pad_pairs(torch.tensor([pair], device=data.pred_index.device))
     n, m = int(pred.mask.sum()), int(ref.mask.sum())
     sim = pred.vectors[0, :n] @ ref.vectors[0, :m].T
     return {
-        "prediction_tokens": _scored_tokens(data, int(i)),
-        "reference_tokens": _scored_tokens(data, int(j)),
+        "prediction_tokens": data.clouds.scored_tokens(int(data.pred_index[pair])),
+        "reference_tokens": data.clouds.scored_tokens(int(data.ref_index[pair])),
         "similarity": sim.cpu().double().tolist(),
     }
 
-
-def _scored_tokens(data, text: int) -> list[str]:
-    start = int(data.clouds.offsets[text])
-    special = data.clouds.special[start : int(data.clouds.offsets[text + 1])].tolist()
-    return [t for t, s in zip(data.clouds.tokens(text), special) if not s]
