@@ -1,0 +1,214 @@
+"""The ``moverkit`` command: score files, fit a centering statistic, run the benchmarks.
+
+    moverkit score --metric centered_bertscore --predictions hyp.txt --references ref.txt --out scores.jsonl
+    moverkit fit-centering --texts corpus.txt --out stats.npz
+    moverkit bench correlation --data wmt17_seg_da_to_en.tsv
+    moverkit bench speed --data wmt17_seg_da_to_en.tsv
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import math
+import sys
+from pathlib import Path
+
+# Files longer than this get a progress bar without --verbose.
+_PROGRESS_LINES = 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        print(f"moverkit {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    import moverkit
+
+    parser = argparse.ArgumentParser(prog="moverkit", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"moverkit {moverkit.__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    score = commands.add_parser("score", help="score a file of predictions against references, one text per line")
+    score.add_argument("--metric", required=True, choices=moverkit.METRICS)
+    score.add_argument("--predictions", required=True, type=Path, help="one prediction per line")
+    score.add_argument(
+        "--references",
+        required=True,
+        type=Path,
+        action="append",
+        help="one reference per line; repeat the option for several references per prediction",
+    )
+    _add_encoder_options(score)
+    score.add_argument("--idf", action="store_true", help="weight tokens by IDF fitted on the references")
+    score.add_argument("--centering", help="none, dim, sentence, batch or corpus (default: the metric's)")
+    score.add_argument("--centering-stats", type=Path, help="a statistic saved by 'moverkit fit-centering'")
+    score.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other compute argument of the metric (VALUE read as JSON when it parses, e.g. temperature=0.1)",
+    )
+    score.add_argument("--out", type=Path, help="write per-line scores here (JSON lines)")
+    score.add_argument("--verbose", action="store_true", help="progress bar (on by default for long files)")
+    score.set_defaults(run=_score)
+
+    fit = commands.add_parser("fit-centering", help="fit a corpus centering statistic on a file of texts")
+    fit.add_argument("--texts", required=True, type=Path, help="one text per line")
+    fit.add_argument("--out", required=True, type=Path, help="where to save the statistic (.npz)")
+    _add_encoder_options(fit)
+    fit.set_defaults(run=_fit_centering)
+
+    bench = commands.add_parser("bench", help="benchmarks: correlation with humans, speed against peers")
+    which = bench.add_subparsers(dest="bench", required=True)
+    corr = which.add_parser("correlation", help="Pearson and Kendall per group with human judgments")
+    speed = which.add_parser("speed", help="time metrics side by side against the encoder and peers")
+    for sub in (corr, speed):
+        sub.add_argument("--data", required=True, type=Path, help="TSV with columns lp, hypothesis, reference, human")
+        sub.add_argument("--limit", type=int, help="use only the first N rows")
+        sub.add_argument("--out", type=Path, help="also write the report here (Markdown)")
+    corr.add_argument("--rows", nargs="*", help="row labels to run (default: all; see --list)")
+    corr.add_argument("--list", action="store_true", help="list the row labels and exit")
+    corr.set_defaults(run=_bench_correlation)
+    speed.add_argument("--suite", nargs="*", help="run the suites whose name contains one of these words")
+    speed.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
+    speed.set_defaults(run=_bench_speed)
+    return parser
+
+
+def _add_encoder_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="Hugging Face id or local path (default: the embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--num-layers", type=int, help="layer to use (default: tuned per model, else the last)")
+    parser.add_argument("--batch-size", type=int, help="texts per forward pass")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
+
+
+def read_lines(path: Path) -> list[str]:
+    """One text per line (a trailing newline does not make an extra empty text)."""
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def _score(args) -> int:
+    import moverkit
+
+    predictions = read_lines(args.predictions)
+    reference_sets = [read_lines(path) for path in args.references]
+    for path, refs in zip(args.references, reference_sets):
+        if len(refs) != len(predictions):
+            raise ValueError(
+                f"{args.predictions} has {len(predictions)} lines but {path} has {len(refs)}; "
+                "every file needs one line per example"
+            )
+    references = reference_sets[0] if len(reference_sets) == 1 else [list(r) for r in zip(*reference_sets)]
+    metric = moverkit.load(args.metric)
+    kwargs = _compute_kwargs(metric, args, verbose=args.verbose or len(predictions) > _PROGRESS_LINES)
+    result = metric.compute(predictions=predictions, references=references, **kwargs)
+
+    per_line = {k: v for k, v in result.items() if isinstance(v, list) and len(v) == len(predictions)}
+    for key, values in per_line.items():
+        if values and all(isinstance(v, (int, float)) for v in values):
+            print(f"{key}\t{math.fsum(values) / len(values):.6f}")
+    print(f"hashcode\t{result['hashcode']}")
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            for i in range(len(predictions)):
+                f.write(json.dumps({"line": i + 1, **{k: v[i] for k, v in per_line.items()}}) + "\n")
+        print(f"per-line scores written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _compute_kwargs(metric, args, verbose: bool) -> dict:
+    """The options the user gave, under the metric's own argument names; an option the metric
+    does not take is an error, not silently dropped."""
+    accepted = set(inspect.signature(metric._compute).parameters)
+    model_arg = next((name for name in ("model_type", "sentence_model") if name in accepted), "model_type")
+    given = {
+        model_arg: args.model,
+        "num_layers": args.num_layers,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "centering": args.centering,
+        "centering_stats": str(args.centering_stats) if args.centering_stats else None,
+        "idf": True if args.idf else None,
+    }
+    kwargs = {k: v for k, v in given.items() if v is not None}
+    for item in args.arg:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--arg takes KEY=VALUE, got {item!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise ValueError(f"{args.metric} takes no argument {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}")
+    if "verbose" in accepted:
+        kwargs["verbose"] = verbose
+    return kwargs
+
+
+def _fit_centering(args) -> int:
+    import moverkit
+
+    kwargs = {"device": args.device, "verbose": True}
+    if args.batch_size:
+        kwargs["batch_size"] = args.batch_size
+    stats = moverkit.fit_centering(read_lines(args.texts), args.model, args.num_layers, **kwargs)
+    stats.save(args.out)
+    print(f"{stats.model} layer {stats.layer}: mean of {stats.n_tokens} tokens of {stats.n_texts} texts")
+    print(f"digest\t{stats.digest}\nsaved to {args.out}")
+    return 0
+
+
+def _bench_correlation(args) -> int:
+    from .bench import registry
+    from .bench._correlation import correlation_table, format_table
+    from .bench._data import read_judgments
+
+    rows, _ = registry()
+    if args.list:
+        print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
+        return 0
+    if args.rows:
+        missing = sorted(set(args.rows) - {r.label for r in rows})
+        if missing:
+            raise ValueError(f"unknown row(s) {', '.join(missing)}; see 'moverkit bench correlation --list'")
+        rows = [r for r in rows if r.label in args.rows]
+    data = read_judgments(args.data, limit=args.limit)
+    report = format_table(correlation_table(rows, data), rows)
+    header = f"Kendall tau / Pearson r (x100) with human judgments of {args.data.name} ({len(data.human)} segments)"
+    return _emit(f"{header}\n\n{report}", args.out)
+
+
+def _bench_speed(args) -> int:
+    from .bench import registry
+    from .bench._data import read_judgments
+    from .bench._speed import format_report, run_suite
+
+    _, suites = registry()
+    if args.suite:
+        suites = [s for s in suites if any(word in s.name for word in args.suite)]
+    data = read_judgments(args.data, limit=args.limit)
+    reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
+    return _emit("\n\n".join(reports), args.out)
+
+
+def _emit(text: str, out: Path | None) -> int:
+    print(text)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
