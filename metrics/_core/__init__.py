@@ -20,6 +20,7 @@ from .encoder import (
 from .hashing import get_hash
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import best_per_group, check_inputs, check_texts, flatten_pairs
+from .module import TextPairMetric, text_pair_features
 from .pairs import PaddedClouds, PairData, prepare_pairs
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "IdfTable",
     "PaddedClouds",
     "PairData",
+    "TextPairMetric",
     "TokenClouds",
     "best_per_group",
     "center",
@@ -46,6 +48,7 @@ __all__ = [
     "prepare_pairs",
     "release",
     "resolve_device",
+    "text_pair_features",
     "token_mean",
     "token_weights",
     "tokenize",

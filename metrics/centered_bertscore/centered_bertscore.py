@@ -2,11 +2,10 @@
 # Licensed under the Apache License, Version 2.0.
 """Centered BERTScore: BERTScore on batch-, corpus-, sentence- or dimension-centered token vectors."""
 
-import datasets
 import evaluate
 import torch
 
-from moverkit._core import best_per_group, get_hash, prepare_pairs
+from moverkit._core import TextPairMetric, best_per_group, get_hash, prepare_pairs, text_pair_features
 
 _CITATION = """\
 @inproceedings{chen-etal-2020-improving,
@@ -88,27 +87,14 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class CenteredBERTScore(evaluate.Metric):
+class CenteredBERTScore(TextPairMetric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             homepage="https://aclanthology.org/2020.eval4nlp-1.6",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=[
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Sequence(datasets.Value("string", id="sequence"), id="references"),
-                    }
-                ),
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Value("string", id="sequence"),
-                    }
-                ),
-            ],
+            features=text_pair_features(),
             codebase_urls=["https://github.com/Tiiiger/bert_score"],
             reference_urls=["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1904.09675"],
         )

@@ -1,0 +1,293 @@
+"""centered_bertscore pinned to the bert-score package, to direct computations, and to its contract."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from moverkit._core import MODEL_LAYERS, DEFAULT_MODEL, CenteringStats, embedded_model_path, fit_centering
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def metric(load_metric):
+    return load_metric("centered_bertscore")
+
+
+@pytest.fixture(scope="module")
+def bert_score_scorer():
+    bert_score = pytest.importorskip("bert_score")
+    return bert_score
+
+
+def _max_diff(ours, theirs):
+    return max(float(np.max(np.abs(np.asarray(ours[k]) - t.numpy()))) for k, t in zip(("precision", "recall", "f1"), theirs))
+
+
+@pytest.mark.parametrize("idf", [False, True])
+def test_equals_bert_score_package_on_200_real_pairs(metric, bert_score_scorer, wmt_pairs, idf):
+    predictions, references = wmt_pairs
+    ours = metric.compute(predictions=predictions, references=references, centering="none", idf=idf)
+    theirs = bert_score_scorer.score(
+        predictions, references, model_type=embedded_model_path(), num_layers=MODEL_LAYERS[DEFAULT_MODEL], idf=idf
+    )
+    assert _max_diff(ours, theirs) <= TOL
+
+
+def test_equals_bert_score_package_with_multiple_references(metric, bert_score_scorer, wmt_pairs):
+    predictions, references = wmt_pairs
+    # Two references each: the true one and another segment's reference (a worse match).
+    multi = [[ref, references[(i + 7) % len(references)]] for i, ref in enumerate(references)]
+    ours = metric.compute(predictions=predictions, references=multi, centering="none", idf=True)
+    theirs = bert_score_scorer.score(predictions, multi, model_type=embedded_model_path(), num_layers=6, idf=True)
+    assert _max_diff(ours, theirs) <= TOL
+
+
+# --- centering modes against a direct computation --------------------------------------------
+
+
+def _raw_layer_vectors(texts, layer=6):
+    """Token vectors straight from transformers (all hidden states of the full model), no moverkit."""
+    path = embedded_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+    out = []
+    for text in texts:
+        enc = tokenizer(text, return_tensors="pt", return_special_tokens_mask=True)
+        special = enc.pop("special_tokens_mask")[0].bool().numpy()
+        with torch.no_grad():
+            hidden = model(**enc, output_hidden_states=True).hidden_states[layer][0].double().numpy()
+        out.append((hidden, special))
+    return out
+
+
+def _direct_scores(texts_pred, texts_ref, mode, corpus_mean=None):
+    """BERTScore by hand: center (numpy, float64), normalise, greedy max with special tokens as
+    candidates and weight 0 (bert-score's convention), uniform weights otherwise."""
+    raw = _raw_layer_vectors(list(dict.fromkeys(texts_pred + texts_ref)))
+    by_text = dict(zip(dict.fromkeys(texts_pred + texts_ref), raw))
+    all_words = np.concatenate([h[~s] for t, (h, s) in by_text.items()])
+    counts = {t: (texts_pred + texts_ref).count(t) for t in by_text}
+    batch_mean = sum(counts[t] * h[~s].sum(0) for t, (h, s) in by_text.items()) / sum(
+        counts[t] * (~s).sum() for t, (h, s) in by_text.items()
+    )
+    assert all_words.shape[1] == 384
+
+    def centered(text):
+        h, s = by_text[text]
+        if mode == "none":
+            v = h
+        elif mode == "dim":
+            v = h - h.mean(axis=1, keepdims=True)
+        elif mode == "sentence":
+            v = h - h[~s].mean(axis=0)
+        elif mode == "batch":
+            v = h - batch_mean
+        else:
+            v = h - corpus_mean
+        return v / np.linalg.norm(v, axis=1, keepdims=True), s
+
+    scores = []
+    for p, r in zip(texts_pred, texts_ref):
+        x, sx = centered(p)
+        y, sy = centered(r)
+        sim = x @ y.T
+        precision = sim.max(axis=1)[~sx].mean()
+        recall = sim.max(axis=0)[~sy].mean()
+        scores.append((precision, recall, 2 * precision * recall / (precision + recall)))
+    return np.array(scores)
+
+
+SMALL_PRED = ["the cat sat on the mat .", "a quick brown fox", "economic growth slowed in march"]
+SMALL_REF = ["a cat was sitting on the mat", "the fast brown fox jumps", "growth of the economy slowed"]
+
+
+@pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch"])
+def test_centering_modes_match_direct_computation(metric, mode):
+    ours = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, centering=mode)
+    expected = _direct_scores(SMALL_PRED, SMALL_REF, mode)
+    got = np.array([ours["precision"], ours["recall"], ours["f1"]]).T
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_corpus_centering_matches_direct_computation(metric, tmp_path):
+    corpus = ["the weather is nice today", "stocks fell sharply on monday", "he plays the violin"]
+    stats = fit_centering(corpus)
+    raw = _raw_layer_vectors(corpus)
+    mean = np.concatenate([h[~s] for h, s in raw]).mean(axis=0)
+    np.testing.assert_allclose(stats.mean, mean, atol=1e-5)
+    path = tmp_path / "stats.npz"
+    stats.save(path)
+    ours = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, centering="corpus", centering_stats=str(path))
+    expected = _direct_scores(SMALL_PRED, SMALL_REF, "corpus", corpus_mean=stats.mean)
+    np.testing.assert_allclose(np.array([ours["precision"], ours["recall"], ours["f1"]]).T, expected, atol=1e-5)
+
+
+def test_corpus_statistic_fitted_on_the_call_equals_batch_centering(metric):
+    stats = fit_centering(SMALL_PRED + SMALL_REF)
+    batch = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, centering="batch")
+    corpus = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, centering="corpus", centering_stats=stats)
+    np.testing.assert_allclose(batch["f1"], corpus["f1"], atol=1e-6)
+
+
+def test_corpus_centering_scores_a_pair_the_same_alone_or_in_any_batch(metric, wmt_pairs):
+    predictions, references = wmt_pairs
+    stats = fit_centering(references[:50])
+    together = metric.compute(
+        predictions=predictions[:12], references=references[:12], centering="corpus", centering_stats=stats
+    )
+    for i in (0, 5, 11):
+        alone = metric.compute(
+            predictions=[predictions[i]], references=[references[i]], centering="corpus", centering_stats=stats
+        )
+        assert alone["f1"][0] == pytest.approx(together["f1"][i], abs=1e-6)
+    # With batch centering the mean depends on the other texts, so the score does too.
+    batch_alone = metric.compute(predictions=[predictions[0]], references=[references[0]], centering="batch")
+    batch_together = metric.compute(predictions=predictions[:12], references=references[:12], centering="batch")
+    assert abs(batch_alone["f1"][0] - batch_together["f1"][0]) > 1e-3
+
+
+def test_corpus_statistic_for_another_layer_is_refused(metric):
+    stats = fit_centering(["one text"], num_layers=3)
+    with pytest.raises(ValueError, match="layer 3"):
+        metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
+
+
+def test_corpus_mode_without_statistic_is_a_clear_error(metric):
+    with pytest.raises(ValueError, match="centering_stats"):
+        metric.compute(predictions=["a"], references=["b"], centering="corpus")
+
+
+def test_statistic_survives_save_and_load(tmp_path):
+    stats = fit_centering(["some text", "more text"])
+    stats.save(tmp_path / "s.npz")
+    loaded = CenteringStats.load(tmp_path / "s.npz")
+    np.testing.assert_array_equal(loaded.mean, stats.mean)
+    assert (loaded.model, loaded.layer, loaded.n_texts, loaded.n_tokens) == (
+        stats.model,
+        stats.layer,
+        stats.n_texts,
+        stats.n_tokens,
+    )
+    assert loaded.digest == stats.digest
+
+
+@pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch"])
+def test_one_token_texts_give_no_nan(metric, mode):
+    # Sentence centering turns a one-token text into the zero vector: similarity 0, not NaN.
+    result = metric.compute(predictions=["hello", "word"], references=["hello", "another word here"], centering=mode)
+    for key in ("precision", "recall", "f1"):
+        assert all(math.isfinite(v) for v in result[key])
+
+
+def test_empty_and_whitespace_texts_score_zero(metric):
+    result = metric.compute(predictions=["", "   ", "fine text"], references=["a reference", "another", " \t "])
+    for key in ("precision", "recall", "f1"):
+        assert result[key] == [0.0, 0.0, 0.0]
+
+
+def test_identical_texts_score_one_in_every_mode(metric):
+    texts = ["the cat sat on the mat", "stocks fell"]
+    for mode in ("none", "dim", "sentence", "batch"):
+        result = metric.compute(predictions=texts, references=texts, centering=mode)
+        np.testing.assert_allclose(result["f1"], [1.0, 1.0], atol=1e-5)
+
+
+def test_best_reference_is_kept(metric):
+    result = metric.compute(
+        predictions=["the cat sat on the mat"],
+        references=[["stock markets fell sharply", "the cat sat on the mat"]],
+        return_alignment=True,
+    )
+    assert result["f1"][0] == pytest.approx(1.0, abs=1e-5)
+    assert result["alignment"][0]["reference_tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
+
+
+def test_alignment_matrix_is_the_cosine_matrix_of_the_scored_tokens(metric):
+    result = metric.compute(
+        predictions=["a cat sat"], references=["the cat sat down"], centering="none", return_alignment=True
+    )
+    sim = np.array(result["alignment"][0]["similarity"])
+    assert sim.shape == (3, 4)
+    assert result["alignment"][0]["prediction_tokens"] == ["a", "cat", "sat"]
+    assert np.all(sim <= 1 + 1e-6) and np.all(sim >= -1 - 1e-6)
+
+
+def test_same_numbers_on_any_batch_size(metric, wmt_pairs):
+    predictions, references = wmt_pairs
+    a = metric.compute(predictions=predictions[:40], references=references[:40], centering="none", batch_size=64)
+    b = metric.compute(predictions=predictions[:40], references=references[:40], centering="none", batch_size=3)
+    np.testing.assert_allclose(a["f1"], b["f1"], atol=1e-6)
+
+
+def test_over_long_inputs_are_truncated_with_one_warning(metric):
+    long_text = " ".join(["word"] * 2000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = metric.compute(predictions=[long_text, long_text + " more"], references=["word", "word"])
+    truncation = [w for w in caught if "truncated" in str(w.message)]
+    assert len(truncation) == 1
+    assert "2 of" in str(truncation[0].message)
+    assert all(math.isfinite(v) for v in result["f1"])
+
+
+def test_max_length_truncates(metric):
+    short = metric.compute(
+        predictions=["a b c d e f g h"], references=["a b c"], centering="none", max_length=5
+    )  # [CLS] a b c [SEP]
+    assert short["precision"][0] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_hashcode_names_every_setting(metric, tmp_path):
+    stats = fit_centering(["x y z"])
+    result = metric.compute(predictions=["a"], references=["b"], idf=True, centering="corpus", centering_stats=stats)
+    code = result["hashcode"]
+    assert code.startswith("centered_bertscore:sentence-transformers/all-MiniLM-L6-v2_L6_idf_center=corpus:")
+    assert stats.digest in code and "version=" in code and "hug_trans=" in code
+    custom = metric.compute(predictions=["a"], references=["b"], idf={"a": 2.0}, num_layers=-2)
+    assert "_L5_idf-dict:" in custom["hashcode"]
+
+
+def test_idf_dict_by_token_string_weights_tokens(metric):
+    # Weight only "cat": precision is then the best similarity of "cat" alone.
+    with_dict = metric.compute(
+        predictions=["the cat"], references=["a cat"], idf={"cat": 1.0}, centering="none", return_alignment=True
+    )
+    sim = np.array(with_dict["alignment"][0]["similarity"])
+    assert with_dict["precision"][0] == pytest.approx(max(sim[1].max(), with_dict["precision"][0]), abs=1e-6)
+    assert with_dict["precision"][0] >= sim[1].max() - 1e-6
+
+
+@pytest.mark.parametrize(
+    "predictions, references, message",
+    [
+        (["a", "b"], ["a"], "differ in length|Mismatch"),
+        (None, ["a"], "predictions"),
+        (["a"], None, "references"),
+        (["a", None], ["a", "b"], r"predictions\[1\]"),
+        (["a", 3], ["a", "b"], r"predictions\[1\]"),
+        (["a"], [[]], r"references\[0\]"),
+    ],
+)
+def test_bad_input_is_a_clear_error_naming_the_argument(metric, predictions, references, message):
+    from moverkit._core import check_inputs
+
+    with pytest.raises((ValueError, TypeError), match=message):
+        check_inputs(predictions, references)
+    with pytest.raises((ValueError, TypeError)):
+        metric.compute(predictions=predictions, references=references)
+
+
+def test_bad_settings_are_clear_errors(metric):
+    with pytest.raises(ValueError, match="centering must be one of"):
+        metric.compute(predictions=["a"], references=["b"], centering="mean")
+    with pytest.raises(ValueError, match="num_layers"):
+        metric.compute(predictions=["a"], references=["b"], num_layers=7)
+    with pytest.raises(TypeError, match="idf"):
+        metric.compute(predictions=["a"], references=["b"], idf="yes")
