@@ -44,4 +44,25 @@ def fit_centering(*args, **kwargs):
     return fit(*args, **kwargs)
 
 
-__all__ = ["METRICS", "__version__", "fit_centering", "load", "module_path"]
+def map_scores(metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
+    """A function for ``datasets.Dataset.map(..., batched=True)`` that adds the metric's
+    per-example scores as columns (``hashcode``, one string per call, is kept on the function as
+    ``.hashcode`` instead: ``map`` needs one value per row)::
+
+        score = moverkit.map_scores(metric, "hyp", "ref", centering="corpus", centering_stats=stats)
+        ds = ds.map(score, batched=True, batch_size=256)
+
+    Each map batch is one ``compute`` call, so ``centering="batch"`` would take the mean of each
+    map batch; use ``"corpus"`` (a statistic fitted once) for scores that do not depend on batching.
+    """
+
+    def score(batch):
+        result = metric.compute(predictions=batch[predictions], references=batch[references], **compute_kwargs)
+        score.hashcode = result["hashcode"]
+        return {key: value for key, value in result.items() if isinstance(value, list)}
+
+    score.hashcode = None
+    return score
+
+
+__all__ = ["METRICS", "__version__", "fit_centering", "load", "map_scores", "module_path"]

@@ -4,6 +4,7 @@
     moverkit fit-centering --texts corpus.txt --out stats.npz
     moverkit bench correlation --data wmt17_seg_da_to_en.tsv
     moverkit bench speed --data wmt17_seg_da_to_en.tsv
+    moverkit publish --dry-run OUTDIR
 """
 
 from __future__ import annotations
@@ -81,6 +82,16 @@ def _parser() -> argparse.ArgumentParser:
     speed.add_argument("--suite", nargs="*", help="run the suites whose name contains one of these words")
     speed.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
     speed.set_defaults(run=_bench_speed)
+
+    publish = commands.add_parser("publish", help="assemble each metric's Hub Space (module + demo) and upload it")
+    publish.add_argument("out", type=Path, help="a new or empty folder to assemble the Spaces in")
+    publish.add_argument("--dry-run", action="store_true", help="assemble only, upload nothing")
+    publish.add_argument("--org", default="moverkit", help="Hub user or organisation of the Spaces (default: moverkit)")
+    publish.add_argument("--repository", help="GitHub owner/name the Spaces install moverkit from (default: $GITHUB_REPOSITORY)")
+    publish.add_argument("--commit", help="commit (or tag) the Spaces install (default: $GITHUB_SHA, else HEAD)")
+    publish.add_argument("--tag", help="also tag every Space with this (the release tag)")
+    publish.add_argument("--source", type=Path, help="checkout holding metrics/ and spaces/ (default: moverkit's own)")
+    publish.set_defaults(run=_publish)
     return parser
 
 
@@ -201,6 +212,23 @@ def _bench_speed(args) -> int:
     data = read_judgments(args.data, limit=args.limit)
     reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
     return _emit("\n\n".join(reports), args.out)
+
+
+def _publish(args) -> int:
+    from .publish import assemble, find_root, resolve_release, upload
+
+    root = find_root(args.source)
+    release = resolve_release(root, args.org, args.repository, args.commit)
+    folders = assemble(root, args.out, release)
+    for folder in folders:
+        files = ", ".join(sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()))
+        print(f"{release.space_id(folder.name)}\t{folder}\t{files}")
+    if args.dry_run:
+        print(f"dry run: {len(folders)} Spaces assembled in {args.out} for {release.repository}@{release.commit}; nothing uploaded")
+        return 0
+    for space_id in upload(folders, release, tag=args.tag):
+        print(f"uploaded https://huggingface.co/spaces/{space_id}")
+    return 0
 
 
 def _emit(text: str, out: Path | None) -> int:

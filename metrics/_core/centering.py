@@ -156,6 +156,63 @@ def center(
     return clouds.with_vectors(torch.nn.functional.normalize(v, dim=-1))
 
 
+VECTOR_CENTERING_MODES = ("none", "dim", "batch", "corpus")
+"""The modes :func:`center_vectors` accepts: :data:`CENTERING_MODES` less ``sentence``."""
+
+
+def center_vectors(
+    vectors: torch.Tensor,
+    mode: str,
+    *,
+    counts: torch.Tensor | None = None,
+    stats: CenteringStats | None = None,
+) -> torch.Tensor:
+    r"""Center the rows of a plain matrix (one vector per item, e.g. sentence embeddings) by
+    ``mode`` and scale them to unit length; the counterpart of :func:`center` for vectors that
+    are not token clouds.
+
+    .. math::
+
+        \text{dim:}\quad   v_i = w_i - \tfrac{1}{D} \textstyle\sum_{l} w_i^{(l)} \qquad
+        \text{batch:}\quad v_i = w_i - \frac{\sum_k c_k w_k}{\sum_k c_k} \qquad
+        \text{corpus:}\quad v_i = w_i - \mu
+
+    where :math:`w_i` is row ``i`` of ``vectors`` (shape (n, D)), :math:`c_k` how often item
+    ``k`` occurs (``counts``, default 1 each) and :math:`\mu` the fitted ``stats.mean``; then
+    :math:`v_i / \lVert v_i \rVert` (a zero vector stays zero). ``sentence`` is refused: with one
+    vector per sentence, the sentence mean is the vector itself and centering leaves zero (Chen et
+    al., 2020, Section 6.1, leave sentence-mean centering out for Sentence-BERT for this reason).
+    Float64 means; returns a new tensor of the dtype of ``vectors``.
+    """
+    w = vectors
+    if check_vector_centering(mode) == "none":
+        v = w
+    elif mode == "dim":
+        v = w - w.mean(dim=1, keepdim=True)
+    elif mode == "batch":
+        weight = torch.ones(len(w), dtype=torch.float64, device=w.device)
+        if counts is not None:
+            weight = counts.to(device=w.device, dtype=torch.float64)
+        v = w - ((weight @ w.double()) / weight.sum().clamp_min(1.0)).to(w.dtype)
+    else:  # corpus
+        if stats is None:
+            raise ValueError("centering='corpus' needs centering_stats")
+        v = w - torch.as_tensor(stats.mean, device=w.device).to(w.dtype)
+    return torch.nn.functional.normalize(v, dim=-1)
+
+
+def check_vector_centering(mode) -> str:
+    """``mode`` if :func:`center_vectors` accepts it, else a ``ValueError`` naming the valid modes."""
+    if mode == "sentence":
+        raise ValueError(
+            "centering='sentence' does not apply to one vector per sentence (it would leave every vector zero); "
+            f"choose one of {', '.join(VECTOR_CENTERING_MODES)}"
+        )
+    if mode not in VECTOR_CENTERING_MODES:
+        raise ValueError(f"centering must be one of {', '.join(VECTOR_CENTERING_MODES)}; got {mode!r}")
+    return mode
+
+
 def fit_centering(
     texts: Sequence[str],
     model_type: str | None = None,

@@ -145,6 +145,31 @@ class Encoder:
         vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
         return vectors.float()
 
+    @torch.inference_mode()
+    def forward_layers(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, layers: Sequence[int]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token vectors of layer ``layer`` (as :meth:`forward`) and of each of ``layers`` from
+        the same forward pass: shapes (batch, length, dim) and (len(layers), batch, length, dim)."""
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
+        stacked = torch.stack([out.hidden_states[layer] for layer in layers])
+        return vectors.float(), stacked.float()
+
+    def check_layers(self, layers: Sequence[int]) -> tuple[int, ...]:
+        """``layers`` as a tuple of block outputs this (truncated) encoder computes: 0 (the
+        embeddings) to ``layer``; a ``ValueError`` names the valid range otherwise."""
+        checked = tuple(layers)
+        for layer in checked:
+            if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= self.layer:
+                raise ValueError(
+                    f"layers must be ints in [0, {self.layer}] for {self.name} cut after layer {self.layer}, "
+                    f"got {layer!r}"
+                )
+        if not checked:
+            raise ValueError("layers must name at least one layer")
+        return checked
+
 
 _ENCODERS: dict[tuple[str, int | None, str], Encoder] = {}
 
@@ -179,11 +204,16 @@ def _load_encoder(name: str, path: str, num_layers: int | None, device: torch.de
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
-    with _quiet_transformers():
-        config = AutoConfig.from_pretrained(path, local_files_only=local_only)
-        tokenizer_kwargs = {"add_prefix_space": True} if config.model_type in _PREFIX_SPACE_MODEL_TYPES else {}
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **tokenizer_kwargs)
-        model = AutoModel.from_pretrained(path, local_files_only=local_only)
+    try:
+        with _quiet_transformers():
+            config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+            prefix_space = config.model_type in _PREFIX_SPACE_MODEL_TYPES
+            tokenizer_kwargs = {"add_prefix_space": True} if prefix_space else {}
+            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **tokenizer_kwargs)
+            model = AutoModel.from_pretrained(path, local_files_only=local_only)
+    except (OSError, ValueError) as err:
+        where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: it must be in the local cache)"
+        raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
     if getattr(config, "is_encoder_decoder", False):
         model = model.get_encoder()
     n_layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "num_layers", 0))
@@ -243,6 +273,9 @@ class TokenClouds:
     token_ids: list[list[int]]
     special: torch.Tensor  # (n_tokens,), bool
     tokenizer: object
+    # Only from encode(..., layers=...): the vectors of each requested layer, same rows as `vectors`.
+    layer_vectors: torch.Tensor | None = None  # (n_layers, n_tokens, dim), float32
+    layers: tuple[int, ...] | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -284,7 +317,11 @@ def tokenize(
         if n_cut:
             warnings.warn(
                 f"{n_cut} of {len(texts)} texts are longer than {limit} tokens and were truncated "
-                f"(the limit of {encoder.name}; pass max_length to change it).",
+                + (
+                    f"(the limit of {encoder.name})."
+                    if limit == encoder.max_length
+                    else f"(max_length={max_length}; the model takes up to {encoder.max_length})."
+                ),
                 stacklevel=3,
             )
     return ids, encoded["special_tokens_mask"]
@@ -297,20 +334,30 @@ def encode(
     batch_size: int = 64,
     max_length: int | None = None,
     verbose: bool = False,
+    layers: Sequence[int] | None = None,
 ) -> TokenClouds:
     """Embed ``texts`` (expected unique) into :class:`TokenClouds`, in the given order.
 
     Texts are sorted by token length, longest first (so a memory error shows up at once), and
     batched ``batch_size`` at a time, so little padding is computed.
+
+    ``layers`` (block outputs, 0 = embeddings, up to ``encoder.layer``) also keeps, from the same
+    forward pass, the vectors of each of those layers in ``layer_vectors`` (for aggregations over
+    layers such as MoverScore's power means); ``vectors`` is unchanged.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size}")
+    if layers is not None:
+        layers = encoder.check_layers(layers)
     ids, special_mask = tokenize(encoder, texts, max_length)
     lengths = torch.tensor([len(row) for row in ids], dtype=torch.long)
     offsets = torch.zeros(len(ids) + 1, dtype=torch.long)
     torch.cumsum(lengths, 0, out=offsets[1:])
     dim = encoder.model.config.hidden_size
     vectors = torch.empty(int(offsets[-1]), dim, dtype=torch.float32, device=encoder.device)
+    layer_vectors = None
+    if layers is not None:
+        layer_vectors = torch.empty(len(layers), int(offsets[-1]), dim, dtype=torch.float32, device=encoder.device)
     pad_id = encoder.tokenizer.pad_token_id or 0
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     starts = range(0, len(order), batch_size)
@@ -322,7 +369,13 @@ def encode(
         for row, i in enumerate(batch):
             input_ids[row, : len(ids[i])] = torch.tensor(ids[i])
             attention[row, : len(ids[i])] = 1
-        out = encoder.forward(input_ids.to(encoder.device), attention.to(encoder.device))
+        if layers is None:
+            out = encoder.forward(input_ids.to(encoder.device), attention.to(encoder.device))
+        else:
+            inputs = (input_ids.to(encoder.device), attention.to(encoder.device))
+            out, stacked = encoder.forward_layers(*inputs, layers)
+            for row, i in enumerate(batch):
+                layer_vectors[:, offsets[i] : offsets[i + 1]] = stacked[:, row, : len(ids[i])]
         for row, i in enumerate(batch):
             vectors[offsets[i] : offsets[i + 1]] = out[row, : len(ids[i])]
     special = torch.tensor([flag for row in special_mask for flag in row], dtype=torch.bool)
@@ -333,5 +386,7 @@ def encode(
         token_ids=ids,
         special=special.to(encoder.device),
         tokenizer=encoder.tokenizer,
+        layer_vectors=layer_vectors,
+        layers=layers,
     )
 

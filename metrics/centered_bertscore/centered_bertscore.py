@@ -76,7 +76,7 @@ Returns:
     An empty (or whitespace-only) prediction or reference scores 0.0 for all three.
 
 Examples:
-    >>> metric = evaluate.load("metrics/centered_bertscore")  # doctest: +SKIP
+    >>> metric = evaluate.load("metrics/centered_bertscore")
     >>> results = metric.compute(predictions=["hello there", "general kenobi"],
     ...                          references=["hello there", "general kenobi"])
     >>> print([round(v, 2) for v in results["f1"]])

@@ -1,0 +1,187 @@
+"""Sentences: splitting texts into sentences, and sentence-transformers models loaded once.
+
+The sentence-level metric (sBERTScore) compares texts sentence by sentence. This is where texts
+are split (pysbd, a rule-based splitter installed from PyPI: no data downloaded at run time),
+where a ``sentence_transformers.SentenceTransformer`` is loaded once per (model, device) for the
+process, and where the ``corpus`` centering statistic of sentence vectors is fitted.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .centering import CenteringStats
+from .encoder import _quiet_transformers, resolve_device, resolve_model
+
+SENTENCE_LAYER = -1
+"""The layer tag of sentence vectors, in hashcodes (``_L-1``) and in :class:`CenteringStats`: the
+model's pooled sentence embedding (what ``SentenceTransformer.encode`` returns), not a transformer
+block. Token-level statistics always carry a block index >= 0, so the two never mix."""
+
+
+@functools.lru_cache(maxsize=None)
+def _segmenter(language: str):
+    import pysbd
+    from pysbd.languages import LANGUAGE_CODES
+
+    if language not in LANGUAGE_CODES:
+        raise ValueError(f"language must be one of pysbd's {', '.join(sorted(LANGUAGE_CODES))}; got {language!r}")
+    return pysbd.Segmenter(language=language, clean=False)
+
+
+def splitter_tag(language: str) -> str:
+    """The splitter and its version, for hashcodes: ``pysbd-0.3.4:en``; checks ``language``."""
+    import pysbd
+
+    if not isinstance(language, str):
+        raise TypeError(f"language must be a str such as 'en', got {type(language).__name__}")
+    _segmenter(language)
+    return f"pysbd-{pysbd.__version__}:{language}"
+
+
+def split_sentences(text: str, language: str = "en") -> list[str]:
+    """The sentences of ``text``, stripped of surrounding white space; ``[]`` for an empty or
+    white-space-only text.
+
+    pysbd (Sadvilkar and Neumann, 2020) follows the "Golden Rules" of sentence boundaries:
+    abbreviations (``Dr.``, ``U.S.``, ``e.g.``) and decimals (``3.50``) do not end a sentence,
+    a closing quote stays with the sentence it closes (``He said "Stop." | Then he ran.``), and
+    ``?``, ``!`` and ``...`` end one as ``.`` does. A text without final punctuation is one sentence.
+    """
+    if not text.strip():
+        return []
+    return [s.strip() for s in _segmenter(language).segment(text) if s.strip()]
+
+
+@dataclass(eq=False)
+class SentenceEncoder:
+    """A ``SentenceTransformer`` on ``device``; get one with :func:`get_sentence_encoder`."""
+
+    name: str
+    path: str
+    device: torch.device
+    model: object  # sentence_transformers.SentenceTransformer
+    layer: int = SENTENCE_LAYER
+
+    @property
+    def dim(self) -> int:
+        # sentence-transformers 5 renamed get_sentence_embedding_dimension to get_embedding_dimension.
+        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(getter())
+
+
+_SENTENCE_ENCODERS: dict[tuple[str, str], SentenceEncoder] = {}
+
+
+def get_sentence_encoder(
+    sentence_model: str | os.PathLike | None = None, device: str | int | torch.device | None = None
+) -> SentenceEncoder:
+    """Load (once per process) the sentence-transformers model ``sentence_model``: a Hugging
+    Face id (from the local cache when offline) or a local folder. ``None`` is the embedded
+    all-MiniLM-L6-v2. A plain transformers model (no sentence-transformers config) gets
+    sentence-transformers' default, mean pooling."""
+    if sentence_model is not None and not isinstance(sentence_model, (str, os.PathLike)):
+        raise TypeError(
+            f"sentence_model must be a sentence-transformers id or a local path, got {type(sentence_model).__name__}"
+        )
+    name, path = resolve_model(sentence_model)
+    dev = resolve_device(device)
+    key = (path, str(dev))
+    if key not in _SENTENCE_ENCODERS:
+        from sentence_transformers import SentenceTransformer
+
+        local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
+        try:
+            with _quiet_transformers():
+                model = SentenceTransformer(path, device=str(dev), local_files_only=local_only)
+        except (OSError, ValueError) as err:
+            where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: it must be in the local cache)"
+            raise ValueError(f"sentence_model={path!r} ({where}) could not be loaded: {err}") from err
+        _SENTENCE_ENCODERS[key] = SentenceEncoder(name=name, path=path, device=dev, model=model.eval())
+    return _SENTENCE_ENCODERS[key]
+
+
+def release_sentence_encoders() -> None:
+    """Forget every loaded sentence-transformers model (frees their memory)."""
+    _SENTENCE_ENCODERS.clear()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def encode_sentences(
+    encoder: SentenceEncoder, sentences: Sequence[str], *, batch_size: int = 64, verbose: bool = False
+) -> torch.Tensor:
+    """Sentence embeddings of ``sentences``, shape (n, dim), float32 on the encoder's device, as
+    ``SentenceTransformer.encode`` gives them (its pooling; not yet centered or re-normalized).
+    Sentences longer than the model's ``max_seq_length`` are truncated by it, with one warning."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if not sentences:
+        return torch.zeros(0, encoder.dim, dtype=torch.float32, device=encoder.device)
+    _warn_truncated(encoder, sentences)
+    vectors = encoder.model.encode(
+        list(sentences), batch_size=batch_size, show_progress_bar=verbose, convert_to_tensor=True
+    )
+    return vectors.to(device=encoder.device, dtype=torch.float32)
+
+
+def _warn_truncated(encoder: SentenceEncoder, sentences: Sequence[str]) -> None:
+    limit = getattr(encoder.model, "max_seq_length", None)
+    tokenizer = getattr(encoder.model, "tokenizer", None)
+    if not limit or not callable(tokenizer):
+        return
+    # A token spans at least one UTF-8 byte (WordPiece, byte-level BPE, SentencePiece with byte
+    # fallback), so only sentences with more bytes than the limit, less a few special tokens,
+    # can be cut: only those are tokenized here.
+    candidates = [s for s in sentences if len(s.encode("utf-8")) > limit - 4]
+    if not candidates:
+        return
+    with _quiet_transformers():
+        lengths = [len(ids) for ids in tokenizer(candidates, add_special_tokens=True)["input_ids"]]
+    n_cut = sum(n > limit for n in lengths)
+    if n_cut:
+        warnings.warn(
+            f"{n_cut} of {len(sentences)} sentences are longer than {limit} tokens and were truncated "
+            f"(the max_seq_length of {encoder.name}).",
+            stacklevel=3,
+        )
+
+
+def fit_sentence_centering(
+    texts: Sequence[str],
+    sentence_model: str | os.PathLike | None = None,
+    *,
+    language: str = "en",
+    device: str | int | torch.device | None = None,
+    batch_size: int = 64,
+    verbose: bool = False,
+) -> CenteringStats:
+    r"""Fit the ``corpus`` centering statistic of sentence vectors: the mean sentence embedding
+    :math:`\mu = \frac{1}{N} \sum_k w_k` over the :math:`N` sentences of ``texts`` (split as
+    :func:`split_sentences` does; a sentence counted as often as it occurs). ``layer`` is
+    :data:`SENTENCE_LAYER` and ``n_tokens`` counts sentences. Save it with ``.save(path)``."""
+    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        raise TypeError("texts must be a list of strings")
+    frequency = Counter(s for text in texts for s in split_sentences(text, language))
+    if not frequency:
+        raise ValueError("texts hold no sentence: the corpus mean needs at least one non-empty text")
+    encoder = get_sentence_encoder(sentence_model, device)
+    unique = list(frequency)
+    vectors = encode_sentences(encoder, unique, batch_size=batch_size, verbose=verbose).double()
+    counts = torch.tensor([frequency[s] for s in unique], dtype=torch.float64, device=vectors.device)
+    n_sentences = int(counts.sum().item())
+    mean = (counts @ vectors) / n_sentences
+    return CenteringStats(
+        mean=mean.cpu().numpy(),
+        model=encoder.name,
+        layer=SENTENCE_LAYER,
+        n_texts=len(texts),
+        n_tokens=n_sentences,
+    )

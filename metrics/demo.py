@@ -1,0 +1,400 @@
+"""The Gradio demo of every moverkit metric: one builder, configured per metric by each Space's ``app.py``.
+
+    from moverkit.demo import Heatmap, build_demo, centering_params, layer_param, model_param
+
+    demo = build_demo(
+        "centered_bertscore",
+        title="Centered BERTScore",
+        params=[model_param(), layer_param(), *centering_params()],
+        heatmaps=[Heatmap("similarity", "cosine similarity")],
+        examples=[("the cat sat on the mat", "a cat sat on the mat")],
+    )
+    demo.launch()
+
+The page takes one prediction per line and one reference per line (several references for one
+prediction separated by ``|||``), the metric's main arguments, and shows the score of every
+prediction, the hashcode and a heatmap of the alignment the module returns with
+``return_alignment=True`` (similarity matrix or transport plan, tokens on both axes). A bad input
+shows the module's own error message in the page.
+
+Gradio (the ``demo`` extra) and matplotlib are imported only when a demo is built or drawn, and
+its telemetry is off: no request leaves the machine that serves the page.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REFERENCE_SEPARATOR = "|||"
+"""Separates the references of one prediction on a line of the references box."""
+
+MAX_PREDICTIONS = 100
+"""A page scores at most this many predictions at a time (``moverkit score`` is for files)."""
+
+USER_ERRORS = (ValueError, TypeError, OSError)
+"""What a module raises for bad input (OSError: a model path or id that does not load); shown in
+the page. Anything else is a bug and keeps its traceback in the server log."""
+
+_KINDS = ("text", "words", "int", "float", "choice", "bool", "file")
+_UNSET = ""  # a dropdown's "(default)" entry: leave the argument to the module (its default is None)
+_YES_NO = {"yes": True, "no": False}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One ``compute`` argument of the module, shown as an input of the page.
+
+    ``kind`` picks the widget: ``text`` (a box; blank leaves the module's default), ``words`` (a
+    box of words separated by commas or spaces, passed as a list), ``int`` and ``float`` (a
+    number box; blank leaves the default), ``choice`` (a dropdown of ``choices``), ``bool`` (a
+    checkbox) or ``file`` (an upload, passed as a path). The initial value is the default of the
+    module's ``_compute`` signature, so the page cannot drift from the module; where that default
+    is None (the module resolves it, e.g. from a preset), a dropdown starts at "(default)".
+    """
+
+    name: str
+    label: str
+    kind: str = "float"
+    choices: tuple = ()
+    info: str | None = None
+
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise ValueError(f"Param {self.name!r}: kind must be one of {', '.join(_KINDS)}, got {self.kind!r}")
+        if (self.kind == "choice") != bool(self.choices):
+            raise ValueError(f"Param {self.name!r}: choices go with kind='choice' and only with it")
+
+    def component(self, gr, default):
+        """The Gradio input for this argument, set to the module's ``default``."""
+        common = {"label": self.label, "elem_id": f"param-{self.name}"}
+        if self.kind == "file":
+            return gr.File(value=default, type="filepath", height=120, **common)
+        common["info"] = self.info
+        if self.kind in ("text", "words"):
+            value = " ".join(default) if self.kind == "words" and default else default or ""
+            return gr.Textbox(value=value, placeholder="(default)", **common)
+        if self.kind in ("int", "float"):
+            return gr.Number(value=default, precision=0 if self.kind == "int" else None, **common)
+        if self.kind == "bool" and default is not None:
+            return gr.Checkbox(value=bool(default), **common)
+        choices = list(_YES_NO) if self.kind == "bool" else list(self.choices)
+        if default is None:
+            return gr.Dropdown(choices=[("(default)", _UNSET), *((c, c) for c in choices)], value=_UNSET, **common)
+        return gr.Dropdown(choices=choices, value=default, **common)
+
+    def convert(self, value):
+        """The page's value as the ``compute`` argument; ``None`` leaves the module's default."""
+        if value is None or value == _UNSET:
+            return None
+        if self.kind == "text":
+            return value.strip() or None
+        if self.kind == "words":
+            return value.replace(",", " ").split() or None
+        if self.kind == "int":
+            return int(value)
+        if self.kind == "float":
+            return float(value)
+        if self.kind == "bool" and isinstance(value, str):
+            return _YES_NO[value]
+        return value
+
+
+def model_param(name: str = "model_type") -> Param:
+    """The encoder: a Hugging Face id or a local folder (blank: the embedded all-MiniLM-L6-v2)."""
+    return Param(name, "Model (Hugging Face id or local path)", "text", info="blank: the embedded all-MiniLM-L6-v2")
+
+
+def layer_param(name: str = "num_layers") -> Param:
+    """The layer whose token vectors are compared (blank: the model's tuned layer, else the last)."""
+    return Param(name, "Layer", "int", info="blank: the tuned layer of known models, else the last")
+
+
+def centering_params(modes: Sequence[str] | None = None, fitted_by: str = "moverkit fit-centering") -> list[Param]:
+    """The centering mode (Chen et al., 2020, Section 5) and, for ``corpus``, the statistic
+    (a ``.npz`` file saved by ``fitted_by``)."""
+    from moverkit._core import CENTERING_MODES
+
+    return [
+        Param("centering", "Centering", "choice", tuple(modes or CENTERING_MODES), info="subtract a mean vector first"),
+        Param("centering_stats", f"Corpus statistic (.npz from {fitted_by})", "file"),
+    ]
+
+
+def idf_param(name: str = "idf") -> Param:
+    """IDF token weights fitted on the references."""
+    return Param(name, "IDF weights", "bool", info="weight tokens by their IDF over the references")
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    """Where the module's alignment (one dict per prediction, for its best reference) keeps the
+    matrix to draw and the labels of its rows and columns."""
+
+    matrix: str
+    title: str
+    rows: str = "prediction_tokens"
+    columns: str = "reference_tokens"
+    row_label: str = "prediction"
+    column_label: str = "reference"
+    colormap: str = "viridis"
+    value_format: str = ".2f"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What one press of the button computed: per-prediction scores, their means, the hashcode
+    and the alignments; free of Gradio, so it can be tested without a server."""
+
+    predictions: list[str]
+    references: list[list[str]]
+    scores: dict[str, list[float]]
+    hashcode: str
+    alignments: list[dict]
+
+    def means(self) -> dict[str, float]:
+        return {key: math.fsum(values) / len(values) for key, values in self.scores.items()}
+
+    def summary(self) -> str:
+        """A Markdown table of the mean of each score."""
+        n = len(self.predictions)
+        head = "| | " + " | ".join(self.scores) + " |\n|---|" + "---|" * len(self.scores) + "\n"
+        label = "score" if n == 1 else f"mean of {n}"
+        return head + f"| {label} | " + " | ".join(f"{v:.4f}" for v in self.means().values()) + " |"
+
+    def table(self):
+        """One row per prediction: its text, its references and every score."""
+        import pandas as pd
+
+        rows = {
+            "#": list(range(1, len(self.predictions) + 1)),
+            "prediction": self.predictions,
+            "references": [f" {REFERENCE_SEPARATOR} ".join(refs) for refs in self.references],
+        }
+        return pd.DataFrame({**rows, **self.scores})
+
+
+def parse_pairs(predictions_text: str, references_text: str) -> tuple[list[str], list[str] | list[list[str]]]:
+    """The two text boxes as ``compute`` inputs: one prediction per line, one reference per line.
+
+    A reference line holding ``|||`` gives that prediction several references; then every line is
+    passed as a list (evaluate takes one reference layout per call). Line counts are left for the
+    module to check, so its own error message reaches the page.
+    """
+    predictions = (predictions_text or "").splitlines()
+    lines = (references_text or "").splitlines()
+    if not any(p.strip() for p in predictions):
+        raise ValueError("type at least one prediction (one per line)")
+    if len(predictions) > MAX_PREDICTIONS:
+        raise ValueError(
+            f"this page scores at most {MAX_PREDICTIONS} predictions at a time, got {len(predictions)}; "
+            "use 'moverkit score' for files"
+        )
+    if any(REFERENCE_SEPARATOR in line for line in lines):
+        return predictions, [[part.strip() for part in line.split(REFERENCE_SEPARATOR)] for line in lines]
+    return predictions, lines
+
+
+def score(module, predictions_text: str, references_text: str, kwargs: dict) -> Scored:
+    """Run the module on the boxes' pairs with ``return_alignment=True``.
+
+    Per-prediction scores are the result's lists of numbers, one per prediction (so a metric
+    whose output key depends on its arguments needs no configuration here).
+    """
+    predictions, references = parse_pairs(predictions_text, references_text)
+    result = module.compute(predictions=predictions, references=references, return_alignment=True, **kwargs)
+    scores = {
+        key: [float(v) for v in values]
+        for key, values in result.items()
+        if key != "alignment"
+        and isinstance(values, list)
+        and len(values) == len(predictions)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    }
+    grouped = [refs if isinstance(refs, list) else [refs] for refs in references]
+    return Scored(predictions, grouped, scores, result["hashcode"], result["alignment"])
+
+
+def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str):
+    """A matplotlib figure of one alignment matrix: rows are the prediction's tokens (or
+    sentences), columns the reference's, each cell annotated when the matrix is small."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    rows = [_shorten(t, 30) for t in alignment[heatmap.rows]]
+    columns = [_shorten(t, 30) for t in alignment[heatmap.columns]]
+    matrix = np.asarray(alignment[heatmap.matrix], dtype=np.float64).reshape(len(rows), len(columns))
+    longest = max((len(label) for label in rows + columns), default=1)
+    width = min(16.0, max(5.0, 2.0 + 0.45 * len(columns) + 0.08 * longest))
+    height = min(14.0, max(3.5, 1.8 + 0.4 * len(rows) + 0.08 * longest))
+    fig = Figure(figsize=(width, height), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title(title)
+    if matrix.size == 0:
+        ax.text(0.5, 0.5, "nothing to align: a text has no scored token", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    image = ax.imshow(matrix, cmap=heatmap.colormap, aspect="auto", interpolation="nearest")
+    fig.colorbar(image, ax=ax, label=heatmap.title)
+    ax.set_xticks(range(len(columns)), columns, rotation=90)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel(heatmap.column_label)
+    ax.set_ylabel(heatmap.row_label)
+    if matrix.size <= 150:
+        middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
+        for (i, j), value in np.ndenumerate(matrix):
+            color = "black" if value > middle else "white"
+            ax.text(j, i, format(value, heatmap.value_format), ha="center", va="center", fontsize=8, color=color)
+    return fig
+
+
+def pick_heatmap(alignment: dict, heatmaps: Sequence[Heatmap], title: str) -> Heatmap:
+    """The heatmap called ``title``, or, where this alignment lacks its matrix (None), the next
+    one that has it (e.g. Wordset-CKA has a similarity matrix but no transport plan)."""
+    start = next((i for i, h in enumerate(heatmaps) if h.title == title), 0)
+    ordered = [*heatmaps[start:], *heatmaps[:start]]
+    return next((h for h in ordered if alignment.get(h.matrix) is not None), ordered[0])
+
+
+def build_demo(
+    metric: str,
+    *,
+    title: str,
+    params: Sequence[Param],
+    heatmaps: Sequence[Heatmap],
+    examples: Sequence[tuple[str, str]],
+    card: str | os.PathLike | None = None,
+):
+    """The ``gr.Blocks`` page of ``metric`` (a bundled moverkit module, loaded once, here).
+
+    ``params`` are the inputs besides the texts (each a ``_compute`` argument: checked here, so a
+    renamed argument fails at start, not on a click); ``heatmaps``, the matrices of the alignment
+    one can draw (the first is drawn after scoring; with several, a switch picks); ``examples``
+    are (predictions, references) box contents, the first one prefilled; ``card``, a Markdown
+    file shown below the page with its YAML front matter left out (the Space's README).
+
+    The API endpoint ``/score`` takes the two boxes and the params by their argument names and
+    returns (summary, table, hashcode, prediction shown, matrix shown, heatmap).
+    """
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    import gradio as gr
+
+    import moverkit
+
+    module = moverkit.load(metric)
+    defaults = _defaults(module, metric, params)
+    with gr.Blocks(title=title, analytics_enabled=False) as demo:
+        gr.Markdown(f"# {title}\nOne prediction per line; one reference per line (several: separate them by `|||`).")
+        with gr.Row():
+            predictions_box = gr.Textbox(
+                value=examples[0][0], label="Predictions", lines=4, elem_id="predictions", placeholder="one per line"
+            )
+            references_box = gr.Textbox(
+                value=examples[0][1], label="References", lines=4, elem_id="references", placeholder="one per line"
+            )
+        with gr.Accordion("Settings", open=True):
+            with gr.Row():
+                inputs = [p.component(gr, defaults[p.name]) for p in params]
+        button = gr.Button("Score", variant="primary", elem_id="score-button")
+        gr.Examples(examples=[list(e) for e in examples], inputs=[predictions_box, references_box], cache_examples=False)
+        summary = gr.Markdown(label="mean scores", elem_id="summary")
+        table = gr.Dataframe(label="Scores per prediction", interactive=False, elem_id="scores")
+        hashcode = gr.Textbox(label="hashcode", interactive=False, buttons=["copy"], elem_id="hashcode")
+        with gr.Row():
+            shown = gr.Dropdown(label="Alignment of prediction", choices=[], interactive=True, elem_id="shown")
+            titles = [h.title for h in heatmaps]
+            matrix = gr.Radio(titles, value=titles[0], label="Matrix", visible=len(titles) > 1, elem_id="matrix")
+        plot = gr.Plot(label="Alignment", elem_id="heatmap")
+        alignments = gr.State([])
+        if card is not None:
+            with gr.Accordion("About this metric", open=False):
+                gr.Markdown(_strip_front_matter(Path(card).read_text(encoding="utf-8")))
+
+        def run(predictions_text, references_text, *values):
+            kwargs = {p.name: v for p, raw in zip(params, values) if (v := p.convert(raw)) is not None}
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    scored = score(module, predictions_text, references_text, kwargs)
+                except USER_ERRORS as err:
+                    raise gr.Error(str(err), print_exception=False) from err
+            for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)):
+                gr.Warning(message)
+            labels = [(f"{i + 1}. {_shorten(p, 60)}", i) for i, p in enumerate(scored.predictions)]
+            return (
+                scored.summary(),
+                scored.table(),
+                scored.hashcode,
+                gr.Dropdown(choices=labels, value=0),
+                titles[0],
+                draw(scored.alignments, 0, titles[0]),
+                scored.alignments,
+            )
+
+        def draw(aligned, index, title):
+            if not aligned or index is None:
+                return None
+            heatmap = pick_heatmap(aligned[index], heatmaps, title)
+            return heatmap_figure(aligned[index], heatmap, f"{heatmap.title}, prediction {index + 1}")
+
+        # Named after the compute arguments, so that API callers pass them by the module's names.
+        run.__signature__ = _signature({"predictions_text": examples[0][0], "references_text": examples[0][1], **defaults})
+        button.click(
+            run,
+            inputs=[predictions_box, references_box, *inputs],
+            outputs=[summary, table, hashcode, shown, matrix, plot, alignments],
+            api_name="score",
+        )
+        for control in (shown, matrix):
+            control.input(draw, inputs=[alignments, shown, matrix], outputs=plot, api_visibility="private")
+    return demo
+
+
+def _defaults(module, metric: str, params: Sequence[Param]) -> dict:
+    """The module's default of every parameter; an argument it does not take fails here."""
+    signature = inspect.signature(module._compute).parameters
+    missing = [p.name for p in params if p.name not in signature]
+    if missing:
+        raise ValueError(f"{metric} takes no argument {', '.join(missing)}; it takes {', '.join(signature)}")
+    return {p.name: signature[p.name].default for p in params}
+
+
+def _signature(defaults: dict) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature([inspect.Parameter(name, kind, default=value) for name, value in defaults.items()])
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _strip_front_matter(markdown: str) -> str:
+    if markdown.startswith("---\n"):
+        end = markdown.find("\n---\n", 4)
+        if end != -1:
+            return markdown[end + 5 :].lstrip()
+    return markdown
+
+
+__all__ = [
+    "MAX_PREDICTIONS",
+    "REFERENCE_SEPARATOR",
+    "Heatmap",
+    "Param",
+    "Scored",
+    "build_demo",
+    "centering_params",
+    "heatmap_figure",
+    "idf_param",
+    "layer_param",
+    "model_param",
+    "parse_pairs",
+    "pick_heatmap",
+    "score",
+]

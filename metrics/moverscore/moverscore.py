@@ -1,0 +1,669 @@
+# Copyright 2026 The moverkit authors.
+# Licensed under the Apache License, Version 2.0.
+"""MoverScore: word mover (n-grams) and sentence mover distances on contextual embeddings."""
+
+from __future__ import annotations
+
+import hashlib
+import string
+import warnings
+from collections import Counter
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import datasets
+import evaluate
+import numpy as np
+import ot
+import torch
+
+from moverkit._core import (
+    IdfTable,
+    PairData,
+    best_per_group,
+    center,
+    check_idf,
+    check_inputs,
+    encode,
+    flatten_pairs,
+    get_encoder,
+    get_hash,
+    prepare_pairs,
+    token_weights,
+)
+from moverkit._core.centering import CENTERING_MODES
+from moverkit._core.idf import idf_tag
+
+_CITATION = """\
+@inproceedings{zhao-etal-2019-moverscore,
+    title = "{M}over{S}core: Text Generation Evaluating with Contextualized Embeddings and Earth Mover Distance",
+    author = "Zhao, Wei and Peyrard, Maxime and Liu, Fei and Gao, Yang and Meyer, Christian M. and Eger, Steffen",
+    booktitle = "Proceedings of the 2019 Conference on Empirical Methods in Natural Language Processing and the 9th
+        International Joint Conference on Natural Language Processing (EMNLP-IJCNLP)",
+    year = "2019",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/D19-1053",
+    pages = "563--578",
+}
+"""
+
+_DESCRIPTION = """\
+MoverScore (Zhao et al., 2019) is the Earth Mover's Distance between the IDF-weighted
+distributions of the contextual token (or n-gram) embeddings of a prediction and of a reference,
+turned into a similarity. With prediction units x_i (weights f_x, summing to 1), reference units
+y_j (weights f_y) and the Euclidean distance between L2-normalised embeddings as cost (Section 3.1):
+
+    WMD = min_F sum_ij F_ij ||E(x_i) - E(y_j)||   s.t.  F 1 = f_x,  F^T 1 = f_y,  F >= 0
+
+    moverscore = 1 / (1 + WMD)   (version="v2", the later release)   or   1 - WMD   (version="v1", the paper)
+
+An n-gram's embedding is the IDF-weighted sum of its tokens' embeddings and its weight the sum of
+their IDFs (Eqs. 1-2); the sentence mover (variant="smd") uses one unit, the whole text. Token
+embeddings come from one layer, or from the concatenation of the power means p = 1, +inf, -inf of
+the last five layers (Eq. 5). IDF is fitted on the references for the reference side and on the
+predictions for the prediction side; subword pieces, punctuation and stop words can be left out.
+Every EMD is solved exactly (POT's network simplex, float64). ``centering="batch"`` gives the
+MoverScore-b of Chen et al. (2020).
+"""
+
+_KWARGS_DESCRIPTION = """
+Args:
+    predictions (list of str): the texts to score.
+    references (list of str, or list of list of str): one reference per prediction, or a list of
+        references per prediction; each prediction is then scored against each of its references
+        and the best (highest) score is kept.
+    version (str, default "v2"): a whole public configuration; the arguments below left at None
+        take its value, those given override it.
+        "v2": moverscore_v2.word_mover_score: last layer, IDF over references and over predictions,
+            subword and punctuation removal, unigrams, Euclidean cost, 1 / (1 + WMD).
+        "v1": moverscore.word_mover_score (the paper): power means of the last five layers, IDF over
+            references and over predictions, subword and punctuation removal, unigrams,
+            squared Euclidean cost (the release's), 1 - WMD.
+    variant (str, optional): "wmd" (word mover: transport between token or n-gram distributions)
+        or "smd" (sentence mover: distance between the IDF-weighted sums of the token embeddings).
+    n_gram (int, optional): n-gram size of the word mover (1 or 2 in the paper; any n >= 1), a
+        sliding window of stride 1 over the tokens that the filters keep. Not for variant="smd".
+    aggregation (str, optional): "layer" (the vectors of layer num_layers) or "power_means"
+        (concatenated min, mean and max, Eq. 5, over the last five layers up to num_layers, each
+        L2-normalised first; over all of them if the model has fewer).
+    model_type (str, optional): a Hugging Face model id or local path. Default: the embedded
+        sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
+    num_layers (int, optional): the (top) layer used: k = output of the k-th block, negative
+        counts from the top. Default: the last layer (as the MoverScore releases).
+    idf (bool or dict, optional): True fits IDF log((N+1)/(df+1)) (unseen tokens log(N+1)) on the
+        references for the reference side; False gives every token weight 1; a dict (token id or
+        token string to weight) is used as given. Special tokens always weigh 0.
+    prediction_idf (bool or dict, optional): the prediction side's weights. Default: follows idf
+        (True fits IDF on the predictions, a dict is reused, False gives 1).
+    stop_words (list of str, optional): tokens to leave out (compared with the token strings,
+        word-start markers removed). Default: none.
+    remove_subwords (bool, optional): leave out subword continuation pieces (WordPiece "##...";
+        for byte-level BPE and SentencePiece, pieces without the word-start marker).
+    remove_punctuation (bool, optional): leave out tokens made only of ASCII punctuation.
+    cost (str, optional): "euclidean" (the paper and v2) or "sqeuclidean" (its square, v1's code)
+        between the L2-normalised unit embeddings.
+    score_form (str, optional): "1/(1+wmd)" (v2) or "1-wmd" (v1 and the paper).
+    centering (str, default "none"): "none", "dim", "sentence", "batch" (MoverScore-b: the mean
+        of all tokens of this compute call is subtracted) or "corpus" (needs centering_stats;
+        aggregation="layer" only); vectors are L2-normalised after centering.
+    centering_stats (CenteringStats or path, optional): the statistic for centering="corpus", from
+        moverkit.fit_centering(texts, model_type=..., num_layers=...).
+    batch_size (int, default 64): texts per forward pass.
+    device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.
+    verbose (bool, default False): show a progress bar while encoding.
+    max_length (int, optional): truncate texts to this many tokens (default and maximum: the
+        model's limit). Longer texts are truncated with one warning.
+    return_alignment (bool, default False): also return, per prediction, the transport units
+        (tokens or n-grams with positive weight) of the prediction and of its best reference,
+        the optimal flow and the cost matrix (the release's plot_example picture).
+
+Returns:
+    moverscore (list of float): per prediction; higher is better. In (0, 1] for "1/(1+wmd)";
+        at most 1 for "1-wmd" (down to -1 with the Euclidean and -3 with the squared cost).
+        A pair whose prediction or reference has no unit of positive weight left (empty text, or
+        every token filtered out) scores 0.0.
+    hashcode (str): model, layer(s), idf, centering, every resolved option and versions.
+    alignment (list of dict, only with return_alignment): "prediction_tokens",
+        "reference_tokens", "flow" (rows: prediction units, columns: reference units; sums to 1)
+        and "cost" (same shape).
+
+Examples:
+    >>> metric = evaluate.load("metrics/moverscore")  # doctest: +SKIP
+    >>> results = metric.compute(predictions=["hello there", "general kenobi"],
+    ...                          references=["hello there", "general kenobi"])
+    >>> print([round(v, 2) for v in results["moverscore"]])
+    [1.0, 1.0]
+    >>> print(results["hashcode"].split("_")[0])
+    moverscore:sentence-transformers/all-MiniLM-L6-v2
+    >>> results = metric.compute(predictions=["?!", "hello there"], references=["hello there", "hello there"],
+    ...                          version="v1")
+    >>> print([round(v, 2) for v in results["moverscore"]])
+    [0.0, 1.0]
+"""
+
+PRESETS = {
+    "v2": {
+        "variant": "wmd",
+        "n_gram": 1,
+        "aggregation": "layer",
+        "idf": True,
+        "stop_words": (),
+        "remove_subwords": True,
+        "remove_punctuation": True,
+        "cost": "euclidean",
+        "score_form": "1/(1+wmd)",
+    },
+    "v1": {
+        "variant": "wmd",
+        "n_gram": 1,
+        "aggregation": "power_means",
+        "idf": True,
+        "stop_words": (),
+        "remove_subwords": True,
+        "remove_punctuation": True,
+        "cost": "sqeuclidean",
+        "score_form": "1-wmd",
+    },
+}
+"""The two public configurations (``version``): ``moverscore_v2.py`` and ``moverscore.py`` of the
+authors' release (github.com/AIPHES/emnlp19-moverscore)."""
+
+CHOICES = {
+    "variant": ("wmd", "smd"),
+    "aggregation": ("layer", "power_means"),
+    "cost": ("euclidean", "sqeuclidean"),
+    "score_form": ("1/(1+wmd)", "1-wmd"),
+}
+
+POWER_MEAN_LAYERS = 5
+"""Power means run over the last five layers (Section 3.3, "Aggregation")."""
+
+# The network simplex stops at this many iterations (POT's default, 1e5, can be too few for two
+# 512-token texts, and then the plan is not optimal).
+EMD_MAX_ITER = 10_000_000
+
+
+@dataclass(frozen=True)
+class Config:
+    """A resolved MoverScore configuration: a preset with the user's overrides, checked."""
+
+    version: str
+    variant: str
+    n_gram: int
+    aggregation: str
+    idf: bool | dict
+    prediction_idf: bool | dict
+    stop_words: frozenset
+    remove_subwords: bool
+    remove_punctuation: bool
+    cost: str
+    score_form: str
+
+
+def resolve_config(version: str = "v2", **overrides) -> Config:
+    """The preset ``version`` with every override that is not None; errors name the argument."""
+    if version not in PRESETS:
+        raise ValueError(f"version must be one of {', '.join(PRESETS)}; got {version!r}")
+    given = {key: value for key, value in overrides.items() if value is not None}
+    values = {**PRESETS[version], **given}
+    for key, allowed in CHOICES.items():
+        if values[key] not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(map(repr, allowed))}; got {values[key]!r}")
+    n_gram = values["n_gram"]
+    if isinstance(n_gram, bool) or not isinstance(n_gram, int) or n_gram < 1:
+        raise ValueError(f"n_gram must be an int >= 1, got {n_gram!r}")
+    if values["variant"] == "smd" and "n_gram" in given:
+        raise ValueError("n_gram has no effect with variant='smd' (the sentence is one unit); leave it out")
+    for key in ("remove_subwords", "remove_punctuation"):
+        if not isinstance(values[key], bool):
+            raise TypeError(f"{key} must be True or False, got {values[key]!r}")
+    stop_words = values["stop_words"]
+    if isinstance(stop_words, str) or not all(isinstance(w, str) for w in stop_words):
+        raise TypeError("stop_words must be a list of strings")
+    idf = check_idf(values["idf"])
+    prediction_idf = check_idf(given.get("prediction_idf", idf))
+    return Config(
+        version=version,
+        variant=values["variant"],
+        n_gram=n_gram,
+        aggregation=values["aggregation"],
+        idf=idf,
+        prediction_idf=prediction_idf,
+        stop_words=frozenset(stop_words),
+        remove_subwords=values["remove_subwords"],
+        remove_punctuation=values["remove_punctuation"],
+        cost=values["cost"],
+        score_form=values["score_form"],
+    )
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class MoverScore(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            homepage="https://github.com/AIPHES/emnlp19-moverscore",
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=[
+                datasets.Features(
+                    {
+                        "predictions": datasets.Value("string", id="sequence"),
+                        "references": datasets.Sequence(datasets.Value("string", id="sequence"), id="references"),
+                    }
+                ),
+                datasets.Features(
+                    {
+                        "predictions": datasets.Value("string", id="sequence"),
+                        "references": datasets.Value("string", id="sequence"),
+                    }
+                ),
+            ],
+            codebase_urls=["https://github.com/AIPHES/emnlp19-moverscore"],
+            reference_urls=["https://aclanthology.org/D19-1053", "https://aclanthology.org/2020.eval4nlp-1.6"],
+        )
+
+    def _compute(
+        self,
+        predictions,
+        references,
+        version: str = "v2",
+        variant: str | None = None,
+        n_gram: int | None = None,
+        aggregation: str | None = None,
+        model_type: str | None = None,
+        num_layers: int | None = None,
+        idf: bool | dict | None = None,
+        prediction_idf: bool | dict | None = None,
+        stop_words: list[str] | None = None,
+        remove_subwords: bool | None = None,
+        remove_punctuation: bool | None = None,
+        cost: str | None = None,
+        score_form: str | None = None,
+        centering: str = "none",
+        centering_stats=None,
+        batch_size: int = 64,
+        device: str | None = None,
+        verbose: bool = False,
+        max_length: int | None = None,
+        return_alignment: bool = False,
+    ):
+        config = resolve_config(
+            version,
+            variant=variant,
+            n_gram=n_gram,
+            aggregation=aggregation,
+            idf=idf,
+            prediction_idf=prediction_idf,
+            stop_words=stop_words,
+            remove_subwords=remove_subwords,
+            remove_punctuation=remove_punctuation,
+            cost=cost,
+            score_form=score_form,
+        )
+        top = -1 if num_layers is None else num_layers
+        encoding = {
+            "model_type": model_type,
+            "num_layers": top,
+            "device": device,
+            "batch_size": batch_size,
+            "max_length": max_length,
+            "verbose": verbose,
+        }
+        if config.aggregation == "power_means":
+            data = prepare_power_means(predictions, references, centering=centering, **encoding)
+        else:
+            data = prepare_pairs(
+                predictions, references, centering=centering, centering_stats=centering_stats, **encoding
+            )
+        keep = kept_tokens(data, config)
+        data = with_moverscore_weights(data, config, keep)
+        n_pairs = len(data.pred_index)
+        scores = torch.zeros(n_pairs, dtype=torch.float64)
+        for batch in data.batches(with_special=True):
+            scores[batch.cpu()] = torch.from_numpy(score_batch(data, keep, batch, config))
+        best_scores, best = best_per_group(scores, data.group, data.n_predictions)
+        results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config)}
+        if return_alignment:
+            results["alignment"] = [alignment(data, keep, int(k), config) for k in best]
+        return results
+
+
+def hashcode(data: PairData, config: Config) -> str:
+    layers = data.clouds.layers or (data.encoder.layer,)
+    stop = "none"
+    if config.stop_words:
+        stop = hashlib.sha1("\n".join(sorted(config.stop_words)).encode()).hexdigest()[:10]
+    return get_hash(
+        "moverscore",
+        data.encoder,
+        idf=config.idf,
+        centering=data.centering,
+        stats=data.stats,
+        preset=config.version,
+        variant=config.variant,
+        n_gram=config.n_gram if config.variant == "wmd" else "all",
+        aggregation=config.aggregation,
+        layers="-".join(map(str, layers)),
+        prediction_idf=idf_tag(config.prediction_idf),
+        stop_words=stop,
+        remove_subwords=config.remove_subwords,
+        remove_punctuation=config.remove_punctuation,
+        cost=config.cost,
+        score_form=config.score_form,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Token vectors: one layer (``prepare_pairs``) or the power means of the last five layers
+
+
+def power_means_layers(top: int) -> tuple[int, ...]:
+    """The block outputs Eq. (5) aggregates: the last five up to ``top`` (all, if fewer)."""
+    return tuple(range(max(1, top - POWER_MEAN_LAYERS + 1), top + 1))
+
+
+def power_means(layer_vectors: torch.Tensor) -> torch.Tensor:
+    r"""Concatenated power means over layers, Eq. (5) with :math:`p \in \{-\infty, 1, +\infty\}`:
+
+    .. math::
+
+        E(x_i) = \min_l z_{i,l} \oplus \tfrac{1}{L}\textstyle\sum_l z_{i,l} \oplus \max_l z_{i,l}
+
+    (elementwise min, mean, max; Eq. (4) at :math:`p = -\infty, 1, +\infty`). ``layer_vectors``
+    has shape (L, n_tokens, D), each layer already L2-normalised; returns (n_tokens, 3 D).
+    """
+    return torch.cat([layer_vectors.amin(0), layer_vectors.mean(0), layer_vectors.amax(0)], dim=-1)
+
+
+def prepare_power_means(
+    predictions, references, *, model_type, num_layers, device, batch_size, max_length, verbose, centering
+) -> PairData:
+    """:func:`moverkit._core.prepare_pairs` for ``aggregation="power_means"``: one forward pass
+    per distinct text keeps the last five layers; each is centered (``centering``) and
+    L2-normalised, then :func:`power_means` gives the token vectors (not normalised again:
+    Eq. (1) sums them as they are, as the release does)."""
+    predictions, references = check_inputs(predictions, references)
+    if centering not in CENTERING_MODES:
+        raise ValueError(f"centering must be one of {', '.join(CENTERING_MODES)}; got {centering!r}")
+    if centering == "corpus":
+        raise ValueError(
+            "centering='corpus' needs a statistic fitted for one layer; with aggregation='power_means' "
+            "use 'none', 'dim', 'sentence' or 'batch'"
+        )
+    encoder = get_encoder(model_type, num_layers, device)
+    pair_predictions, pair_references, group = flatten_pairs(predictions, references)
+    occurrences = Counter(predictions)
+    occurrences.update(pair_references)
+    unique = list(occurrences)
+    position = {text: i for i, text in enumerate(unique)}
+    layers = power_means_layers(encoder.layer)
+    clouds = encode(
+        encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose, layers=layers
+    )
+    counts = torch.tensor([occurrences[t] for t in unique], dtype=torch.float64)
+    normalised = torch.stack(
+        [center(clouds.with_vectors(v), centering, counts=counts).vectors for v in clouds.layer_vectors]
+    )
+    vectors = power_means(normalised)
+    del normalised
+    dev = vectors.device
+    return PairData(
+        encoder=encoder,
+        clouds=replace(clouds, vectors=vectors, layer_vectors=None),
+        pred_weights=token_weights(clouds, False),
+        ref_weights=token_weights(clouds, False),
+        pred_index=torch.tensor([position[p] for p in pair_predictions], dtype=torch.long, device=dev),
+        ref_index=torch.tensor([position[r] for r in pair_references], dtype=torch.long, device=dev),
+        group=group,
+        n_predictions=len(predictions),
+        centering=centering,
+        stats=None,
+        idf=False,
+        prediction_idf=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Weights and filters
+
+
+def with_moverscore_weights(data: PairData, config: Config, keep: torch.Tensor) -> PairData:
+    """``data`` with MoverScore's token weights: IDF fitted on the references (each pair's
+    reference one document) for the reference side and, separately, on the predictions (each
+    prediction one document) for the prediction side, or the given dicts, or 1; 0 for special
+    tokens and for the tokens the filters drop (``keep`` False).
+
+    A text whose kept tokens all have IDF 0 (each occurs in every text of the IDF corpus, as
+    with a single pair) would leave an empty distribution; its kept tokens are then weighted
+    uniformly, with a warning. (The tables are built here rather than by
+    ``prepare_pairs(idf=True, prediction_idf=True)``, which at present reuses the reference table
+    for the predictions.)
+    """
+    ids = data.clouds.token_ids
+    ref_table = config.idf
+    if ref_table is True:
+        ref_table = IdfTable(ids[int(t)] for t in data.ref_index.tolist())
+    pred_table = config.prediction_idf
+    if pred_table is True:
+        first_pair = torch.full((data.n_predictions,), len(data.pred_index), dtype=torch.long)
+        first_pair.scatter_reduce_(0, data.group, torch.arange(len(data.group)), reduce="amin")
+        pred_table = IdfTable(ids[int(data.pred_index[k])] for k in first_pair.tolist())
+    pred_weights = token_weights(data.clouds, pred_table) * keep
+    ref_weights = token_weights(data.clouds, ref_table) * keep
+    pred_weights, n_pred = _uniform_if_massless(data, pred_weights, keep, data.pred_index)
+    ref_weights, n_ref = _uniform_if_massless(data, ref_weights, keep, data.ref_index)
+    if n_pred or n_ref:
+        warnings.warn(
+            f"{n_pred} prediction(s) and {n_ref} reference(s) have IDF 0 on every token kept (each token occurs "
+            "in every text the IDF was fitted on, as with a single pair); they are weighted uniformly instead. "
+            "Score more pairs in one call, or pass idf=False.",
+            stacklevel=3,
+        )
+    return replace(
+        data, pred_weights=pred_weights, ref_weights=ref_weights, idf=config.idf, prediction_idf=config.prediction_idf
+    )
+
+
+def _uniform_if_massless(data: PairData, weights: torch.Tensor, keep: torch.Tensor, used: torch.Tensor):
+    """Weight 1 on the kept non-special tokens of every text whose ``weights`` sum to 0 although
+    it keeps some token; returns the weights and how many of the texts in ``used`` changed."""
+    clouds = data.clouds
+    text_of = clouds.text_index()
+    candidates = keep & ~clouds.special
+    mass = torch.zeros(len(clouds.texts), dtype=weights.dtype, device=weights.device).index_add_(0, text_of, weights)
+    n_candidates = torch.zeros_like(mass).index_add_(0, text_of, candidates.to(weights.dtype))
+    massless = (mass == 0) & (n_candidates > 0)
+    weights = torch.where(massless[text_of] & candidates, torch.ones_like(weights), weights)
+    return weights, int(massless[torch.unique(used)].sum())
+
+
+@lru_cache(maxsize=8)
+def _subword_marker(tokenizer) -> tuple[str, bool]:
+    """How the tokenizer marks word pieces: ``("##", True)`` for WordPiece (the marker starts a
+    continuation), ``("Ġ", False)`` or ``("▁", False)`` for byte-level BPE and SentencePiece (the
+    marker starts a word)."""
+    vocab = tokenizer.get_vocab()
+    for marker, continuation in (("##", True), ("Ġ", False), ("▁", False)):
+        if sum(token.startswith(marker) for token in vocab) > len(vocab) // 100:
+            return marker, continuation
+    return "", False
+
+
+def dropped_tokens(tokens: list[str], special: list[bool], tokenizer, config: Config) -> list[bool]:
+    """Which tokens the filters leave out (special tokens never: they weigh 0 already).
+
+    As the release: a subword piece is a token containing ``##`` (WordPiece); punctuation is a
+    token made only of ``string.punctuation``; a stop word is a token in ``stop_words``.
+    """
+    marker, continuation = _subword_marker(tokenizer)
+    if config.remove_subwords and not marker:
+        raise ValueError(f"remove_subwords: cannot tell word pieces of {type(tokenizer).__name__}; pass False")
+    dropped = []
+    first_word = True
+    for token, is_special in zip(tokens, special):
+        if is_special:
+            dropped.append(False)
+            continue
+        has_marker = token.startswith(marker) if marker else False
+        word = token[len(marker) :] if has_marker else token
+        subword = has_marker if continuation else (not has_marker and not first_word)
+        first_word = False
+        dropped.append(
+            (config.remove_subwords and subword)
+            or (config.remove_punctuation and bool(word) and all(c in string.punctuation for c in word))
+            or word in config.stop_words
+            or token in config.stop_words
+        )
+    return dropped
+
+
+def kept_tokens(data: PairData, config: Config) -> torch.Tensor:
+    """Flat mask over all token rows (specials included) of the tokens the filters keep."""
+    clouds = data.clouds
+    if not (config.remove_subwords or config.remove_punctuation or config.stop_words):
+        return torch.ones_like(clouds.special)
+    special = clouds.special.cpu().tolist()
+    offsets = clouds.offsets.cpu().tolist()
+    dropped = []
+    for i in range(len(clouds.texts)):
+        dropped += dropped_tokens(clouds.tokens(i), special[offsets[i] : offsets[i + 1]], clouds.tokenizer, config)
+    return ~torch.tensor(dropped, dtype=torch.bool, device=clouds.special.device)
+
+
+# ---------------------------------------------------------------------------------------------
+# Units (tokens, n-grams or the sentence), costs and exact transport
+
+
+def compact(vectors: torch.Tensor, weights: torch.Tensor, keep: torch.Tensor):
+    """Move the kept tokens of each row to the front, in order: (B, L, D), (B, L), lengths (B,)."""
+    order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)
+    vectors = torch.take_along_dim(vectors, order[..., None], dim=1)
+    weights = torch.take_along_dim(weights * keep, order, dim=1)
+    return vectors, weights, keep.sum(1)
+
+
+def units(vectors: torch.Tensor, weights: torch.Tensor, lengths: torch.Tensor, n: int | None):
+    r"""The transport units of each text and their weights, Eqs. (1)-(2):
+
+    .. math::
+
+        E(x_i^n) = \sum_{k=i}^{i+n-1} \mathrm{idf}(x_k) E(x_k), \qquad
+        f_{x_i^n} \propto \sum_{k=i}^{i+n-1} \mathrm{idf}(x_k)
+
+    over windows of ``n`` consecutive kept tokens, stride 1; a text shorter than ``n`` is one
+    unit, and ``n=None`` (the sentence mover) makes the whole text one unit. Unit embeddings are
+    L2-normalised (a zero one stays zero). ``vectors`` (B, L, D) and ``weights`` (B, L) hold the
+    kept tokens first (:func:`compact`), ``lengths`` (B,) how many. Returns (B, U, D), (B, U).
+    """
+    weighted = vectors * weights[..., None]
+    if n is None:
+        return _unit_norm(weighted.sum(1, keepdim=True)), weights.sum(1, keepdim=True)
+    if n > 1:
+        width = max(vectors.shape[1], n)
+        weighted = torch.nn.functional.pad(weighted, (0, 0, 0, width - vectors.shape[1]))
+        weights = torch.nn.functional.pad(weights, (0, width - vectors.shape[1]))
+        # b = texts, u = window starts, d = dimension, k = position in the window
+        weighted = weighted.unfold(1, n, 1).sum(-1)  # (b, u, d, k) -> (b, u, d)
+        weights = weights.unfold(1, n, 1).sum(-1)
+        starts = torch.arange(weights.shape[1], device=weights.device)
+        valid = (starts[None, :] + n <= lengths[:, None]) | (starts[None, :] == 0)
+        weights = weights * valid
+    return _unit_norm(weighted), weights
+
+
+def _unit_norm(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.normalize(x, dim=-1)
+
+
+def pairwise_cost(x: torch.Tensor, y: torch.Tensor, cost: str) -> torch.Tensor:
+    """Euclidean (or squared Euclidean) distances between the units of each pair, float64:
+    (B, n, D), (B, m, D) -> (B, n, m). Float64 keeps the distance of near-identical vectors
+    from drowning in the rounding of ``|x|^2 + |y|^2 - 2 x.y``."""
+    x, y = x.double(), y.double()
+    # b = pairs, n = prediction units, m = reference units, d = dimension
+    sq = (x * x).sum(-1)[:, :, None] + (y * y).sum(-1)[:, None, :] - 2 * torch.einsum("bnd,bmd->bnm", x, y)
+    sq = sq.clamp_min(0.0)
+    return sq if cost == "sqeuclidean" else sq.sqrt()
+
+
+def batch_units(data: PairData, keep: torch.Tensor, batch: torch.Tensor, config: Config):
+    """Unit weights of both sides (float64) and the cost tensor of the pairs ``batch``, in a few
+    tensor operations: (B, n), (B, m), (B, n, m)."""
+    n = None if config.variant == "smd" else config.n_gram
+    pred, ref = data.pad_pairs(batch, with_special=True)
+    sides = []
+    for side, index in ((pred, data.pred_index[batch]), (ref, data.ref_index[batch])):
+        v, w, lengths = compact(side.vectors, side.weights, _pad_flags(data, index, keep))
+        sides.append(units(v, w, lengths, n))
+    (x, a), (y, b) = sides
+    return a.double(), b.double(), pairwise_cost(x, y, config.cost)
+
+
+def _pad_flags(data: PairData, texts: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
+    """Per-token ``flags`` (flat, specials included) padded like ``PairData.pad(with_special=True)``."""
+    offsets = data.clouds.offsets
+    starts = offsets[texts]
+    lengths = offsets[texts + 1] - starts
+    width = max(int(lengths.max()) if len(texts) else 0, 1)
+    steps = torch.arange(width, device=starts.device)
+    mask = steps[None, :] < lengths[:, None]
+    return flags[torch.where(mask, starts[:, None] + steps[None, :], 0)] & mask
+
+
+def transport(a: np.ndarray, b: np.ndarray, cost: np.ndarray, with_plan: bool = False):
+    """Exact EMD between the positive-weight units: ``(wmd, plan, rows, cols)``, or ``None`` when
+    a side has no weight. Zero-weight units carry no mass, so leaving them out changes nothing."""
+    rows, cols = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
+    if len(rows) == 0 or len(cols) == 0:
+        return None
+    a, b, cost = a[rows] / a[rows].sum(), b[cols] / b[cols].sum(), np.ascontiguousarray(cost[np.ix_(rows, cols)])
+    if with_plan:
+        plan = ot.emd(a, b, cost, numItermax=EMD_MAX_ITER)
+        return float((plan * cost).sum()), plan, rows, cols
+    return float(ot.emd2(a, b, cost, numItermax=EMD_MAX_ITER)), None, rows, cols
+
+
+def to_score(distance: float | None, score_form: str) -> float:
+    """``1/(1+d)`` or ``1-d``; 0.0 for a pair with an empty side (documented value)."""
+    if distance is None:
+        return 0.0
+    return 1.0 / (1.0 + distance) if score_form == "1/(1+wmd)" else 1.0 - distance
+
+
+def score_batch(data: PairData, keep: torch.Tensor, batch: torch.Tensor, config: Config) -> np.ndarray:
+    """MoverScore of every pair of ``batch``: units and costs batched, then one exact solve per pair."""
+    a, b, cost = (t.cpu().numpy() for t in batch_units(data, keep, batch, config))
+    scores = np.empty(len(batch))
+    for row in range(len(batch)):
+        solved = transport(a[row], b[row], cost[row])
+        scores[row] = to_score(None if solved is None else solved[0], config.score_form)
+    return scores
+
+
+def unit_labels(data: PairData, text: int, keep: torch.Tensor, n: int | None) -> list[str]:
+    """Names of the units of text ``text`` (tokens, n-grams joined by spaces, or the sentence)."""
+    start, end = int(data.clouds.offsets[text]), int(data.clouds.offsets[text + 1])
+    tokens = [t for t, k in zip(data.clouds.tokens(text), keep[start:end].tolist()) if k]
+    if n is None or len(tokens) <= n:
+        return [" ".join(tokens)]
+    return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def alignment(data: PairData, keep: torch.Tensor, pair: int, config: Config) -> dict:
+    """Units of one pair (those with positive weight), the optimal flow and the cost matrix."""
+    batch = torch.tensor([pair], device=data.pred_index.device)
+    a, b, cost = (t[0].cpu().numpy() for t in batch_units(data, keep, batch, config))
+    n = None if config.variant == "smd" else config.n_gram
+    pred_labels = unit_labels(data, int(data.pred_index[pair]), keep, n)
+    ref_labels = unit_labels(data, int(data.ref_index[pair]), keep, n)
+    solved = transport(a, b, cost, with_plan=True)
+    if solved is None:
+        return {"prediction_tokens": [], "reference_tokens": [], "flow": [], "cost": []}
+    _, plan, rows, cols = solved
+    return {
+        "prediction_tokens": [pred_labels[i] for i in rows],
+        "reference_tokens": [ref_labels[j] for j in cols],
+        "flow": plan.tolist(),
+        "cost": cost[np.ix_(rows, cols)].tolist(),
+    }

@@ -1,0 +1,35 @@
+"""Tempered Word Mover Distance: the Space of the moverkit evaluate module ``twmd``."""
+
+from pathlib import Path
+
+from moverkit.demo import Heatmap, Param, build_demo, centering_params, layer_param, model_param
+
+demo = build_demo(
+    "twmd",
+    title="Tempered Word Mover Distance (TWMD)",
+    params=[
+        Param("variant", "Variant", "choice", ("twmd", "trwmd", "sbert", "cka"), info="the result is named after it"),
+        Param("temperature", "Temperature T", "float", info="blank: the paper's tuned value for the centering"),
+        Param("sinkhorn_iterations", "Sinkhorn iterations", "int", info="TWMD only; the paper uses 1"),
+        Param("normalize", "Normalize (Eq. 1)", "bool", info="a text scores 1 against itself"),
+        model_param(),
+        layer_param(),
+        *centering_params(),
+    ],
+    heatmaps=[
+        Heatmap("plan", "transport plan", colormap="Blues", value_format=".3f"),
+        Heatmap("similarity", "cosine similarity"),
+    ],
+    examples=[
+        ("the cat sat on the mat\nhello there, general kenobi", "a cat was sitting on the mat\nhello there, general kenobi"),
+        ("The weather is cold today.", "It is freezing today. ||| Today is a cold day."),
+        (
+            "the bankruptcy case back , advertising cost more , maybe in other places .",
+            "the bailiff returned the case , the billboards were still there , maybe in other locations .",
+        ),
+    ],
+    card=Path(__file__).with_name("README.md"),
+)
+
+if __name__ == "__main__":
+    demo.launch()

@@ -1,0 +1,97 @@
+"""The encoder: layer choice, truncation of the model, tokens, devices, any local path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from moverkit._core import (
+    DEFAULT_MODEL,
+    MODEL_LAYERS,
+    embedded_model_path,
+    encode,
+    get_encoder,
+    resolve_device,
+    tokenize,
+)
+
+
+def _hidden_states(path, text):
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+    with torch.no_grad():
+        return model(**tokenizer(text, return_tensors="pt"), output_hidden_states=True).hidden_states
+
+
+@pytest.mark.parametrize("num_layers, index", [(None, 3), (1, 1), (0, 0), (-1, 3), (-2, 2)])
+def test_layer_k_is_the_output_of_block_k(tiny_model_path, num_layers, index):
+    encoder = get_encoder(tiny_model_path, num_layers)
+    clouds = encode(encoder, ["the cat sat on the mat"])
+    expected = _hidden_states(tiny_model_path, "the cat sat on the mat")[index][0]
+    torch.testing.assert_close(clouds.vectors, expected, atol=1e-5, rtol=1e-5)
+    assert encoder.layer == index
+
+
+def test_the_model_is_cut_after_the_layer_used(tiny_model_path):
+    encoder = get_encoder(tiny_model_path, 1)
+    assert len(encoder.model.encoder.layer) == 1
+    assert not encoder.hidden_states_only
+
+
+def test_embedded_default_and_its_layer():
+    encoder = get_encoder()
+    assert encoder.name == DEFAULT_MODEL
+    assert encoder.layer == MODEL_LAYERS[DEFAULT_MODEL] == 6
+    assert get_encoder(DEFAULT_MODEL) is encoder  # one encoder per (model, layer, device)
+    assert get_encoder(embedded_model_path()).name == DEFAULT_MODEL
+
+
+@pytest.mark.parametrize("bad", [7, -8, 2.5])
+def test_layers_out_of_range_are_refused(bad):
+    with pytest.raises((ValueError, TypeError), match="num_layers"):
+        get_encoder(None, bad)
+
+
+def test_special_tokens_are_marked_but_unknown_tokens_are_not():
+    encoder = get_encoder()
+    clouds = encode(encoder, ["hello 朗兹曼", ""])
+    tokens = clouds.tokens(0)
+    special = clouds.special[: len(tokens)].tolist()
+    assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
+    assert special[0] and special[-1]
+    assert "[UNK]" in tokens and not special[tokens.index("[UNK]")]
+    assert clouds.scored_tokens(1) == []  # an empty text is [CLS] [SEP]
+
+
+def test_texts_keep_their_order_whatever_the_length_sorting():
+    encoder = get_encoder()
+    texts = ["short", "a much longer text than the first one", "mid length text"]
+    together = encode(encoder, texts, batch_size=2)
+    for i, text in enumerate(texts):
+        alone = encode(encoder, [text])
+        rows = together.vectors[together.offsets[i] : together.offsets[i + 1]]
+        torch.testing.assert_close(rows, alone.vectors, atol=1e-5, rtol=1e-4)
+
+
+def test_max_length_is_capped_by_the_position_table():
+    encoder = get_encoder()
+    assert encoder.max_length == 512
+    with pytest.warns(UserWarning, match="1 of 1 texts are longer than 512 tokens"):
+        ids, _ = tokenize(encoder, ["word " * 600], max_length=10000)
+    assert len(ids[0]) == 512
+
+
+def test_device_resolution():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(1) == torch.device("cuda", 1)
+    assert resolve_device(None).type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device"):
+        resolve_device("gpu please")
+
+
+def test_unknown_local_path_or_type_is_a_clear_error(tmp_path):
+    with pytest.raises(TypeError, match="model_type"):
+        get_encoder(3.14)
+    with pytest.raises(ValueError, match="could not be loaded"):
+        get_encoder(str(tmp_path))  # an empty folder is no model

@@ -1,0 +1,392 @@
+"""moverscore pinned to a per-pair re-derivation from the paper and the release's description
+(transformers + ot.emd2, no moverkit code), to known optimal flows, and to its contract."""
+
+from __future__ import annotations
+
+import math
+import string
+import sys
+import warnings
+
+import numpy as np
+import ot
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from moverkit._core import embedded_model_path, encode, get_encoder
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def metric(load_metric):
+    return load_metric("moverscore")
+
+
+@pytest.fixture(scope="module")
+def module(metric):
+    """The loaded module file itself, for its building blocks."""
+    return sys.modules[type(metric).__module__]
+
+
+# --- an independent MoverScore, one pair at a time ------------------------------------------
+
+
+class Reference:
+    """MoverScore written out from Zhao et al. (2019), Section 3, and the release's description:
+    each text encoded alone by transformers; IDF log((N+1)/(df+1)) over the references (each pair
+    one document) for references and over the predictions for predictions, on token ids, special
+    tokens included (so they get 0); subword ("##") and punctuation tokens dropped; n-grams as
+    windows of n kept tokens, stride 1, embedding = sum of idf * vector (Eq. 1), weight = sum of
+    idf (Eq. 2); unit vectors L2-normalised; exact EMD by ot.emd2 in float64."""
+
+    def __init__(self, path):
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModel.from_pretrained(path).eval()
+
+    def token_vectors(self, text, power_means):
+        enc = self.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            hidden = self.model(**enc, output_hidden_states=True).hidden_states
+        tokens = self.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+        if not power_means:
+            return tokens, enc["input_ids"][0].tolist(), hidden[-1][0].double().numpy()
+        # Eq. (5): the last five block outputs (hidden_states[0] is the embedding layer), each
+        # L2-normalised, then elementwise min, mean and max, concatenated.
+        layers = np.stack([h[0].double().numpy() for h in hidden[1:][-5:]])
+        layers /= np.linalg.norm(layers, axis=-1, keepdims=True)
+        return tokens, enc["input_ids"][0].tolist(), np.concatenate([layers.min(0), layers.mean(0), layers.max(0)], -1)
+
+    def idf(self, corpus):
+        docs = [set(self.tokenizer(text)["input_ids"]) for text in corpus]
+        df = {}
+        for doc in docs:
+            for token_id in doc:
+                df[token_id] = df.get(token_id, 0) + 1
+        return lambda token_id: math.log((len(docs) + 1) / (df.get(token_id, 0) + 1))
+
+    def units(self, text, idf, n, power_means):
+        tokens, ids, vectors = self.token_vectors(text, power_means)
+        kept = [k for k, t in enumerate(tokens) if "##" not in t and t not in set(string.punctuation)]
+        windows = [kept] if n is None or len(kept) < n else [kept[i : i + n] for i in range(len(kept) - n + 1)]
+        embeddings, weights = [], []
+        for window in windows:
+            w = np.array([idf(ids[k]) for k in window])
+            e = (w[:, None] * vectors[window]).sum(0)
+            norm = np.linalg.norm(e)
+            embeddings.append(e / norm if norm > 0 else e)
+            weights.append(w.sum())
+        weights = np.array(weights)
+        return np.array(embeddings)[weights > 0], weights[weights > 0]
+
+    def scores(self, predictions, references, n=1, power_means=False, squared=False, form="1/(1+wmd)"):
+        pred_idf, ref_idf = self.idf(predictions), self.idf(references)
+        out = []
+        for p, r in zip(predictions, references):
+            x, a = self.units(p, pred_idf, n, power_means)
+            y, b = self.units(r, ref_idf, n, power_means)
+            cost = np.linalg.norm(x[:, None, :] - y[None, :, :], axis=-1)
+            wmd = ot.emd2(a / a.sum(), b / b.sum(), cost**2 if squared else cost)
+            out.append(1 / (1 + wmd) if form == "1/(1+wmd)" else 1 - wmd)
+        return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def embedded_reference():
+    return Reference(embedded_model_path())
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tiny_model_path):
+    return Reference(tiny_model_path)
+
+
+def test_v2_equals_the_per_pair_rederivation_on_real_pairs(metric, embedded_reference, wmt_pairs):
+    predictions, references = (texts[:40] for texts in wmt_pairs)
+    ours = metric.compute(predictions=predictions, references=references, version="v2")["moverscore"]
+    expected = embedded_reference.scores(predictions, references)
+    assert np.max(np.abs(np.array(ours) - expected)) <= TOL
+
+
+def test_v1_with_bigrams_equals_the_rederivation_on_the_tiny_model(metric, tiny_reference, tiny_model_path, wmt_pairs):
+    # Power means over all three layers of the tiny model (fewer than five), bigrams, squared cost, 1 - WMD.
+    predictions, references = (texts[:25] for texts in wmt_pairs)
+    ours = metric.compute(
+        predictions=predictions, references=references, version="v1", n_gram=2, model_type=tiny_model_path
+    )
+    expected = tiny_reference.scores(predictions, references, n=2, power_means=True, squared=True, form="1-wmd")
+    assert np.max(np.abs(np.array(ours["moverscore"]) - expected)) <= TOL
+    assert "aggregation=power_means_layers=1-2-3" in ours["hashcode"]
+
+
+def test_sentence_mover_equals_the_distance_of_idf_weighted_sums(metric, tiny_reference, tiny_model_path, wmt_pairs):
+    # SMD: one unit per text, E(x) = sum_k idf_k E(x_k) (Eq. 1 with n = the whole text).
+    predictions, references = (texts[:25] for texts in wmt_pairs)
+    ours = metric.compute(predictions=predictions, references=references, variant="smd", model_type=tiny_model_path)
+    expected = tiny_reference.scores(predictions, references, n=None)
+    assert np.max(np.abs(np.array(ours["moverscore"]) - expected)) <= TOL
+
+
+# --- building blocks against direct tensor arithmetic ----------------------------------------
+
+
+def test_power_means_are_min_mean_max_the_limits_of_eq_4(module):
+    torch.manual_seed(0)
+    z = torch.rand(5, 7, 4, dtype=torch.float64) + 0.1  # 5 layers, 7 tokens, 4 dims; positive
+    e = module.power_means(z)
+    assert e.shape == (7, 12)
+
+    def p_mean(p):  # Eq. (4), elementwise over the layers, in the log domain (z**-400 overflows)
+        return torch.exp((torch.logsumexp(p * z.log(), dim=0) - math.log(len(z))) / p)
+
+    assert torch.allclose(e[:, 4:8], p_mean(1.0))
+    # p -> +inf gives the max and p -> -inf the min (within (1/L)^(1/p) of them).
+    assert torch.allclose(e[:, 8:], p_mean(400.0), rtol=5e-3)
+    assert torch.allclose(e[:, :4], p_mean(-400.0), rtol=5e-3)
+
+
+def test_power_means_layers_are_the_last_five_block_outputs(module):
+    assert module.power_means_layers(12) == (8, 9, 10, 11, 12)
+    assert module.power_means_layers(6) == (2, 3, 4, 5, 6)
+    assert module.power_means_layers(3) == (1, 2, 3)
+
+
+def test_bigram_units_are_idf_weighted_window_sums(module):
+    # One text, 4 kept tokens then 1 padding row; weights w = (1, 2, 0, 3).
+    v = torch.tensor([[[1.0, 0], [0, 1], [5, 5], [1, 1], [9, 9]]])
+    w = torch.tensor([[1.0, 2, 0, 3, 0]])
+    x, f = module.units(v, w, torch.tensor([4]), 2)
+    # Windows (0,1), (1,2), (2,3): sums 1*(1,0)+2*(0,1) = (1,2); 2*(0,1)+0 = (0,2); 0+3*(1,1) = (3,3);
+    # weights 3, 2, 3; the windows starting at 3 and 4 reach padding and weigh 0.
+    assert f.tolist() == [[3.0, 2.0, 3.0, 0.0]]
+    expected = torch.tensor([[1.0, 2], [0, 2], [3, 3]])
+    assert torch.allclose(x[0, :3], expected / expected.norm(dim=1, keepdim=True))
+    # A text shorter than n is one unit: the whole text.
+    x, f = module.units(v, w, torch.tensor([2]), 3)
+    assert f[0, 0].item() == 3.0 and f[0, 1:].abs().sum() == 0
+
+
+def test_known_permutation_is_the_optimal_flow(module):
+    # y is x with its rows permuted: transport along the permutation costs 0, anything else more,
+    # so the optimal plan is the permutation matrix / n and the WMD is 0.
+    torch.manual_seed(1)
+    x = torch.nn.functional.normalize(torch.randn(1, 5, 8), dim=-1)
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    y = x[:, perm]
+    cost = module.pairwise_cost(x, y, "euclidean")[0].numpy()
+    wmd, plan, rows, cols = module.transport(np.ones(5), np.ones(5), cost, with_plan=True)
+    expected = np.zeros((5, 5))
+    expected[perm.numpy(), np.arange(5)] = 0.2  # y_j = x_perm[j]
+    assert np.allclose(plan, expected) and abs(wmd) < 1e-7
+    # On a line, x = (0, 1, 2) and y = (2.1, 0.1, 1.1): the monotone matching 0->0.1, 1->1.1,
+    # 2->2.1 is optimal, each moving 1/3 of the mass by 0.1, so the WMD is 0.1.
+    xs = torch.tensor([[[0.0], [1.0], [2.0]]])
+    ys = torch.tensor([[[2.1], [0.1], [1.1]]])
+    cost = module.pairwise_cost(xs, ys, "euclidean")[0].numpy()
+    wmd, plan, _, _ = module.transport(np.ones(3), np.ones(3), cost, with_plan=True)
+    assert np.allclose(plan, np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]]) / 3) and abs(wmd - 0.1) < 1e-12
+    assert abs(module.transport(np.ones(3), np.ones(3), cost ** 2)[0] - 0.01) < 1e-12
+
+
+def test_identical_texts_without_idf_flow_along_the_diagonal(metric, tiny_model_path):
+    result = metric.compute(
+        predictions=["the cat sat on the mat"],
+        references=["the cat sat on the mat"],
+        idf=False,
+        model_type=tiny_model_path,
+        return_alignment=True,
+    )
+    flow = np.array(result["alignment"][0]["flow"])
+    assert result["alignment"][0]["prediction_tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
+    assert np.allclose(flow, np.eye(6) / 6) and abs(result["moverscore"][0] - 1.0) < 1e-7
+
+
+def test_encoder_keeps_requested_layers_from_the_same_pass(tiny_model_path):
+    texts = ["a short one", "and a somewhat longer text than that"]
+    encoder = get_encoder(tiny_model_path, -1)
+    plain = encode(encoder, texts)
+    layered = encode(encoder, texts, layers=[1, 3])
+    assert torch.equal(plain.vectors, layered.vectors) and plain.layer_vectors is None
+    assert torch.equal(layered.layer_vectors[1], layered.vectors) and layered.layers == (1, 3)
+    model = AutoModel.from_pretrained(tiny_model_path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    with torch.no_grad():
+        hidden = model(**tokenizer(texts[1], return_tensors="pt"), output_hidden_states=True).hidden_states
+    rows = slice(int(layered.offsets[1]), int(layered.offsets[2]))
+    assert torch.allclose(layered.layer_vectors[0, rows], hidden[1][0], atol=1e-5)
+    with pytest.raises(ValueError, match="layers must be ints in \\[0, 3\\]"):
+        encode(get_encoder(tiny_model_path, 2), texts, layers=[3])
+
+
+# --- IDF and filters ------------------------------------------------------------------------
+
+
+def test_idf_is_fitted_separately_on_predictions_and_references(metric, tiny_model_path):
+    predictions = ["a cat sat", "a dog sat", "the bird"]
+    references = ["the cat", "the dog ran", "a bird"]
+    result = metric.compute(
+        predictions=predictions, references=references, model_type=tiny_model_path, return_alignment=True
+    )
+    # Predictions, N = 3: df(a) = 2, df(cat) = 1, df(sat) = 2, so idf = log(4/3), log(4/2), log(4/3).
+    # References, N = 3: df(the) = 2, df(cat) = 1: idf = log(4/3), log(4/2).
+    # The flow's row sums are the prediction weights, its column sums the reference weights.
+    flow = np.array(result["alignment"][0]["flow"])
+    pred_idf = np.log([4 / 3, 4 / 2, 4 / 3])
+    ref_idf = np.log([4 / 3, 4 / 2])
+    assert result["alignment"][0]["prediction_tokens"] == ["a", "cat", "sat"]
+    assert np.allclose(flow.sum(1), pred_idf / pred_idf.sum())
+    assert np.allclose(flow.sum(0), ref_idf / ref_idf.sum())
+
+
+def test_idf_dict_and_uniform_weights(metric, tiny_model_path):
+    kwargs = {"predictions": ["a cat sat"], "references": ["the cat"], "model_type": tiny_model_path}
+    uniform = metric.compute(idf=False, return_alignment=True, **kwargs)["alignment"][0]["flow"]
+    assert np.allclose(np.array(uniform).sum(1), [1 / 3] * 3)
+    given = {"a": 1.0, "cat": 2.0, "sat": 1.0, "the": 3.0}
+    flow = np.array(metric.compute(idf=given, return_alignment=True, **kwargs)["alignment"][0]["flow"])
+    assert np.allclose(flow.sum(1), [0.25, 0.5, 0.25]) and np.allclose(flow.sum(0), [0.6, 0.4])
+
+
+def test_filters_drop_subwords_punctuation_and_stop_words(metric, tiny_model_path):
+    def units(**kwargs):
+        result = metric.compute(
+            predictions=["the unbelievable cat , sat ."],
+            references=["a cat"],
+            idf=False,
+            model_type=tiny_model_path,
+            return_alignment=True,
+            **kwargs,
+        )
+        return result["alignment"][0]["prediction_tokens"]
+
+    everything = units(remove_subwords=False, remove_punctuation=False)
+    assert any(t.startswith("##") for t in everything) and "," in everything and "." in everything
+    assert not any(t.startswith("##") or t in {",", "."} for t in units())
+    assert "the" not in units(stop_words=["the"]) and "cat" in units(stop_words=["the"])
+    assert any(t.startswith("##") for t in units(remove_subwords=False))
+
+
+def test_all_filtered_or_empty_sides_score_zero(metric, tiny_model_path):
+    predictions = ["?!", "", "   ", "a cat", ""]
+    references = ["a cat", "a cat", "a cat", "...", ""]
+    for version in ("v1", "v2"):
+        scores = metric.compute(
+            predictions=predictions, references=references, version=version, model_type=tiny_model_path
+        )["moverscore"]
+        assert scores == [0.0] * 5
+    smd = metric.compute(predictions=predictions, references=references, variant="smd", model_type=tiny_model_path)
+    assert smd["moverscore"] == [0.0] * 5
+
+
+def test_single_pair_falls_back_to_uniform_weights_with_a_warning(metric, tiny_model_path):
+    # With one pair every token occurs in every (one) text: all IDFs are log(2/2) = 0.
+    kwargs = {"predictions": ["a cat sat"], "references": ["the cat"], "model_type": tiny_model_path}
+    with pytest.warns(UserWarning, match="1 prediction\\(s\\) and 1 reference\\(s\\) have IDF 0"):
+        with_idf = metric.compute(**kwargs)["moverscore"]
+    assert with_idf == pytest.approx(metric.compute(idf=False, **kwargs)["moverscore"], abs=1e-12)
+
+
+# --- presets, forms, contract ---------------------------------------------------------------
+
+
+def test_v1_with_v2_settings_gives_v2(metric, tiny_model_path, wmt_pairs):
+    predictions, references = (texts[:20] for texts in wmt_pairs)
+    common = {"predictions": predictions, "references": references, "model_type": tiny_model_path}
+    v2 = metric.compute(version="v2", **common)
+    overridden = metric.compute(
+        version="v1", aggregation="layer", cost="euclidean", score_form="1/(1+wmd)", **common
+    )
+    assert np.allclose(v2["moverscore"], overridden["moverscore"], atol=1e-12)
+    assert "preset=v1" in overridden["hashcode"] and "preset=v2" in v2["hashcode"]
+
+
+def test_score_forms_are_one_minus_and_inverse_of_the_same_distance(metric, tiny_model_path, wmt_pairs):
+    predictions, references = (texts[:20] for texts in wmt_pairs)
+    common = {"predictions": predictions, "references": references, "model_type": tiny_model_path}
+    inverse = np.array(metric.compute(score_form="1/(1+wmd)", **common)["moverscore"])
+    one_minus = np.array(metric.compute(score_form="1-wmd", **common)["moverscore"])
+    # d = 1 - s1 and s2 = 1 / (1 + d) = 1 / (2 - s1)
+    assert np.allclose(inverse, 1 / (2 - one_minus), atol=1e-12)
+    assert np.all((inverse > 0) & (inverse <= 1))
+
+
+def test_same_numbers_on_any_batch_size_and_pair_order(metric, tiny_model_path, wmt_pairs):
+    predictions, references = (texts[:30] for texts in wmt_pairs)
+    common = {"model_type": tiny_model_path, "version": "v1", "n_gram": 2}
+    a = metric.compute(predictions=predictions, references=references, batch_size=64, **common)["moverscore"]
+    b = metric.compute(predictions=predictions, references=references, batch_size=3, **common)["moverscore"]
+    order = list(reversed(range(30)))
+    c = metric.compute(
+        predictions=[predictions[i] for i in order], references=[references[i] for i in order], **common
+    )["moverscore"]
+    assert np.allclose(a, b, atol=1e-6) and np.allclose(a, [c[order.index(i)] for i in range(30)], atol=1e-6)
+
+
+def test_best_reference_is_kept(metric, tiny_model_path):
+    preds = ["the cat sat on the mat", "a dog barked"]
+    refs = ["a cat was on the mat", "the dog barked loudly"]
+    other = ["stock markets fell sharply", "rain is expected"]
+    common = {"idf": False, "model_type": tiny_model_path}
+    alone = [metric.compute(predictions=preds, references=r, **common)["moverscore"] for r in (refs, other)]
+    both = metric.compute(predictions=preds, references=[[o, r] for r, o in zip(refs, other)], **common)
+    assert np.allclose(both["moverscore"], np.maximum(*alone), atol=1e-12)
+
+
+def test_batch_centering_is_moverscore_b(metric, tiny_model_path, wmt_pairs):
+    predictions, references = (texts[:20] for texts in wmt_pairs)
+    common = {"predictions": predictions, "references": references, "model_type": tiny_model_path}
+    plain = metric.compute(**common)
+    centered = metric.compute(centering="batch", **common)
+    assert "center=batch" in centered["hashcode"] and "center=none" in plain["hashcode"]
+    assert not np.allclose(plain["moverscore"], centered["moverscore"])
+    assert all(math.isfinite(s) for s in metric.compute(centering="batch", version="v1", **common)["moverscore"])
+
+
+def test_hashcode_names_every_setting(metric, tiny_model_path):
+    result = metric.compute(
+        predictions=["a cat"], references=["the cat"], idf=False, stop_words=["the"], model_type=tiny_model_path
+    )
+    code = result["hashcode"]
+    for part in ("moverscore:tiny-bert", "_L3_", "no-idf", "variant=wmd", "n_gram=1", "aggregation=layer",
+                 "remove_subwords=True", "cost=euclidean", "score_form=1/(1+wmd)", "version="):  # fmt: skip
+        assert part in code
+    assert "stop_words=none" not in code
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"predictions": ["a"], "references": ["a", "b"]}, ValueError, "differ in length"),
+        ({"predictions": None, "references": ["a"]}, ValueError, "predictions is None"),
+        ({"predictions": ["a", 3], "references": ["a", "b"]}, TypeError, "predictions\\[1\\]"),
+        ({"predictions": ["a"], "references": [[]]}, ValueError, "references\\[0\\] is an empty list"),
+        ({"version": "v3"}, ValueError, "version must be one of v2, v1"),
+        ({"variant": "rwmd"}, ValueError, "variant must be one of"),
+        ({"n_gram": 0}, ValueError, "n_gram must be an int >= 1"),
+        ({"variant": "smd", "n_gram": 2}, ValueError, "n_gram has no effect"),
+        ({"cost": "cosine"}, ValueError, "cost must be one of"),
+        ({"score_form": "exp"}, ValueError, "score_form must be one of"),
+        ({"stop_words": "the"}, TypeError, "stop_words must be a list"),
+        ({"remove_subwords": "yes"}, TypeError, "remove_subwords must be True or False"),
+        ({"idf": "yes"}, TypeError, "idf must be"),
+        ({"centering": "mean"}, ValueError, "centering must be one of"),
+        ({"version": "v1", "centering": "corpus"}, ValueError, "aggregation='power_means'"),
+    ],
+)
+def test_bad_input_is_a_clear_error_naming_the_argument(metric, tiny_model_path, kwargs, error, message):
+    call = {"predictions": ["a cat"], "references": ["the cat"], "model_type": tiny_model_path, **kwargs}
+    with pytest.raises(error, match=message):
+        metric.compute(**call)
+
+
+def test_no_nan_on_degenerate_inputs(metric, tiny_model_path):
+    predictions = ["a", "a", "word " * 300, ".", "##"]
+    references = ["a", "b", "word", "a", "a"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for version in ("v1", "v2"):
+            scores = metric.compute(
+                predictions=predictions, references=references, version=version, model_type=tiny_model_path
+            )["moverscore"]
+            assert all(math.isfinite(s) for s in scores)

@@ -1,0 +1,421 @@
+"""twmd pinned to hand computations, to POT's solvers, to BERTScore's recall, and to its contract."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import ot
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from moverkit._core import embedded_model_path, fit_centering, prepare_pairs
+from moverkit.twmd import twmd as math_of  # the module's pure functions, from the same source file
+
+VARIANTS = ("twmd", "trwmd", "sbert", "cka")
+
+
+@pytest.fixture(scope="module")
+def metric(load_metric):
+    return load_metric("twmd")
+
+
+@pytest.fixture(scope="module")
+def pairs(wmt_pairs):
+    predictions, references = wmt_pairs
+    return predictions[:40], references[:40]
+
+
+def _masks(*lengths_and_widths):
+    """Boolean masks (B, width) with the first ``n`` entries True, from (n, width) per row."""
+    return torch.tensor([[j < n for j in range(width)] for n, width in lengths_and_widths])
+
+
+def _params(variant, temperature=None, iterations=1, normalize=True, centering="none"):
+    return math_of.resolve_params(variant, temperature, iterations, normalize, centering)
+
+
+# --- the hand-computed example -----------------------------------------------------------------
+
+# Reference X1 (rows): r1 = (1, 0), r2 = (0, 1), r3 = (0.6, 0.8); prediction X2 (columns):
+# p1 = (1, 0), p2 = (0.8, 0.6). All unit vectors, so s_ij = <r_i, p_j>:
+#     S = [[1.0, 0.8 ],
+#          [0.0, 0.6 ],
+#          [0.6, 0.96]]
+# T = 0.5, kernel K = exp(+S / T) = exp(2 S):
+#     K = [[e^2.0 = 7.389056, e^1.6  = 4.953032],
+#          [e^0   = 1.000000, e^1.2  = 3.320117],
+#          [e^1.2 = 3.320117, e^1.92 = 6.820958]]
+# Eq. (6), first half: each column to sum 1/L2 = 1/2. Column sums 11.709173 and 15.094108:
+#     xi = K / (2 * colsum) = [[0.315524, 0.164072], [0.042702, 0.109981], [0.141774, 0.225948]]
+# Second half: each row to sum 1/L1 = 1/3. Row sums of xi 0.479596, 0.152682, 0.367722:
+#     pi = xi / (3 * rowsum) = [[0.219299, 0.114035], [0.093225, 0.240108], [0.128516, 0.204818]]
+# C = sum pi * S = 0.219299 + 0.8 * 0.114035 + 0.6 * 0.240108 + 0.6 * 0.128516 + 0.96 * 0.204818
+#   = 0.728325
+HAND_REF = [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]
+HAND_PRED = [[1.0, 0.0], [0.8, 0.6]]
+HAND_PLAN = [[0.219299, 0.114035], [0.093225, 0.240108], [0.128516, 0.204818]]
+HAND_C = 0.728325
+
+
+def _numpy_sinkhorn_value(x, y, temperature, iterations):
+    """Eq. (6) as written (probabilities, float64, kernel exp(+s/T)): an independent reference."""
+    s = np.asarray(x, dtype=np.float64) @ np.asarray(y, dtype=np.float64).T
+    plan = np.exp(s / temperature)
+    for _ in range(iterations):
+        plan = plan / (s.shape[1] * plan.sum(0, keepdims=True))
+        plan = plan / (s.shape[0] * plan.sum(1, keepdims=True))
+    return (plan * s).sum()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_hand_computed_one_sinkhorn_step(dtype):
+    ref, pred = torch.tensor([HAND_REF], dtype=dtype), torch.tensor([HAND_PRED], dtype=dtype)
+    sim = torch.einsum("brd,bpd->brp", ref, pred)
+    rows, cols = torch.ones(1, 3, dtype=torch.bool), torch.ones(1, 2, dtype=torch.bool)
+    plan = math_of.sinkhorn_log_plan(sim, rows, cols, 0.5, 1).exp()[0]
+    np.testing.assert_allclose(plan.numpy(), HAND_PLAN, atol=1e-6)
+    value = math_of.family_value(sim, rows, cols, _params("twmd", 0.5))
+    assert float(value[0]) == pytest.approx(HAND_C, abs=1e-6)
+    # The plan favours similar tokens: r1 sends most of its mass to p1 (s = 1 > 0.8), r2 to p2.
+    assert plan[0, 0] > plan[0, 1] and plan[1, 1] > plan[1, 0]
+
+
+def test_hand_example_normalized_by_its_own_sinkhorn_self_similarities():
+    # C(p, p): S = [[1, .8], [.8, 1]] is symmetric with equal column sums, so one step gives
+    # pi = K / (2 (e^2 + e^1.6)): diagonal 0.5 * sigmoid(0.4) = 0.299344, off-diagonal 0.200656,
+    # C(p, p) = 2 * 0.299344 + 2 * 0.8 * 0.200656 = 0.919738. C(r, r) from the numpy reference.
+    c_pp = 0.919738
+    c_rr = _numpy_sinkhorn_value(HAND_REF, HAND_REF, 0.5, 1)
+    assert _numpy_sinkhorn_value(HAND_PRED, HAND_PRED, 0.5, 1) == pytest.approx(c_pp, abs=1e-6)
+    clouds = [torch.tensor(v, dtype=torch.float64) for v in (HAND_REF, HAND_PRED)]
+    # One padded batch: (ref, pred), (ref, ref), (pred, pred); width 3 on both sides.
+    x1 = torch.zeros(3, 3, 2, dtype=torch.float64)
+    x2 = torch.zeros(3, 3, 2, dtype=torch.float64)
+    x1[0, :3], x2[0, :2] = clouds
+    x1[1, :3], x2[1, :3] = clouds[0], clouds[0]
+    x1[2, :2], x2[2, :2] = clouds[1], clouds[1]
+    rows, cols = _masks((3, 3), (3, 3), (2, 3)), _masks((2, 3), (3, 3), (2, 3))
+    values = math_of.family_value(torch.einsum("brd,bpd->brp", x1, x2), rows, cols, _params("twmd", 0.5))
+    np.testing.assert_allclose(values.numpy(), [HAND_C, c_rr, c_pp], atol=1e-6)
+    own = torch.tensor([c_rr, c_pp], dtype=torch.float64)
+    sim = math_of.normalized(values[:1], own, torch.tensor([0]), torch.tensor([1]))
+    assert float(sim[0]) == pytest.approx(HAND_C / math.sqrt(c_rr * c_pp), abs=1e-6)
+
+
+# --- limits and POT ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_batch(pairs):
+    """Padded token clouds (float64) of 8 real pairs of different lengths, centering none."""
+    data = prepare_pairs(*[p[:8] for p in pairs], centering="none")
+    pred, ref = data.pad_pairs(torch.arange(8))
+    sim = torch.einsum("brd,bpd->brp", ref.vectors.double(), pred.vectors.double())
+    return sim, ref.mask, pred.mask
+
+
+def _unpadded(sim, rows, cols, k):
+    s = sim[k][rows[k]][:, cols[k]].numpy()
+    return s, np.full(s.shape[0], 1 / s.shape[0]), np.full(s.shape[1], 1 / s.shape[1])
+
+
+@pytest.mark.parametrize("temperature", [0.1, 0.02])
+def test_many_iterations_give_pots_entropic_transport_value(real_batch, temperature):
+    # POT minimises <pi, M> + reg * sum pi log pi with kernel exp(-M / reg); with M = -S and
+    # reg = T that is Eq. (5) with the sign flipped, so the same plan, and ot.sinkhorn2 returns
+    # <pi, M> (no entropy term) = -C.
+    sim, rows, cols = real_batch
+    ours = math_of.family_value(sim, rows, cols, _params("twmd", temperature, iterations=3000))
+    for k in range(len(sim)):
+        s, a, b = _unpadded(sim, rows, cols, k)
+        pot = ot.sinkhorn2(a, b, -s, temperature, method="sinkhorn_log", numItermax=100_000, stopThr=1e-14)
+        assert float(ours[k]) == pytest.approx(-float(pot), abs=1e-9)
+
+
+def test_small_temperature_and_many_iterations_give_the_exact_wmd(real_batch):
+    # With pi_T the entropic optimum and pi* the exact one (ot.emd2 on M = -S):
+    # <pi*, S> - <pi_T, S> <= T (H(pi_T) - H(pi*)) <= T (log(L1 L2) - log max(L1, L2)) = T log min(L1, L2),
+    # and <pi_T, S> <= <pi*, S> (up to the marginals' convergence error).
+    sim, rows, cols = real_batch
+    temperature = 0.005
+    ours = math_of.family_value(sim, rows, cols, _params("twmd", temperature, iterations=5000))
+    for k in range(len(sim)):
+        s, a, b = _unpadded(sim, rows, cols, k)
+        exact = -float(ot.emd2(a, b, -s))
+        gap = exact - float(ours[k])
+        assert -1e-6 <= gap <= temperature * math.log(min(s.shape)) + 1e-6
+
+
+def test_module_with_many_iterations_equals_pot_on_its_own_vectors(metric, pairs):
+    predictions, references = pairs[0][:6], pairs[1][:6]
+    result = metric.compute(
+        predictions=predictions,
+        references=references,
+        temperature=0.1,
+        sinkhorn_iterations=500,
+        normalize=False,
+        centering="none",
+    )
+    data = prepare_pairs(predictions, references, centering="none")
+    pred, ref = data.pad_pairs(torch.arange(6))
+    sim = torch.einsum("brd,bpd->brp", ref.vectors.double(), pred.vectors.double())
+    for k in range(6):
+        s, a, b = _unpadded(sim, ref.mask, pred.mask, k)
+        pot = -ot.sinkhorn2(a, b, -s, 0.1, method="sinkhorn_log", numItermax=100_000, stopThr=1e-14)
+        assert result["twmd"][k] == pytest.approx(float(pot), abs=1e-5)
+
+
+def _word_recall(alignment):
+    """Eq. (3) over word tokens from centered_bertscore's similarity matrix (rows: prediction
+    tokens, columns: reference tokens): the mean over reference tokens of their best match."""
+    sim = np.asarray(alignment["similarity"])
+    return sim.max(axis=0).mean()
+
+
+@pytest.mark.parametrize("centering", ["none", "batch"])
+def test_trwmd_tends_to_bertscore_recall_as_temperature_goes_to_zero(metric, load_metric, pairs, centering):
+    predictions, references = pairs
+    bertscore = load_metric("centered_bertscore").compute(
+        predictions=predictions, references=references, centering=centering, return_alignment=True
+    )
+    word_recall = np.array([_word_recall(a) for a in bertscore["alignment"]])
+    n_pred = np.array([len(a["prediction_tokens"]) for a in bertscore["alignment"]])
+    temperature = 1e-4
+    raw = np.array(
+        metric.compute(
+            predictions=predictions,
+            references=references,
+            variant="trwmd",
+            temperature=temperature,
+            normalize=False,
+            centering=centering,
+        )["trwmd"]
+    )
+    # 0 <= T log sum_j exp(s_j / T) - max_j s_j <= T log L2, for every reference token.
+    gap = raw - word_recall
+    assert np.all(gap >= -1e-6) and np.all(gap <= temperature * np.log(n_pred) + 1e-6)
+    normalized = metric.compute(
+        predictions=predictions, references=references, variant="trwmd", temperature=1e-6, centering=centering
+    )["trwmd"]
+    np.testing.assert_allclose(normalized, word_recall, atol=1e-5)
+    # centered_bertscore also lets [CLS]/[SEP] of the prediction be a reference token's best match
+    # (bert-score's convention); where none is, its recall is Eq. (3) over word tokens too.
+    same = np.isclose(bertscore["recall"], word_recall, atol=1e-6)
+    assert same.mean() >= 0.6
+    np.testing.assert_allclose(np.asarray(normalized)[same], np.asarray(bertscore["recall"])[same], atol=1e-5)
+
+
+# --- SBERT and CKA against direct computations ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def raw_vectors():
+    """Unit word-token vectors of layer 6 straight from transformers (no moverkit), float64."""
+    path = embedded_model_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+
+    def vectors(text):
+        enc = tokenizer(text, return_tensors="pt", return_special_tokens_mask=True)
+        special = enc.pop("special_tokens_mask")[0].bool().numpy()
+        with torch.no_grad():
+            hidden = model(**enc, output_hidden_states=True).hidden_states[6][0].double().numpy()
+        words = hidden[~special]
+        return words / np.linalg.norm(words, axis=1, keepdims=True)
+
+    return vectors
+
+
+SMALL_PRED = ["the cat sat on the mat .", "a quick brown fox", "economic growth slowed in march"]
+SMALL_REF = ["a cat was sitting on the mat", "the fast brown fox jumps", "growth of the economy slowed"]
+
+
+def test_sbert_is_the_cosine_of_mean_pooled_unit_vectors(metric, raw_vectors):
+    result = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, variant="sbert", centering="none")
+    for value, p, r in zip(result["sbert"], SMALL_PRED, SMALL_REF):
+        u, v = raw_vectors(p).mean(0), raw_vectors(r).mean(0)
+        assert value == pytest.approx(u @ v / np.linalg.norm(u) / np.linalg.norm(v), abs=1e-5)
+
+
+def test_cka_is_linear_cka_of_the_word_sets(metric, raw_vectors):
+    # Wordset-CKA with the D dimensions as samples: <X1 X1^T, X2 X2^T>_F / (||X1 X1^T||_F ||X2 X2^T||_F)
+    # (X: D x L); the paper assumes dimension-mean-centered vectors, which centering="dim" gives.
+    result = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, variant="cka", centering="dim")
+    for value, p, r in zip(result["cka"], SMALL_PRED, SMALL_REF):
+        x1, x2 = raw_vectors(r).T, raw_vectors(p).T  # (D, L); raw_vectors gives unit rows
+        # centering="dim" subtracts each token's mean over its dimensions before unit scaling.
+        x1, x2 = [(x - x.mean(0)) / np.linalg.norm(x - x.mean(0), axis=0) for x in (x1, x2)]
+        k1, k2 = x1 @ x1.T, x2 @ x2.T
+        assert value == pytest.approx((k1 * k2).sum() / np.linalg.norm(k1) / np.linalg.norm(k2), abs=1e-5)
+
+
+# --- contract ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_text_against_itself_scores_one(metric, pairs, variant):
+    texts = list(pairs[1][:10]) + ["one", "a b"]
+    for centering in ("none", "batch", "sentence"):
+        result = metric.compute(predictions=texts, references=texts, variant=variant, centering=centering)
+        np.testing.assert_allclose(result[variant], np.ones(len(texts)), atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("variant", ["twmd", "trwmd"])
+def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant):
+    torch.manual_seed(1)
+    x = torch.nn.functional.normalize(torch.randn(5, 9, 16, dtype=dtype), dim=-1)
+    y = torch.nn.functional.normalize(torch.randn(5, 7, 16, dtype=dtype), dim=-1)
+    x[1], y[1] = x[1, :1], y[1, :1]  # all-equal vectors: every s_ij = 1
+    y[2] = -x[2, :7]  # s_ii = -1
+    sim = torch.einsum("brd,bpd->brp", x, y)
+    rows = _masks((9, 9), (9, 9), (4, 9), (0, 9), (3, 9))
+    cols = _masks((7, 7), (7, 7), (7, 7), (5, 7), (0, 7))  # pairs 3 and 4 have an empty side
+    sim = sim * rows[:, :, None] * cols[:, None, :]
+    for temperature in (1e-3, 1e-6, 1e3):
+        params = _params(variant, temperature, iterations=20)
+        values = math_of.family_value(sim, rows, cols, params)
+        plan = math_of.transport_plan(sim, rows, cols, params)
+        assert torch.isfinite(values).all() and torch.isfinite(plan).all()
+        assert values[3] == 0 and values[4] == 0 and (values[:3].abs() <= 1 + 1e-5).all()
+        np.testing.assert_allclose(plan.sum((1, 2))[:3].double().numpy(), 1.0, atol=1e-5)
+        np.testing.assert_allclose(plan.sum((1, 2))[3:].double().numpy(), 0.0)
+        # Every real reference token sends 1/L1 (exact for trwmd; twmd ends on the row step).
+        row_mass = plan.sum(2)[:3] * rows[:3].sum(1, keepdim=True)
+        np.testing.assert_allclose(row_mass[rows[:3]].double().numpy(), 1.0, atol=1e-5)
+
+
+def test_module_is_finite_at_tiny_temperature(metric, pairs):
+    predictions = list(pairs[0][:8]) + ["", "x"]
+    references = list(pairs[1][:8]) + ["a reference", "  "]
+    for variant in ("twmd", "trwmd"):
+        values = metric.compute(predictions=predictions, references=references, variant=variant, temperature=1e-3)
+        assert all(math.isfinite(v) for v in values[variant])
+        assert values[variant][-2:] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_empty_and_whitespace_texts_score_zero(metric, variant):
+    result = metric.compute(predictions=["", "   ", "fine text"], references=["a reference", "", " \t "], variant=variant)
+    assert result[variant] == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("centering", ["none", "corpus"])
+def test_scores_do_not_depend_on_what_else_is_in_the_call(metric, pairs, centering):
+    predictions, references = pairs
+    stats = fit_centering(references[:20]) if centering == "corpus" else None
+    kwargs = {"centering": centering, "centering_stats": stats}
+    together = metric.compute(predictions=predictions, references=references, **kwargs)["twmd"]
+    pieces = []
+    for start, end in ((0, 1), (1, 8), (8, 40)):
+        pieces += metric.compute(
+            predictions=predictions[start:end], references=references[start:end], batch_size=5, **kwargs
+        )["twmd"]
+    np.testing.assert_allclose(pieces, together, atol=1e-6)
+
+
+def test_batch_centering_uses_the_call(metric, pairs):
+    predictions, references = pairs
+    alone = metric.compute(predictions=predictions[:1], references=references[:1])["twmd"][0]
+    together = metric.compute(predictions=predictions[:12], references=references[:12])["twmd"][0]
+    assert abs(alone - together) > 1e-3
+
+
+def test_default_temperatures_follow_the_paper_by_centering(metric):
+    def code(**kwargs):
+        return metric.compute(predictions=["a b"], references=["a c"], **kwargs)["hashcode"]
+
+    assert "_variant=twmd_temperature=0.1_sinkhorn_iterations=1_normalize=True_" in code()
+    assert "_temperature=0.02_" in code(centering="none")
+    assert "_temperature=0.02_" in code(centering="dim")
+    assert "_variant=trwmd_temperature=0.15_normalize=True_" in code(variant="trwmd")
+    assert "_temperature=0.02_" in code(variant="trwmd", centering="none")
+    assert "_temperature=0.3_sinkhorn_iterations=4_normalize=False_" in code(
+        temperature=0.3, sinkhorn_iterations=4, normalize=False
+    )
+    assert "temperature" not in code(variant="sbert") and "sinkhorn" not in code(variant="cka")
+
+
+def test_hashcode_names_every_setting(metric):
+    stats = fit_centering(["x y z"])
+    result = metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
+    code = result["hashcode"]
+    assert code.startswith(
+        "twmd:sentence-transformers/all-MiniLM-L6-v2_L6_no-idf_center=corpus:"
+        f"{stats.digest}_variant=twmd_temperature=0.1_sinkhorn_iterations=1_normalize=True_version="
+    )
+    assert "hug_trans=" in code
+
+
+def test_alignment_is_the_plan_behind_the_value(metric):
+    kwargs = {"predictions": ["a cat sat"], "references": ["the cat sat down"], "centering": "none"}
+    for variant in ("twmd", "trwmd", "sbert"):
+        result = metric.compute(variant=variant, normalize=False, return_alignment=True, **kwargs)
+        aligned = result["alignment"][0]
+        assert aligned["prediction_tokens"] == ["a", "cat", "sat"]
+        assert aligned["reference_tokens"] == ["the", "cat", "sat", "down"]
+        plan, sim = np.array(aligned["plan"]), np.array(aligned["similarity"])
+        assert plan.shape == sim.shape == (3, 4)
+        # Every reference token (column) carries 1/L1 = 1/4: exact for trwmd, sbert, and twmd's last step.
+        np.testing.assert_allclose(plan.sum(axis=0), 0.25, atol=1e-6)
+        if variant != "trwmd":  # Eq. (7) adds the entropy of the softmax rows to <plan, S>
+            assert (plan * sim).sum() == pytest.approx(result[variant][0], abs=1e-5)
+    twmd = metric.compute(return_alignment=True, **kwargs)["alignment"][0]
+    plan = np.array(twmd["plan"])
+    assert plan[1].argmax() == 1 and plan[2].argmax() == 2  # cat -> cat, sat -> sat
+    assert metric.compute(variant="cka", return_alignment=True, **kwargs)["alignment"][0]["plan"] is None
+
+
+def test_best_reference_is_kept(metric):
+    result = metric.compute(
+        predictions=["the cat sat on the mat"],
+        references=[["stock markets fell sharply", "the cat sat on the mat"]],
+        return_alignment=True,
+    )
+    assert result["twmd"][0] == pytest.approx(1.0, abs=1e-6)
+    assert result["alignment"][0]["reference_tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
+
+
+def test_tiny_random_model_works(metric, tiny_model_path, pairs):
+    result = metric.compute(predictions=pairs[0][:5], references=pairs[1][:5], model_type=tiny_model_path)
+    assert all(math.isfinite(v) and -1 - 1e-6 <= v <= 1 + 1e-6 for v in result["twmd"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"sinkhorn_iterations": 0}, "sinkhorn_iterations must be an int >= 1"),
+        ({"sinkhorn_iterations": -3}, "sinkhorn_iterations"),
+        ({"sinkhorn_iterations": 1.5}, "sinkhorn_iterations"),
+        ({"sinkhorn_iterations": True}, "sinkhorn_iterations"),
+        ({"temperature": 0}, "temperature must be a finite number > 0"),
+        ({"temperature": -0.1}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": float("inf")}, "temperature"),
+        ({"temperature": "0.1"}, "temperature"),
+        ({"variant": "wmd"}, "variant must be one of twmd, trwmd, sbert, cka"),
+        ({"normalize": "yes"}, "normalize"),
+        ({"centering": "mean"}, "centering must be one of"),
+    ],
+)
+def test_bad_settings_are_clear_errors(metric, kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        metric.compute(predictions=["a"], references=["b"], **kwargs)
+
+
+@pytest.mark.parametrize(
+    "predictions, references, message",
+    [
+        (["a", "b"], ["a"], "differ in length"),
+        (None, ["a"], "predictions"),
+        (["a"], None, "references"),
+        (["a", None], ["a", "b"], r"predictions\[1\]"),
+        (["a", 3], ["a", "b"], r"predictions\[1\]"),
+        (["a"], [[]], r"references\[0\]"),
+    ],
+)
+def test_bad_input_is_a_clear_error_naming_the_argument(metric, predictions, references, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        metric.compute(predictions=predictions, references=references)

@@ -1,0 +1,131 @@
+"""Each Space's app, served on 127.0.0.1 and called with gradio_client, gives the module's numbers;
+bad input comes back as the module's own error message."""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass, field
+
+import pytest
+from spaceserver import APPS
+
+import moverkit
+
+pytest.importorskip("gradio")
+
+
+@dataclass(frozen=True)
+class Case:
+    """Inputs for one app: pairs (several references on one line exercise the `|||` path; an
+    empty prediction in the middle, the empty-text path), settings other than the defaults as
+    the page takes them and as compute takes them (where they differ), and a setting the module
+    refuses."""
+
+    predictions: list[str]
+    references: list[list[str]]
+    settings: dict = field(default_factory=dict)
+    compute_settings: dict | None = None
+    bad_settings: dict = field(default_factory=dict)
+
+    def boxes(self) -> dict:
+        return {
+            "predictions_text": "\n".join(self.predictions),
+            "references_text": "\n".join(" ||| ".join(refs) for refs in self.references),
+        }
+
+
+PAIRS = {
+    "predictions": ["the cat sat on the mat", "", "The weather is cold today. It may snow."],
+    "references": [["a cat was sitting on the mat"], ["an empty prediction"], ["It is freezing today.", "Today is cold."]],
+}
+
+CASES = {
+    "centered_bertscore": Case(
+        **PAIRS, settings={"centering": "sentence", "idf": True, "num_layers": 4}, bad_settings={"num_layers": 99}
+    ),
+    "twmd": Case(
+        **PAIRS,
+        settings={"variant": "trwmd", "temperature": 0.05, "centering": "none", "num_layers": 5},
+        bad_settings={"temperature": -1.0},
+    ),
+    "moverscore": Case(
+        **PAIRS,
+        settings={"version": "v1", "n_gram": 2, "score_form": "1/(1+wmd)", "remove_punctuation": "no", "stop_words": "the, a"},
+        compute_settings={
+            "version": "v1",
+            "n_gram": 2,
+            "score_form": "1/(1+wmd)",
+            "remove_punctuation": False,
+            "stop_words": ["the", "a"],
+        },
+        bad_settings={"n_gram": 0},
+    ),
+    "sbertscore": Case(**PAIRS, settings={"centering": "batch", "language": "de"}, bad_settings={"language": "xx"}),
+}
+
+
+def test_every_metric_has_an_app_and_a_case():
+    assert set(APPS) == set(moverkit.METRICS)
+    assert set(CASES) == set(APPS)
+
+
+def _module_scores(result: dict) -> dict:
+    """The module's per-prediction score lists (everything but the hashcode and alignments)."""
+    return {key: value for key, value in result.items() if key not in ("hashcode", "alignment")}
+
+
+@pytest.mark.parametrize("with_settings", [False, True], ids=["defaults", "settings"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_app_gives_the_modules_numbers(name, with_settings, client_of, load_metric):
+    case = CASES[name]
+    settings = case.settings if with_settings else {}
+    compute_settings = (case.compute_settings or case.settings) if with_settings else {}
+    summary, table, hashcode, shown, matrix, plot = client_of(name).predict(**case.boxes(), **settings, api_name="/score")
+
+    expected = load_metric(name).compute(predictions=case.predictions, references=case.references, **compute_settings)
+    scores = _module_scores(expected)
+    assert table["headers"] == ["#", "prediction", "references", *scores]
+    columns = list(zip(*table["data"]))
+    assert list(columns[1]) == case.predictions
+    for i, key in enumerate(scores, start=3):
+        assert list(columns[i]) == pytest.approx(scores[key], rel=1e-12, abs=1e-12), key
+    assert hashcode == expected["hashcode"]
+    for key, values in scores.items():
+        assert f"{sum(values) / len(values):.4f}" in summary, key
+    assert [value for _, value in shown["choices"]] == list(range(len(case.predictions)))
+
+    # The heatmap: a matplotlib figure sent as an image.
+    from PIL import Image
+
+    assert plot["type"] == "matplotlib"
+    header, data = plot["plot"].split(",", 1)
+    assert header == "data:image/webp;base64"
+    width, height = Image.open(io.BytesIO(base64.b64decode(data))).size
+    assert width >= 300 and height >= 200
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_input_shows_the_modules_error(name, client_of, load_metric):
+    from gradio_client.exceptions import AppError
+
+    case = CASES[name]
+    module = load_metric(name)
+    attempts = [
+        ({"predictions_text": "one\ntwo", "references_text": "one"}, (["one", "two"], ["one"]), {}),
+        (case.boxes(), (case.predictions, case.references), case.bad_settings),
+    ]
+    for boxes, (predictions, references), settings in attempts:
+        with pytest.raises((ValueError, TypeError)) as expected:
+            module.compute(predictions=predictions, references=references, **settings)
+        with pytest.raises(AppError) as shown:
+            client_of(name).predict(**boxes, **settings, api_name="/score")
+        assert str(shown.value) == str(expected.value)
+        assert "Traceback" not in str(shown.value)
+
+
+def test_empty_box_is_refused_with_a_message(client_of):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="type at least one prediction"):
+        client_of(APPS[0]).predict(predictions_text=" \n", references_text="a", api_name="/score")
