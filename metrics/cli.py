@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("out", type=Path, help="a new or empty folder to assemble the Spaces in")
     publish.add_argument("--dry-run", action="store_true", help="assemble only, upload nothing")
     publish.add_argument("--org", default="moverkit", help="Hub user or organisation of the Spaces (default: moverkit)")
-    publish.add_argument("--repository", help="GitHub owner/name the Spaces install moverkit from (default: $GITHUB_REPOSITORY)")
+    publish.add_argument("--repository", help="GitHub owner/name the Spaces install moverkit from ($GITHUB_REPOSITORY)")
     publish.add_argument("--commit", help="commit (or tag) the Spaces install (default: $GITHUB_SHA, else HEAD)")
     publish.add_argument("--tag", help="also tag every Space with this (the release tag)")
     publish.add_argument("--source", type=Path, help="checkout holding metrics/ and spaces/ (default: moverkit's own)")
@@ -224,7 +224,8 @@ def _publish(args) -> int:
         files = ", ".join(sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()))
         print(f"{release.space_id(folder.name)}\t{folder}\t{files}")
     if args.dry_run:
-        print(f"dry run: {len(folders)} Spaces assembled in {args.out} for {release.repository}@{release.commit}; nothing uploaded")
+        source = f"{release.repository}@{release.commit}"
+        print(f"dry run: {len(folders)} Spaces assembled in {args.out}, installing moverkit from {source}; nothing uploaded")
         return 0
     for space_id in upload(folders, release, tag=args.tag):
         print(f"uploaded https://huggingface.co/spaces/{space_id}")

@@ -34,12 +34,25 @@ from pathlib import Path
 REFERENCE_SEPARATOR = "|||"
 """Separates the references of one prediction on a line of the references box."""
 
+_HOW_TO = "One prediction per line; one reference per line (several for one prediction: separate them by `|||`)."
+
 MAX_PREDICTIONS = 100
 """A page scores at most this many predictions at a time (``moverkit score`` is for files)."""
 
 USER_ERRORS = (ValueError, TypeError, OSError)
 """What a module raises for bad input (OSError: a model path or id that does not load); shown in
 the page. Anything else is a bug and keeps its traceback in the server log."""
+
+EXAMPLES = (
+    ("the cat sat on the mat\nhello there, general kenobi", "a cat was sitting on the mat\nhello there general kenobi"),
+    ("The weather is cold today.", "It is freezing today. ||| Today is a cold day."),
+    (  # WMT17 cs-en, a machine translation and its human reference (lowercased, tokenized)
+        "the bankruptcy case back , advertising cost more , maybe in other places .",
+        "the bailiff returned the case , the billboards were still there , maybe in other locations .",
+    ),
+)
+"""(predictions, references) box contents for the token-level metrics: a near paraphrase and an
+identical pair, several references, and a real translation pair."""
 
 _KINDS = ("text", "words", "int", "float", "choice", "bool", "file")
 _UNSET = ""  # a dropdown's "(default)" entry: leave the argument to the module (its default is None)
@@ -51,11 +64,12 @@ class Param:
     """One ``compute`` argument of the module, shown as an input of the page.
 
     ``kind`` picks the widget: ``text`` (a box; blank leaves the module's default), ``words`` (a
-    box of words separated by commas or spaces, passed as a list), ``int`` and ``float`` (a
-    number box; blank leaves the default), ``choice`` (a dropdown of ``choices``), ``bool`` (a
-    checkbox) or ``file`` (an upload, passed as a path). The initial value is the default of the
-    module's ``_compute`` signature, so the page cannot drift from the module; where that default
-    is None (the module resolves it, e.g. from a preset), a dropdown starts at "(default)".
+    box of words separated by commas or spaces, passed as a list), ``int`` and ``float`` (a box
+    parsed as a number: blank leaves the default, and ``inf`` is a float; Gradio's number widget
+    cannot be blank, it sends 0), ``choice`` (a dropdown of ``choices``), ``bool`` (a checkbox)
+    or ``file`` (an upload, passed as a path). The initial value is the default of the module's
+    ``_compute`` signature, so the page cannot drift from the module; where that default is None
+    (the module resolves it, e.g. from a preset), a box starts blank and a dropdown at "(default)".
     """
 
     name: str
@@ -72,15 +86,13 @@ class Param:
 
     def component(self, gr, default):
         """The Gradio input for this argument, set to the module's ``default``."""
-        common = {"label": self.label, "elem_id": f"param-{self.name}"}
+        common = {"label": self.label, "elem_id": f"param-{self.name}", "min_width": 180}
         if self.kind == "file":
             return gr.File(value=default, type="filepath", height=120, **common)
         common["info"] = self.info
-        if self.kind in ("text", "words"):
-            value = " ".join(default) if self.kind == "words" and default else default or ""
-            return gr.Textbox(value=value, placeholder="(default)", **common)
-        if self.kind in ("int", "float"):
-            return gr.Number(value=default, precision=0 if self.kind == "int" else None, **common)
+        if self.kind in ("text", "words", "int", "float"):
+            value = " ".join(default) if self.kind == "words" and default else default
+            return gr.Textbox(value="" if value is None else str(value), placeholder="(default)", **common)
         if self.kind == "bool" and default is not None:
             return gr.Checkbox(value=bool(default), **common)
         choices = list(_YES_NO) if self.kind == "bool" else list(self.choices)
@@ -90,19 +102,28 @@ class Param:
 
     def convert(self, value):
         """The page's value as the ``compute`` argument; ``None`` leaves the module's default."""
+        if isinstance(value, str) and self.kind != "choice":
+            value = value.strip()
         if value is None or value == _UNSET:
             return None
-        if self.kind == "text":
-            return value.strip() or None
         if self.kind == "words":
             return value.replace(",", " ").split() or None
-        if self.kind == "int":
-            return int(value)
-        if self.kind == "float":
-            return float(value)
+        if self.kind in ("int", "float"):
+            return self._number(value)
         if self.kind == "bool" and isinstance(value, str):
             return _YES_NO[value]
         return value
+
+    def _number(self, value) -> int | float:
+        kind = int if self.kind == "int" else float
+        try:
+            number = kind(value)
+        except (TypeError, ValueError):
+            expected = "an integer" if kind is int else "a number"
+            raise ValueError(f"{self.name} must be {expected}, got {value!r}") from None
+        if kind is int and isinstance(value, float) and value != number:
+            raise ValueError(f"{self.name} must be an integer, got {value!r}")
+        return number
 
 
 def model_param(name: str = "model_type") -> Param:
@@ -222,7 +243,8 @@ def score(module, predictions_text: str, references_text: str, kwargs: dict) -> 
 
 def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str):
     """A matplotlib figure of one alignment matrix: rows are the prediction's tokens (or
-    sentences), columns the reference's, each cell annotated when the matrix is small."""
+    sentences), columns the reference's; when the matrix is small, every cell that does not
+    round to zero carries its value, in black or white as the cell's luminance asks."""
     import numpy as np
     from matplotlib.figure import Figure
 
@@ -246,10 +268,14 @@ def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str):
     ax.set_xlabel(heatmap.column_label)
     ax.set_ylabel(heatmap.row_label)
     if matrix.size <= 150:
-        middle = (np.nanmax(matrix) + np.nanmin(matrix)) / 2
+        zero = format(0.0, heatmap.value_format)
         for (i, j), value in np.ndenumerate(matrix):
-            color = "black" if value > middle else "white"
-            ax.text(j, i, format(value, heatmap.value_format), ha="center", va="center", fontsize=8, color=color)
+            text = format(value, heatmap.value_format)
+            if text.lstrip("-") == zero:  # a blank cell reads as zero (sparse transport plans)
+                continue
+            red, green, blue, _ = image.cmap(image.norm(value))
+            color = "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.5 else "white"
+            ax.text(j, i, text, ha="center", va="center", fontsize=8, color=color)
     return fig
 
 
@@ -265,12 +291,14 @@ def build_demo(
     metric: str,
     *,
     title: str,
+    description: str = "",
     params: Sequence[Param],
     heatmaps: Sequence[Heatmap],
     examples: Sequence[tuple[str, str]],
     card: str | os.PathLike | None = None,
 ):
-    """The ``gr.Blocks`` page of ``metric`` (a bundled moverkit module, loaded once, here).
+    """The ``gr.Blocks`` page of ``metric`` (a bundled moverkit module, loaded once, here):
+    ``title`` and a Markdown ``description`` (one line: what the score means) on top.
 
     ``params`` are the inputs besides the texts (each a ``_compute`` argument: checked here, so a
     renamed argument fails at start, not on a click); ``heatmaps``, the matrices of the alignment
@@ -290,7 +318,7 @@ def build_demo(
     module = moverkit.load(metric)
     defaults = _defaults(module, metric, params)
     with gr.Blocks(title=title, analytics_enabled=False) as demo:
-        gr.Markdown(f"# {title}\nOne prediction per line; one reference per line (several: separate them by `|||`).")
+        gr.Markdown(f"# {title}\n{description}\n\n{_HOW_TO}")
         with gr.Row():
             predictions_box = gr.Textbox(
                 value=examples[0][0], label="Predictions", lines=4, elem_id="predictions", placeholder="one per line"
@@ -302,7 +330,7 @@ def build_demo(
             with gr.Row():
                 inputs = [p.component(gr, defaults[p.name]) for p in params]
         button = gr.Button("Score", variant="primary", elem_id="score-button")
-        gr.Examples(examples=[list(e) for e in examples], inputs=[predictions_box, references_box], cache_examples=False)
+        gr.Examples([list(e) for e in examples], inputs=[predictions_box, references_box], cache_examples=False)
         summary = gr.Markdown(label="mean scores", elem_id="summary")
         table = gr.Dataframe(label="Scores per prediction", interactive=False, elem_id="scores")
         hashcode = gr.Textbox(label="hashcode", interactive=False, buttons=["copy"], elem_id="hashcode")
@@ -317,10 +345,10 @@ def build_demo(
                 gr.Markdown(_strip_front_matter(Path(card).read_text(encoding="utf-8")))
 
         def run(predictions_text, references_text, *values):
-            kwargs = {p.name: v for p, raw in zip(params, values) if (v := p.convert(raw)) is not None}
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
+                    kwargs = {p.name: v for p, raw in zip(params, values) if (v := p.convert(raw)) is not None}
                     scored = score(module, predictions_text, references_text, kwargs)
                 except USER_ERRORS as err:
                     raise gr.Error(str(err), print_exception=False) from err
@@ -344,7 +372,8 @@ def build_demo(
             return heatmap_figure(aligned[index], heatmap, f"{heatmap.title}, prediction {index + 1}")
 
         # Named after the compute arguments, so that API callers pass them by the module's names.
-        run.__signature__ = _signature({"predictions_text": examples[0][0], "references_text": examples[0][1], **defaults})
+        boxes = {"predictions_text": examples[0][0], "references_text": examples[0][1]}
+        run.__signature__ = _signature({**boxes, **defaults})
         button.click(
             run,
             inputs=[predictions_box, references_box, *inputs],
@@ -357,12 +386,17 @@ def build_demo(
 
 
 def _defaults(module, metric: str, params: Sequence[Param]) -> dict:
-    """The module's default of every parameter; an argument it does not take fails here."""
+    """The module's default of every parameter; an argument it does not take, or a dropdown
+    without the module's default among its choices, fails here."""
     signature = inspect.signature(module._compute).parameters
     missing = [p.name for p in params if p.name not in signature]
     if missing:
         raise ValueError(f"{metric} takes no argument {', '.join(missing)}; it takes {', '.join(signature)}")
-    return {p.name: signature[p.name].default for p in params}
+    defaults = {p.name: signature[p.name].default for p in params}
+    for p in params:
+        if p.kind == "choice" and defaults[p.name] not in (None, *p.choices):
+            raise ValueError(f"{metric}: the choices of {p.name} {p.choices} lack its default {defaults[p.name]!r}")
+    return defaults
 
 
 def _signature(defaults: dict) -> inspect.Signature:
@@ -383,6 +417,7 @@ def _strip_front_matter(markdown: str) -> str:
 
 
 __all__ = [
+    "EXAMPLES",
     "MAX_PREDICTIONS",
     "REFERENCE_SEPARATOR",
     "Heatmap",

@@ -96,7 +96,8 @@ def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) 
             target = folder / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             if path.suffix in _TEXT_FILES:
-                target.write_text(_fill(path.read_text(encoding="utf-8"), release.placeholders(name), path), encoding="utf-8")
+                text = _fill(path.read_text(encoding="utf-8"), release.placeholders(name), path)
+                target.write_text(text, encoding="utf-8")
             else:
                 shutil.copyfile(path, target)
         folders.append(folder)
@@ -144,7 +145,7 @@ def resolve_release(root: Path, org: str, repository: str | None = None, commit:
     repository = repository or os.environ.get("GITHUB_REPOSITORY") or _origin_repository(root)
     commit = commit or os.environ.get("GITHUB_SHA") or _git(root, "rev-parse", "HEAD")
     if not repository:
-        raise ValueError("cannot tell the GitHub repository (no GITHUB_REPOSITORY, no github.com origin); give --repository")
+        raise ValueError("no GITHUB_REPOSITORY and no origin remote on github.com; give --repository")
     if not commit:
         raise ValueError("cannot tell the commit (no GITHUB_SHA, not a git checkout); give --commit")
     return Release(org, repository, commit)

@@ -25,6 +25,13 @@ def test_evaluate_load_from_a_checkout_path_and_moverkit_load_agree():
     assert a == b
 
 
+def test_references_may_mix_strings_and_lists(load_metric):
+    metric = load_metric("centered_bertscore")
+    mixed = metric.compute(predictions=["a cat sat", "hello"], references=["the cat sat", ["hi", "hello"]])
+    grouped = metric.compute(predictions=["a cat sat", "hello"], references=[["the cat sat"], ["hi", "hello"]])
+    assert mixed == grouped and mixed["f1"][1] == pytest.approx(1.0, abs=1e-5)
+
+
 def test_unknown_metric_name_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown metric"):
         moverkit.load("bleu")

@@ -45,7 +45,11 @@ class TextPairMetric(evaluate.Metric, metaclass=abc.ABCMeta):
 
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Add a batch of predictions and references (checked first) for a later ``compute``."""
-        check_inputs(predictions, references)
+        _, grouped = check_inputs(predictions, references)
+        if any(not isinstance(ref, str) for ref in references):
+            # One layout per batch for evaluate: a lone string among lists becomes a list of one
+            # (evaluate would otherwise split it into characters).
+            references = grouped
         return super().add_batch(predictions=predictions, references=references, **kwargs)
 
     def add(self, *, prediction=None, reference=None, **kwargs):

@@ -11,7 +11,6 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-import datasets
 import evaluate
 import numpy as np
 import ot
@@ -20,6 +19,7 @@ import torch
 from moverkit._core import (
     IdfTable,
     PairData,
+    TextPairMetric,
     best_per_group,
     center,
     check_idf,
@@ -29,6 +29,7 @@ from moverkit._core import (
     get_encoder,
     get_hash,
     prepare_pairs,
+    text_pair_features,
     token_weights,
 )
 from moverkit._core.centering import CENTERING_MODES
@@ -238,27 +239,14 @@ def resolve_config(version: str = "v2", **overrides) -> Config:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class MoverScore(evaluate.Metric):
+class MoverScore(TextPairMetric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             homepage="https://github.com/AIPHES/emnlp19-moverscore",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=[
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Sequence(datasets.Value("string", id="sequence"), id="references"),
-                    }
-                ),
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Value("string", id="sequence"),
-                    }
-                ),
-            ],
+            features=text_pair_features(),
             codebase_urls=["https://github.com/AIPHES/emnlp19-moverscore"],
             reference_urls=["https://aclanthology.org/D19-1053", "https://aclanthology.org/2020.eval4nlp-1.6"],
         )

@@ -216,7 +216,7 @@ def sentence_stats(centering_stats, encoder):
 
 def warn_empty(predictions, pair_references, split):
     n_pred = sum(not split[p] for p in predictions)
-    n_ref = sum(not split[r] for r in dict.fromkeys(pair_references))
+    n_ref = sum(not split[r] for r in pair_references)
     if n_pred or n_ref:
         warnings.warn(
             f"{n_pred} prediction(s) and {n_ref} reference(s) hold no sentence (empty or white space); "

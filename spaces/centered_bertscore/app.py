@@ -2,18 +2,15 @@
 
 from pathlib import Path
 
-from moverkit.demo import Heatmap, build_demo, centering_params, idf_param, layer_param, model_param
+from moverkit.demo import EXAMPLES, Heatmap, build_demo, centering_params, idf_param, layer_param, model_param
 
 demo = build_demo(
     "centered_bertscore",
     title="Centered BERTScore",
+    description="Greedy matching of centered token embeddings: precision, recall, F1 in [-1, 1]; **higher is better**.",
     params=[model_param(), layer_param(), *centering_params(), idf_param()],
     heatmaps=[Heatmap("similarity", "cosine similarity")],
-    examples=[
-        ("the cat sat on the mat\nhello there, general kenobi", "a cat was sitting on the mat\nhello there, general kenobi"),
-        ("The weather is cold today.", "It is freezing today. ||| Today is a cold day."),
-        ("the president met the press on monday", "on monday, reporters questioned the president"),
-    ],
+    examples=EXAMPLES,
     card=Path(__file__).with_name("README.md"),
 )
 

@@ -2,13 +2,14 @@
 
 from pathlib import Path
 
-from moverkit.demo import Heatmap, Param, build_demo, centering_params, layer_param, model_param
+from moverkit.demo import EXAMPLES, Heatmap, Param, build_demo, centering_params, layer_param, model_param
 
 demo = build_demo(
     "moverscore",
     title="MoverScore",
+    description="A similarity from the exact Earth Mover's Distance of the tokens: **higher is better**.",
     params=[
-        Param("version", "Release preset", "choice", ("v2", "v1"), info="the settings below left at (default) follow it"),
+        Param("version", "Release preset", "choice", ("v2", "v1"), info="settings left at (default) follow it"),
         Param("variant", "Mover", "choice", ("wmd", "smd"), info="word mover or sentence mover"),
         Param("n_gram", "n-gram", "int", info="blank: the preset's (1)"),
         Param("score_form", "Score form", "choice", ("1/(1+wmd)", "1-wmd")),
@@ -26,14 +27,7 @@ demo = build_demo(
         Heatmap("flow", "optimal flow", colormap="Blues", value_format=".3f"),
         Heatmap("cost", "transport cost", colormap="viridis_r"),
     ],
-    examples=[
-        ("the cat sat on the mat\nhello there, general kenobi", "a cat was sitting on the mat\nhello there, general kenobi"),
-        ("The weather is cold today.", "It is freezing today. ||| Today is a cold day."),
-        (
-            "the bankruptcy case back , advertising cost more , maybe in other places .",
-            "the bailiff returned the case , the billboards were still there , maybe in other locations .",
-        ),
-    ],
+    examples=EXAMPLES,
     card=Path(__file__).with_name("README.md"),
 )
 

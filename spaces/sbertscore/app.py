@@ -7,6 +7,7 @@ from moverkit.demo import Heatmap, Param, build_demo, centering_params, model_pa
 demo = build_demo(
     "sbertscore",
     title="sBERTScore: sentence-level BERTScore",
+    description="Greedy matching of sentence embeddings: precision, recall, F1 in [-1, 1]; **higher is better**.",
     params=[
         model_param("sentence_model"),
         *centering_params(("none", "dim", "batch", "corpus"), "moverkit._core.sentences.fit_sentence_centering"),

@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
-from moverkit.demo import Heatmap, Param, build_demo, centering_params, layer_param, model_param
+from moverkit.demo import EXAMPLES, Heatmap, Param, build_demo, centering_params, layer_param, model_param
 
 demo = build_demo(
     "twmd",
     title="Tempered Word Mover Distance (TWMD)",
+    description="A similarity of the tokens through a tempered transport plan: **higher is better**.",
     params=[
         Param("variant", "Variant", "choice", ("twmd", "trwmd", "sbert", "cka"), info="the result is named after it"),
         Param("temperature", "Temperature T", "float", info="blank: the paper's tuned value for the centering"),
@@ -20,14 +21,7 @@ demo = build_demo(
         Heatmap("plan", "transport plan", colormap="Blues", value_format=".3f"),
         Heatmap("similarity", "cosine similarity"),
     ],
-    examples=[
-        ("the cat sat on the mat\nhello there, general kenobi", "a cat was sitting on the mat\nhello there, general kenobi"),
-        ("The weather is cold today.", "It is freezing today. ||| Today is a cold day."),
-        (
-            "the bankruptcy case back , advertising cost more , maybe in other places .",
-            "the bailiff returned the case , the billboards were still there , maybe in other locations .",
-        ),
-    ],
+    examples=EXAMPLES,
     card=Path(__file__).with_name("README.md"),
 )
 

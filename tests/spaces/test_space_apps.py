@@ -37,7 +37,11 @@ class Case:
 
 PAIRS = {
     "predictions": ["the cat sat on the mat", "", "The weather is cold today. It may snow."],
-    "references": [["a cat was sitting on the mat"], ["an empty prediction"], ["It is freezing today.", "Today is cold."]],
+    "references": [
+        ["a cat was sitting on the mat"],
+        ["an empty prediction"],
+        ["It is freezing today.", "Today is cold."],
+    ],
 }
 
 CASES = {
@@ -51,7 +55,13 @@ CASES = {
     ),
     "moverscore": Case(
         **PAIRS,
-        settings={"version": "v1", "n_gram": 2, "score_form": "1/(1+wmd)", "remove_punctuation": "no", "stop_words": "the, a"},
+        settings={
+            "version": "v1",
+            "n_gram": 2,
+            "score_form": "1/(1+wmd)",
+            "remove_punctuation": "no",
+            "stop_words": "the, a",
+        },
         compute_settings={
             "version": "v1",
             "n_gram": 2,
@@ -60,6 +70,12 @@ CASES = {
             "stop_words": ["the", "a"],
         },
         bad_settings={"n_gram": 0},
+    ),
+    "lazy_emd": Case(
+        **PAIRS,
+        settings={"lang": "zh", "reg_c": "inf", "reg_r": 0.5, "epsilon": 0.02, "idf": True},
+        compute_settings={"lang": "zh", "reg_c": float("inf"), "reg_r": 0.5, "epsilon": 0.02, "idf": True},
+        bad_settings={"reg_c": -1.0},
     ),
     "sbertscore": Case(**PAIRS, settings={"centering": "batch", "language": "de"}, bad_settings={"language": "xx"}),
 }
@@ -81,7 +97,8 @@ def test_app_gives_the_modules_numbers(name, with_settings, client_of, load_metr
     case = CASES[name]
     settings = case.settings if with_settings else {}
     compute_settings = (case.compute_settings or case.settings) if with_settings else {}
-    summary, table, hashcode, shown, matrix, plot = client_of(name).predict(**case.boxes(), **settings, api_name="/score")
+    outputs = client_of(name).predict(**case.boxes(), **settings, api_name="/score")
+    summary, table, hashcode, shown, matrix, plot = outputs
 
     expected = load_metric(name).compute(predictions=case.predictions, references=case.references, **compute_settings)
     scores = _module_scores(expected)

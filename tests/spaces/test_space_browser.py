@@ -14,8 +14,9 @@ import pytest
 pytest.importorskip("gradio")
 webdriver = pytest.importorskip("selenium.webdriver")
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+# Debian's chromium (what .ci/run installs); else the Google Chrome that GitHub's runners ship.
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+CHROMEDRIVER = shutil.which("chromedriver")
 APP = "centered_bertscore"
 PREDICTIONS = ["the cat sat on the mat", "hello there general kenobi"]
 REFERENCES = ["a cat was sitting on the mat", "hello there general kenobi"]
@@ -24,7 +25,7 @@ LAYER = 4
 
 @pytest.fixture
 def browser(tmp_path):
-    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+    if not (CHROMIUM and CHROMEDRIVER):
         pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
     from selenium.webdriver.chrome.service import Service
 
@@ -86,25 +87,28 @@ def test_browser_scores_and_draws_the_heatmap(browser, running_app, load_metric,
 
     _type(browser, "#predictions textarea", "\n".join(PREDICTIONS))
     _type(browser, "#references textarea", "\n".join(REFERENCES))
-    _type(browser, "#param-num_layers input", str(LAYER))
-    browser.find_element(By.CSS_SELECTOR, "#score-button").click()
-
-    expected = load_metric(APP).compute(predictions=PREDICTIONS, references=REFERENCES, num_layers=LAYER)
-    f1 = f"{sum(expected['f1']) / len(expected['f1']):.4f}"
-    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#summary"), f1))
+    metric = load_metric(APP)
+    # First with the page's settings untouched (they must be the module's defaults), then a layer.
+    for settings in ({}, {"num_layers": LAYER}):
+        for name, value in settings.items():
+            _type(browser, f"#param-{name} textarea, #param-{name} input", str(value))
+        browser.find_element(By.CSS_SELECTOR, "#score-button").click()
+        expected = metric.compute(predictions=PREDICTIONS, references=REFERENCES, **settings)
+        hashcode = (By.CSS_SELECTOR, "#hashcode textarea")
+        wait.until(ec.text_to_be_present_in_element_attribute(hashcode, "value", expected["hashcode"]))
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#summary"), f"{sum(expected['f1']) / 2:.4f}"))
+        summary = browser.find_element(By.CSS_SELECTOR, "#summary").text
+        for key in ("precision", "recall", "f1"):
+            assert f"{sum(expected[key]) / 2:.4f}" in summary, key
     image = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#heatmap img")))
     wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", image) > 300)
-    summary = browser.find_element(By.CSS_SELECTOR, "#summary").text
-    for key in ("precision", "recall", "f1"):
-        assert f"{sum(expected[key]) / 2:.4f}" in summary
-    assert browser.find_element(By.CSS_SELECTOR, "#hashcode textarea").get_attribute("value") == expected["hashcode"]
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", image)
     screenshot = tmp_path / f"{APP}.png"
     assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
 
     # Bad input: three predictions, two references; the module's own message shows on the page.
     with pytest.raises(ValueError) as error:
-        load_metric(APP).compute(predictions=["a", "b", "c"], references=["a", "b"])
+        metric.compute(predictions=["a", "b", "c"], references=["a", "b"])
     _type(browser, "#predictions textarea", "a\nb\nc")
     _type(browser, "#references textarea", "a\nb")
     browser.find_element(By.CSS_SELECTOR, "#score-button").click()

@@ -47,8 +47,12 @@ def test_too_many_predictions_are_refused():
         ("words", "the, a  of", ["the", "a", "of"]),
         ("words", " , ", None),
         ("int", 4.0, 4),
+        ("int", " -2 ", -2),
+        ("int", "", None),
         ("int", None, None),
         ("float", 2, 2.0),
+        ("float", "1e-3", 0.001),
+        ("float", "inf", float("inf")),
         ("bool", True, True),
         ("bool", "no", False),
         ("bool", "yes", True),
@@ -59,6 +63,12 @@ def test_too_many_predictions_are_refused():
 def test_inputs_become_compute_arguments(kind, raw, expected):
     value = Param("x", "X", kind).convert(raw)
     assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(("kind", "raw"), [("int", "four"), ("int", "4.5"), ("int", 4.5), ("float", "1,5")])
+def test_a_number_that_does_not_parse_is_a_clear_error(kind, raw):
+    with pytest.raises(ValueError, match=f"^n_gram must be an? (integer|number), got {raw!r}$"):
+        Param("n_gram", "n-gram", kind).convert(raw)
 
 
 def test_choice_default_entry_leaves_the_modules_default():
@@ -75,7 +85,9 @@ def test_param_kinds_are_checked():
 
 def test_widgets_start_at_the_modules_default():
     gr = pytest.importorskip("gradio")
-    assert Param("n", "N", "int").component(gr, 3).value == 3
+    # Numbers sit in text boxes: Gradio's number widget cannot be blank (it sends 0).
+    assert Param("n", "N", "int").component(gr, 3).value == "3"
+    assert Param("t", "T", "float").component(gr, None).value == ""
     unset = Param("idf", "IDF", "bool").component(gr, None)  # None: the module decides (a preset)
     assert isinstance(unset, gr.Dropdown) and unset.value == ""
     assert isinstance(Param("idf", "IDF", "bool").component(gr, False), gr.Checkbox)
@@ -96,7 +108,15 @@ class _Module:
 def test_scores_are_the_per_prediction_number_lists():
     alignment = [{"m": [[1.0]]}, {"m": [[0.0]]}]
     module = _Module(
-        {"f1": [0.5, 1.0], "twmd": [1, 0.25], "names": ["a", "b"], "flags": [True, False], "corpus": [0.3], "hashcode": "h", "alignment": alignment}
+        {
+            "f1": [0.5, 1.0],
+            "twmd": [1, 0.25],
+            "names": ["a", "b"],
+            "flags": [True, False],
+            "corpus": [0.3],
+            "hashcode": "h",
+            "alignment": alignment,
+        }
     )
     scored = score(module, "p\nq", "r ||| s\nt", {"temperature": 0.1})
     assert module.calls == [
@@ -124,6 +144,16 @@ def test_heatmap_shows_the_matrix_with_tokens_on_both_axes():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["the", "cat"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "cat", "x" * 29 + "…"]
     assert sorted(t.get_text() for t in ax.texts) == sorted(format(v, ".2f") for row in matrix for v in row)
+    # Light cells (yellow, the top of viridis) get black text, dark ones (purple) white.
+    colors = {t.get_text(): t.get_color() for t in ax.texts}
+    assert colors["0.90"] == "black" and colors["-0.40"] == "white"
+
+
+def test_cells_that_round_to_zero_are_left_blank():
+    alignment = {"prediction_tokens": ["a", "b"], "reference_tokens": ["c", "d"], "plan": [[0.5, 1e-9], [-1e-9, 0.5]]}
+    ax = heatmap_figure(alignment, Heatmap("plan", "transport plan", colormap="Blues", value_format=".3f"), "t").axes[0]
+    assert sorted(t.get_text() for t in ax.texts) == ["0.500", "0.500"]
+    assert all(t.get_color() == "white" for t in ax.texts)  # the dark end of Blues
 
 
 def test_heatmap_of_an_empty_text_says_so():
@@ -139,15 +169,18 @@ def test_missing_matrix_falls_back_to_the_next_heatmap():
     assert pick_heatmap({"plan": [[1.0]], "similarity": [[1.0]]}, [plan, similarity], "cosine similarity") is similarity
 
 
-def test_a_param_the_module_does_not_take_fails_at_start():
+@pytest.mark.parametrize(
+    ("param", "message"),
+    [
+        (Param("temprature", "T"), "centered_bertscore takes no argument temprature"),
+        (Param("centering", "C", "choice", ("none", "dim")), "lack its default 'batch'"),
+    ],
+)
+def test_a_param_that_does_not_fit_the_module_fails_at_start(param, message):
     pytest.importorskip("gradio")
     from moverkit.demo import build_demo
 
-    with pytest.raises(ValueError, match="centered_bertscore takes no argument temprature"):
+    with pytest.raises(ValueError, match=message):
         build_demo(
-            "centered_bertscore",
-            title="t",
-            params=[Param("temprature", "T")],
-            heatmaps=[Heatmap("similarity", "s")],
-            examples=[("a", "a")],
+            "centered_bertscore", title="t", params=[param], heatmaps=[Heatmap("similarity", "s")], examples=[("a", "a")]
         )

@@ -1,0 +1,122 @@
+"""Bench rows of moverscore: MoverScore v2, v1 and MoverScore-b, and the race against the way the
+authors' release runs (``moverscore_v2.word_mover_score``)."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import string
+from collections import Counter, defaultdict
+
+import numpy as np
+import torch
+
+from . import CorrelationRow, SpeedSuite
+from ._peers import encoder_floor, metric_run
+
+CORRELATION_ROWS = [
+    CorrelationRow("MoverScore v2", "moverscore", "moverscore", {"version": "v2"}),
+    CorrelationRow("MoverScore v1", "moverscore", "moverscore", {"version": "v1"}),
+    CorrelationRow(
+        "MoverScore-b (v2, batch centering)", "moverscore", "moverscore", {"version": "v2", "centering": "batch"}
+    ),
+]
+
+# --- the release's way of running, re-created (written here, not copied) ---------------------
+#
+# moverscore_v2.py (github.com/AIPHES/emnlp19-moverscore) fits each IDF dict over a
+# multiprocessing pool of 4 workers, then walks the pairs 256 at a time: it encodes the 256
+# references and the 256 hypotheses as they come (no deduplication, no sorting by length, one
+# forward pass each), zeroes subword and punctuation tokens, L2-normalises, computes float32
+# distances over the concatenated [reference; hypothesis] tokens, and solves one EMD per pair on
+# that (len_ref + len_hyp)-square problem, zero masses included, in a Python loop.
+
+_PEER_TOKENIZER = None  # set before the pool forks, read by the workers
+_PEER_BATCH = 256
+_PEER_WORKERS = 4
+
+
+def _token_id_set(text: str) -> set[int]:
+    return set(_PEER_TOKENIZER(text, truncation=True)["input_ids"])
+
+
+def _peer_idf(texts: list[str]) -> defaultdict:
+    """log((N+1)/(df+1)) per token id (unseen: log(N+1)), document frequencies counted over a
+    process pool."""
+    with multiprocessing.get_context("fork").Pool(_PEER_WORKERS) as pool:
+        df = Counter(token for ids in pool.map(_token_id_set, texts) for token in ids)
+    n = len(texts)
+    idf = defaultdict(lambda: math.log(n + 1))
+    idf.update({token: math.log((n + 1) / (count + 1)) for token, count in df.items()})
+    return idf
+
+
+def _peer_encode(model, texts: list[str], idf: defaultdict):
+    """One forward pass over ``texts`` padded to the longest: last layer, IDF weights (0 at
+    padding), token strings; subword and punctuation tokens zeroed in both."""
+    enc = _PEER_TOKENIZER(texts, padding=True, truncation=True, return_tensors="pt")
+    with torch.no_grad():
+        vectors = model(**enc).last_hidden_state
+    ids = enc["input_ids"].tolist()
+    weights = torch.tensor([[idf[i] for i in row] for row in ids]) * enc["attention_mask"]
+    punctuation = set(string.punctuation)
+    for i, row in enumerate(ids):
+        tokens = _PEER_TOKENIZER.convert_ids_to_tokens(row)
+        drop = [k for k, t in enumerate(tokens) if "##" in t or t in punctuation]
+        vectors[i, drop] = 0
+        weights[i, drop] = 0
+    return vectors, weights
+
+
+def _peer_scores(model, predictions: list[str], references: list[str]) -> list[float]:
+    import ot
+
+    idf_ref, idf_hyp = _peer_idf(references), _peer_idf(predictions)
+    scores = []
+    for start in range(0, len(references), _PEER_BATCH):
+        ref_vectors, ref_weights = _peer_encode(model, references[start : start + _PEER_BATCH], idf_ref)
+        hyp_vectors, hyp_weights = _peer_encode(model, predictions[start : start + _PEER_BATCH], idf_hyp)
+        raw = torch.cat([ref_vectors, hyp_vectors], 1)
+        raw = raw / (raw.norm(dim=-1, keepdim=True) + 1e-30)
+        sq = raw.pow(2).sum(-1)
+        dist = (sq[:, :, None] + sq[:, None, :] - 2 * raw @ raw.transpose(1, 2)).clamp_min(1e-30).sqrt()
+        dist = dist.double().numpy()
+        n_ref = ref_weights.shape[1]
+        for row in range(len(ref_weights)):
+            a, b = np.zeros(raw.shape[1]), np.zeros(raw.shape[1])
+            a[:n_ref], b[n_ref:] = ref_weights[row].numpy(), hyp_weights[row].numpy()
+            a, b = a / (a.sum() + 1e-30), b / (b.sum() + 1e-30)
+            flow = ot.emd(a, b, dist[row])
+            scores.append(1.0 / (1.0 + float((flow * dist[row]).sum())))
+    return scores
+
+
+def release_way(predictions, references):
+    """MoverScore v2 run the way the release runs it, on the embedded model (see above). Its
+    tokenizer calls are batched, which makes it a little faster than the release itself."""
+    global _PEER_TOKENIZER
+    from transformers import AutoModel, AutoTokenizer
+
+    from moverkit._core import embedded_model_path
+
+    path = embedded_model_path()
+    _PEER_TOKENIZER = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+    _peer_scores(model, predictions[:2], references[:2])
+    return lambda: _peer_scores(model, predictions, references)
+
+
+SPEED_SUITES = [
+    SpeedSuite(
+        "moverscore vs the release's way of running",
+        {
+            "encoder alone": encoder_floor,
+            "moverscore (v2)": metric_run("moverscore", version="v2"),
+            "release way (v2)": release_way,
+        },
+        [
+            ("release way (v2)", "moverscore (v2)", ">= 3"),
+            ("moverscore (v2)", "encoder alone", None),
+        ],
+    )
+]

@@ -1,0 +1,31 @@
+"""Lazy-EMD: the Space of the moverkit evaluate module ``lazy_emd``."""
+
+from pathlib import Path
+
+from moverkit.demo import EXAMPLES, Heatmap, Param, build_demo, centering_params, idf_param, layer_param, model_param
+
+demo = build_demo(
+    "lazy_emd",
+    title="Lazy-EMD: unbalanced optimal transport",
+    description="A distance: **lower is closer**.",
+    params=[
+        Param("lang", "Penalty preset", "choice", ("en", "zh", "other"), info="Section 5.2's tuned (reg_c, reg_r)"),
+        Param("reg_c", "λc, prediction marginal", "float", info="blank: the preset's; inf: a hard constraint"),
+        Param("reg_r", "λr, reference marginal", "float", info="blank: the preset's; inf: a hard constraint"),
+        Param("epsilon", "ε, entropic regularization", "float"),
+        Param("max_iter", "Sinkhorn iterations at most", "int"),
+        idf_param(),
+        model_param(),
+        layer_param(),
+        *centering_params(),
+    ],
+    heatmaps=[
+        Heatmap("plan", "transport plan", colormap="Blues", value_format=".3f"),
+        Heatmap("cost", "cost 1 - cosine", colormap="viridis_r"),
+    ],
+    examples=EXAMPLES,
+    card=Path(__file__).with_name("README.md"),
+)
+
+if __name__ == "__main__":
+    demo.launch()

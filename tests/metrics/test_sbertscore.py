@@ -1,0 +1,388 @@
+"""sbertscore pinned to sentence-transformers' own embeddings, to hand-computed examples, and to its contract."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pysbd
+import pytest
+import torch
+import transformers
+
+import moverkit
+from moverkit._core import embedded_model_path, fit_centering
+from moverkit._core.centering import CenteringStats, center_vectors
+from moverkit._core.sentences import (
+    SENTENCE_LAYER,
+    fit_sentence_centering,
+    get_sentence_encoder,
+    split_sentences,
+)
+
+TOL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def metric(load_metric):
+    return load_metric("sbertscore")
+
+
+@pytest.fixture(scope="module")
+def sbert():
+    """sentence-transformers' own model, loaded apart from moverkit's cache."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(embedded_model_path(), device="cpu", local_files_only=True)
+
+
+def _embed(sbert, sentences):
+    return sbert.encode(sentences, convert_to_numpy=True).astype(np.float64)
+
+
+def _unit(v):
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+# A sentence-transformers model whose sentence embeddings are known exactly: a static (bag of words)
+# model with mean pooling, vocabulary alpha, beta, gamma, delta; every other token ("." included)
+# is [UNK], embedded as zero, so "Alpha alpha." embeds to 2/3 e_alpha, direction e_alpha.
+E_ALPHA = (1.0, 0.0, 0.0)
+E_BETA = (0.0, 1.0, 0.0)
+E_GAMMA = (0.6, 0.8, 0.0)
+E_DELTA = (0.0, 0.6, 0.8)
+
+
+@pytest.fixture(scope="module")
+def static_model_path(tmp_path_factory):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    vocab = {"[UNK]": 0, "alpha": 1, "beta": 2, "gamma": 3, "delta": 4, "[PAD]": 5}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    weights = np.array([(0, 0, 0), E_ALPHA, E_BETA, E_GAMMA, E_DELTA, (0, 0, 0)], dtype=np.float32)
+    folder = tmp_path_factory.mktemp("static-sbert")
+    SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_weights=weights)]).save(str(folder))
+    return str(folder)
+
+
+# --- the score against independent computations ------------------------------------------------
+
+
+def test_single_sentence_texts_score_the_cosine_of_sentence_transformers_embeddings(metric, sbert, wmt_pairs):
+    predictions, references = wmt_pairs
+    pairs = [(p, r) for p, r in zip(predictions[:24], references[:24]) if len(split_sentences(p)) == len(split_sentences(r)) == 1]
+    assert len(pairs) >= 12
+    preds, refs = [p for p, _ in pairs], [r for _, r in pairs]
+    ours = metric.compute(predictions=preds, references=refs)
+    # cos(u, v) of sentence-transformers' embeddings of the whole texts, in float64.
+    expected = np.sum(_unit(_embed(sbert, preds)) * _unit(_embed(sbert, refs)), axis=1)
+    for key in ("precision", "recall", "f1"):
+        assert np.max(np.abs(np.array(ours[key]) - expected)) <= TOL
+
+
+def test_hand_computed_multi_sentence_example(metric, static_model_path):
+    # Prediction sentences (alpha, beta, delta), reference sentences (gamma, beta). Cosines:
+    #   cos(a, g) = 0.6, cos(a, b) = 0,  cos(b, g) = 0.8, cos(b, b) = 1,
+    #   cos(d, g) = 0 * 0.6 + 0.6 * 0.8 + 0.8 * 0 = 0.48, cos(d, b) = 0.6
+    #   S = [[0.6, 0.0], [0.8, 1.0], [0.48, 0.6]]            (rows: prediction, columns: reference)
+    #   P = mean of row maxima    = (0.6 + 1.0 + 0.6) / 3 = 11/15
+    #   R = mean of column maxima = (0.8 + 1.0) / 2      = 9/10
+    #   F1 = 2 P R / (P + R) = (2 * 11/15 * 9/10) / (11/15 + 9/10) = (33/25) / (49/30) = 198/245
+    result = metric.compute(
+        predictions=["Alpha alpha. Beta beta! Delta delta?"],
+        references=["Gamma gamma. Beta beta."],
+        sentence_model=static_model_path,
+        return_alignment=True,
+    )
+    assert result["precision"][0] == pytest.approx(11 / 15, abs=TOL)
+    assert result["recall"][0] == pytest.approx(9 / 10, abs=TOL)
+    assert result["f1"][0] == pytest.approx(198 / 245, abs=TOL)
+    alignment = result["alignment"][0]
+    assert alignment["prediction_sentences"] == ["Alpha alpha.", "Beta beta!", "Delta delta?"]
+    assert alignment["reference_sentences"] == ["Gamma gamma.", "Beta beta."]
+    np.testing.assert_allclose(alignment["similarity"], [[0.6, 0.0], [0.8, 1.0], [0.48, 0.6]], atol=TOL)
+    # Swapping the roles swaps precision and recall and transposes the matrix.
+    swapped = metric.compute(
+        predictions=["Gamma gamma. Beta beta."],
+        references=["Alpha alpha. Beta beta! Delta delta?"],
+        sentence_model=static_model_path,
+    )
+    assert (swapped["precision"][0], swapped["recall"][0]) == pytest.approx((9 / 10, 11 / 15), abs=TOL)
+
+
+def test_a_sentence_embedded_as_zero_has_similarity_zero_not_nan(metric, static_model_path):
+    # "Nothing here." holds no known word: its embedding is the zero vector, similarity 0 to all.
+    #   S = [[1], [0]]: P = (1 + 0) / 2 = 1/2, R = 1, F1 = 2 * 1/2 * 1 / (3/2) = 2/3
+    result = metric.compute(
+        predictions=["Alpha alpha. Nothing here."], references=["Alpha."], sentence_model=static_model_path
+    )
+    assert (result["precision"][0], result["recall"][0], result["f1"][0]) == pytest.approx((0.5, 1.0, 2 / 3), abs=TOL)
+
+
+def test_real_multi_sentence_example_matches_sentence_transformers(metric, sbert):
+    prediction = "The cat sat on the mat. It was sunny outside. Dogs barked loudly at the mailman."
+    reference = "A cat was sitting on the mat. The weather was sunny."
+    pred_sentences = ["The cat sat on the mat.", "It was sunny outside.", "Dogs barked loudly at the mailman."]
+    ref_sentences = ["A cat was sitting on the mat.", "The weather was sunny."]
+    sim = _unit(_embed(sbert, pred_sentences)) @ _unit(_embed(sbert, ref_sentences)).T
+    precision, recall = sim.max(axis=1).mean(), sim.max(axis=0).mean()
+    result = metric.compute(predictions=[prediction], references=[reference], return_alignment=True)
+    alignment = result["alignment"][0]
+    assert alignment["prediction_sentences"] == pred_sentences
+    assert alignment["reference_sentences"] == ref_sentences
+    assert np.max(np.abs(np.array(alignment["similarity"]) - sim)) <= TOL
+    assert result["precision"][0] == pytest.approx(precision, abs=TOL)
+    assert result["recall"][0] == pytest.approx(recall, abs=TOL)
+    assert result["f1"][0] == pytest.approx(2 * precision * recall / (precision + recall), abs=TOL)
+
+
+# --- centering of sentence vectors ---------------------------------------------------------------
+
+PREDS = ["The cat sat. It purred.", "Stocks fell sharply on Monday.", "He plays the violin. He plays it well."]
+REFS = ["A cat was sitting. It was purring.", "Markets dropped on Monday.", "He is a violinist."]
+
+
+def _direct(preds, refs, sbert, mode, mean=None):
+    """sBERTScore by hand in numpy: split as written out below, center, normalise, greedy max."""
+    split = {
+        PREDS[0]: ["The cat sat.", "It purred."],
+        PREDS[1]: [PREDS[1]],
+        PREDS[2]: ["He plays the violin.", "He plays it well."],
+        REFS[0]: ["A cat was sitting.", "It was purring."],
+        REFS[1]: [REFS[1]],
+        REFS[2]: [REFS[2]],
+    }
+    every = [s for text in preds + refs for s in split[text]]  # each occurrence counted
+    vectors = dict(zip(every, _embed(sbert, every)))
+    if mode == "batch":
+        mean = np.mean([vectors[s] for s in every], axis=0)
+
+    def centered(text):
+        v = np.array([vectors[s] for s in split[text]])
+        if mode == "dim":
+            v = v - v.mean(axis=1, keepdims=True)
+        elif mode in ("batch", "corpus"):
+            v = v - mean
+        return _unit(v)
+
+    out = []
+    for p, r in zip(preds, refs):
+        sim = centered(p) @ centered(r).T
+        precision, recall = sim.max(axis=1).mean(), sim.max(axis=0).mean()
+        out.append((precision, recall, 2 * precision * recall / (precision + recall)))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("mode", ["none", "dim", "batch"])
+def test_centering_modes_match_direct_computation(metric, sbert, mode):
+    ours = metric.compute(predictions=PREDS, references=REFS, centering=mode)
+    got = np.array([ours["precision"], ours["recall"], ours["f1"]]).T
+    assert np.max(np.abs(got - _direct(PREDS, REFS, sbert, mode))) <= TOL
+
+
+def test_corpus_centering_matches_direct_computation(metric, sbert, tmp_path):
+    corpus = ["The weather is nice today. It may rain later.", "Stocks fell.", "It may rain later."]
+    stats = fit_sentence_centering(corpus)
+    # The mean over the 4 sentence occurrences ("It may rain later." twice).
+    sentences = ["The weather is nice today.", "It may rain later.", "Stocks fell.", "It may rain later."]
+    np.testing.assert_allclose(stats.mean, _embed(sbert, sentences).mean(axis=0), atol=TOL)
+    assert (stats.layer, stats.n_texts, stats.n_tokens) == (SENTENCE_LAYER, 3, 4)
+    stats.save(tmp_path / "sentences.npz")
+    ours = metric.compute(
+        predictions=PREDS, references=REFS, centering="corpus", centering_stats=str(tmp_path / "sentences.npz")
+    )
+    got = np.array([ours["precision"], ours["recall"], ours["f1"]]).T
+    assert np.max(np.abs(got - _direct(PREDS, REFS, sbert, "corpus", mean=stats.mean))) <= TOL
+    assert CenteringStats.load(tmp_path / "sentences.npz").digest == stats.digest
+
+
+def test_corpus_statistic_fitted_on_the_call_equals_batch_centering(metric):
+    stats = fit_sentence_centering(PREDS + REFS)
+    batch = metric.compute(predictions=PREDS, references=REFS, centering="batch")
+    corpus = metric.compute(predictions=PREDS, references=REFS, centering="corpus", centering_stats=stats)
+    np.testing.assert_allclose(batch["f1"], corpus["f1"], atol=TOL)
+
+
+def test_token_statistic_is_refused_for_sentence_vectors(metric):
+    # Same model and dimension, but a token-level mean (layer 6) is not a sentence-vector mean.
+    stats = fit_centering(["one text"])
+    with pytest.raises(ValueError, match="layer 6"):
+        metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
+    with pytest.raises(ValueError, match="fit_sentence_centering"):
+        metric.compute(predictions=["a"], references=["b"], centering="corpus")
+
+
+def test_sentence_centering_is_refused_with_the_reason(metric):
+    with pytest.raises(ValueError, match="centering='sentence'.*zero"):
+        metric.compute(predictions=["a"], references=["b"], centering="sentence")
+    with pytest.raises(ValueError, match="none, dim, batch, corpus"):
+        metric.compute(predictions=["a"], references=["b"], centering="mean")
+
+
+def test_center_vectors_weighs_batch_mean_by_counts():
+    w = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    # Mean with counts (3, 1): (0.75, 0.25); v = (0.25, -0.25), (-0.75, 0.75); both of unit length after.
+    v = center_vectors(w, "batch", counts=torch.tensor([3.0, 1.0]))
+    s = 1 / math.sqrt(2)
+    np.testing.assert_allclose(v.numpy(), [[s, -s], [-s, s]], atol=1e-12)
+    assert torch.equal(center_vectors(torch.zeros(1, 2), "none"), torch.zeros(1, 2))
+
+
+# --- splitting -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        # Abbreviations and decimals do not end a sentence.
+        ("Dr. Smith paid $3.50 for the book. Then he left.", ["Dr. Smith paid $3.50 for the book.", "Then he left."]),
+        (
+            "The U.S. economy grew 2.5 percent in 2019. Analysts, e.g. Mr. Jones, were surprised!",
+            ["The U.S. economy grew 2.5 percent in 2019.", "Analysts, e.g. Mr. Jones, were surprised!"],
+        ),
+        ("It is 10 a.m. now. Visit example.com today.", ["It is 10 a.m. now.", "Visit example.com today."]),
+        # A closing quote stays with the sentence it closes.
+        ('He said "Stop." Then he ran.', ['He said "Stop."', "Then he ran."]),
+        ("He said, 'Stop.' Then he ran.", ["He said, 'Stop.'", "Then he ran."]),
+        # ?, ! and ... end sentences; lowercased, tokenized text (WMT style) splits at " .".
+        ("Is it? Yes! No...", ["Is it?", "Yes!", "No..."]),
+        ("it costs 3.5 million . the u.s. army left .", ["it costs 3.5 million .", "the u.s. army left ."]),
+        # No final punctuation: one sentence. Empty or white space: none.
+        ("one sentence without a period", ["one sentence without a period"]),
+        ("", []),
+        ("  \n\t ", []),
+    ],
+)
+def test_splitting_behaves_as_documented(text, sentences):
+    assert split_sentences(text) == sentences
+
+
+def test_splitting_other_languages_and_bad_language():
+    assert split_sentences("Das kostet z. B. 3,50 Euro. Dann ging er.", "de") == [
+        "Das kostet z. B. 3,50 Euro.",
+        "Dann ging er.",
+    ]
+    with pytest.raises(ValueError, match="language must be one of"):
+        split_sentences("Hello. World.", "xx")
+
+
+# --- contract ------------------------------------------------------------------------------------
+
+
+def test_empty_texts_score_zero_with_a_warning(metric, tiny_model_path):
+    with pytest.warns(UserWarning, match=r"3 prediction\(s\) and 2 reference\(s\) hold no sentence.*0\.0"):
+        result = metric.compute(
+            predictions=["", "   ", "A fine text.", ""],
+            references=["A reference.", "Another one.", " \t ", ""],
+            sentence_model=tiny_model_path,
+        )
+    for key in ("precision", "recall", "f1"):
+        assert result[key] == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_multiple_references_keep_the_best_of_each(metric, tiny_model_path):
+    preds = ["The cat sat. It purred.", "Stocks fell on Monday."]
+    refs = [["A cat sat. A dog barked. It rained.", "The cat sat."], ["Markets dropped.", "Stocks fell. Then rose."]]
+    kwargs = {"sentence_model": tiny_model_path}
+    multi = metric.compute(predictions=preds, references=refs, return_alignment=True, **kwargs)
+    first = metric.compute(predictions=preds, references=[r[0] for r in refs], **kwargs)
+    second = metric.compute(predictions=preds, references=[r[1] for r in refs], **kwargs)
+    for key in ("precision", "recall", "f1"):
+        assert multi[key] == pytest.approx(np.maximum(first[key], second[key]).tolist(), abs=1e-12)
+    for i in range(2):
+        best = 0 if first["f1"][i] >= second["f1"][i] else 1
+        assert multi["alignment"][i]["reference_sentences"] == split_sentences(refs[i][best])
+
+
+def test_scores_do_not_depend_on_batch_size_or_on_other_pairs(metric, tiny_model_path, wmt_pairs):
+    from moverkit.bench.sbertscore import paragraphs
+
+    preds, refs = paragraphs(*wmt_pairs)
+    preds, refs = preds[:5], refs[:5]
+    kwargs = {"sentence_model": tiny_model_path}
+    big = metric.compute(predictions=preds, references=refs, batch_size=64, **kwargs)
+    small = metric.compute(predictions=preds, references=refs, batch_size=1, **kwargs)
+    alone = metric.compute(predictions=preds[3:4], references=refs[3:4], **kwargs)
+    np.testing.assert_allclose(big["f1"], small["f1"], atol=TOL)
+    assert alone["f1"][0] == pytest.approx(big["f1"][3], abs=TOL)
+    assert all(-1.0 <= v <= 1.0 for key in ("precision", "recall", "f1") for v in big[key])
+
+
+def test_identical_texts_score_one(metric, tiny_model_path):
+    texts = ["The cat sat. It purred.", "single"]
+    for mode in ("none", "dim", "batch"):
+        result = metric.compute(predictions=texts, references=texts, centering=mode, sentence_model=tiny_model_path)
+        np.testing.assert_allclose(result["f1"], [1.0, 1.0], atol=1e-12)
+
+
+def test_long_sentences_are_truncated_with_one_warning(metric):
+    long_sentence = " ".join(["word"] * 400) + "."
+    with pytest.warns(UserWarning, match="1 of 2 sentences are longer than 256 tokens"):
+        result = metric.compute(predictions=[long_sentence], references=["Short one."])
+    assert math.isfinite(result["f1"][0])
+
+
+def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, tiny_model_path):
+    from pathlib import Path
+
+    result = metric.compute(predictions=["a"], references=["b"], centering="batch")
+    assert result["hashcode"] == (
+        "sbertscore:sentence-transformers/all-MiniLM-L6-v2_L-1_no-idf_center=batch"
+        f"_splitter=pysbd-{pysbd.__version__}:en"
+        f"_version={moverkit.__version__}(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})"
+    )
+    other = metric.compute(predictions=["a"], references=["b"], sentence_model=tiny_model_path)
+    assert other["hashcode"].startswith(f"sbertscore:{Path(tiny_model_path).name}_L-1_no-idf_center=none_")
+
+
+def test_sentence_models_are_loaded_once_per_process(tiny_model_path):
+    assert get_sentence_encoder() is get_sentence_encoder(embedded_model_path())
+    assert get_sentence_encoder(tiny_model_path) is get_sentence_encoder(tiny_model_path, "cpu")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"predictions": ["a"], "references": [[]]}, ValueError, r"references\[0\] is an empty list"),
+        ({"predictions": ["a"], "references": [None]}, ValueError, r"references\[0\] is None"),
+        ({"predictions": ["a"], "references": ["b"], "sentence_model": 3}, TypeError, "sentence_model must be"),
+        ({"predictions": ["a"], "references": ["b"], "sentence_model": "/no/such/model"}, ValueError, "sentence_model="),
+        ({"predictions": ["a"], "references": ["b"], "language": "xx"}, ValueError, "language must be one of"),
+        ({"predictions": ["a"], "references": ["b"], "batch_size": 0}, ValueError, "batch_size must be"),
+    ],
+)
+def test_bad_input_gets_a_clear_error(metric, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        metric.compute(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("predictions", "references", "message"),
+    [
+        (None, ["a"], "predictions is None"),
+        (["a", "b"], ["a"], "differ in length"),
+        (["a"], None, "references is None"),
+        ("a text", ["a"], "predictions must be a list"),
+    ],
+)
+def test_malformed_inputs_are_refused(metric, predictions, references, message):
+    # evaluate itself refuses these before the module sees them, with its own words; the module's
+    # own check (moverkit._core.check_inputs, the first thing _compute runs) names the argument.
+    from moverkit._core import check_inputs
+
+    with pytest.raises((ValueError, TypeError), match=message):
+        check_inputs(predictions, references)
+    with pytest.raises((ValueError, TypeError)):
+        metric.compute(predictions=predictions, references=references)
+
+
+def test_speed_bench_paragraphs_have_at_least_four_sentences(wmt_pairs):
+    from moverkit.bench.sbertscore import paragraphs
+
+    preds, refs = paragraphs(*wmt_pairs)
+    assert len(preds) == len(refs) == 40
+    assert min(len(split_sentences(t)) for t in preds + refs) >= 4

@@ -1,0 +1,199 @@
+"""``moverkit publish --dry-run``: exactly the folders a release uploads, one Space per metric, each
+an evaluate module that loads offline and computes, and a Gradio app that starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+import moverkit
+from moverkit.cli import main
+from moverkit.publish import Release, assemble, resolve_release, space_names
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
+ROOT = Path(__file__).resolve().parents[1]
+REPOSITORY = "acme/moverkit"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+ORG = "acme-org"
+PREDICTIONS = ["the cat sat on the mat", "hello there"]
+REFERENCES = ["a cat was sitting on the mat", "hello there"]
+
+
+@pytest.fixture(scope="module")
+def assembled(tmp_path_factory):
+    out = tmp_path_factory.mktemp("publish") / "hub"
+    argv = ["publish", "--dry-run", str(out), "--org", ORG, "--repository", REPOSITORY, "--commit", COMMIT]
+    assert main(argv) == 0
+    return out
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any connection or name lookup beyond the loopback interface fails the test."""
+    loopback = {"127.0.0.1", "::1", "localhost"}
+    connect, getaddrinfo = socket.socket.connect, socket.getaddrinfo
+
+    def guarded_connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and address[0] not in loopback:
+            raise AssertionError(f"network access to {address}")
+        return connect(self, address)
+
+    def guarded_getaddrinfo(host, *args, **kwargs):
+        if host not in loopback:
+            raise AssertionError(f"name lookup of {host}")
+        return getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded_connect)
+    monkeypatch.setattr(socket, "getaddrinfo", guarded_getaddrinfo)
+
+
+def _files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_one_space_per_metric_holding_the_module_and_the_app(assembled):
+    assert sorted(p.name for p in assembled.iterdir()) == sorted(moverkit.METRICS)
+    for name in moverkit.METRICS:
+        folder, space = assembled / name, ROOT / "spaces" / name
+        module_files = {p.name for p in moverkit.module_path(name).glob("*.py")}
+        assert f"{name}.py" in module_files
+        assert _files(folder) == module_files | {"app.py", "README.md", "requirements.txt"}
+        for file in module_files:
+            assert (folder / file).read_bytes() == (moverkit.module_path(name) / file).read_bytes()
+        assert (folder / "app.py").read_bytes() == (space / "app.py").read_bytes()
+
+        requirements = (folder / "requirements.txt").read_text()
+        assert f"moverkit[demo] @ git+https://github.com/{REPOSITORY}@{COMMIT}\n" in requirements
+        readme = (folder / "README.md").read_text()
+        assert f'evaluate.load("{ORG}/{name}")' in readme
+        assert f"https://github.com/{REPOSITORY}/blob/{COMMIT}/metrics/{name}/README.md" in readme
+        assert "PLACEHOLDER" not in requirements + readme
+        # Only the placeholders changed.
+        source = (space / "README.md").read_text()
+        filled = source.replace("{SPACE_ID_PLACEHOLDER}", f"{ORG}/{name}")
+        assert readme == filled.replace("{REPOSITORY_PLACEHOLDER}", REPOSITORY).replace("{COMMIT_PLACEHOLDER}", COMMIT)
+
+
+@pytest.mark.parametrize("name", moverkit.METRICS)
+def test_assembled_module_loads_offline_and_computes(assembled, name, load_metric, no_network):
+    import evaluate
+
+    metric = evaluate.load(str(assembled / name))
+    result = metric.compute(predictions=PREDICTIONS, references=REFERENCES)
+    assert result == load_metric(name).compute(predictions=PREDICTIONS, references=REFERENCES)
+
+
+@pytest.mark.parametrize("name", moverkit.METRICS)
+def test_assembled_space_starts_and_scores(assembled, name, no_network):
+    pytest.importorskip("gradio")
+    import httpx
+    from gradio_client import Client
+
+    spec = importlib.util.spec_from_file_location(f"_published_app_{name}", assembled / name / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)  # builds the demo, as the Space's `python app.py` does
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, ssr_mode=False)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        config = httpx.get(url + "config", timeout=30).json()
+        # The page shows the assembled README: its placeholders are filled in.
+        assert f"{ORG}/{name}" in str(config["components"])
+        client = Client(url, verbose=False, analytics_enabled=False)
+        hashcode = client.predict(predictions_text="a cat", references_text="the cat", api_name="/score")[2]
+        assert hashcode.startswith(f"{name}:")
+    finally:
+        app.demo.close()
+
+
+def test_every_metric_needs_its_space_and_every_space_its_metric(tmp_path):
+    for name in ("alpha", "beta"):
+        (tmp_path / "metrics" / name).mkdir(parents=True)
+        (tmp_path / "metrics" / name / f"{name}.py").write_text("")
+    (tmp_path / "spaces" / "beta").mkdir(parents=True)
+    (tmp_path / "spaces" / "beta" / "app.py").write_text("")
+    (tmp_path / "spaces" / "gamma").mkdir(parents=True)
+    (tmp_path / "spaces" / "gamma" / "app.py").write_text("")
+    with pytest.raises(ValueError, match="metrics without a Space .*: alpha"):
+        space_names(tmp_path)
+    shutil.rmtree(tmp_path / "metrics" / "alpha")
+    with pytest.raises(ValueError, match="Spaces without a module .*: gamma"):
+        space_names(tmp_path)
+
+
+def test_refuses_a_folder_in_use_and_an_unknown_placeholder(tmp_path):
+    release = Release(ORG, REPOSITORY, COMMIT)
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "old").write_text("x")
+    with pytest.raises(ValueError, match="not empty"):
+        assemble(ROOT, used, release)
+    (tmp_path / "root" / "metrics" / "m").mkdir(parents=True)
+    (tmp_path / "root" / "metrics" / "m" / "m.py").write_text("")
+    (tmp_path / "root" / "spaces" / "m").mkdir(parents=True)
+    (tmp_path / "root" / "spaces" / "m" / "app.py").write_text("")
+    (tmp_path / "root" / "spaces" / "m" / "README.md").write_text("{TOKEN_PLACEHOLDER}")
+    with pytest.raises(ValueError, match="unknown placeholder {TOKEN_PLACEHOLDER}"):
+        assemble(tmp_path / "root", tmp_path / "out", release)
+
+
+@pytest.mark.parametrize(
+    ("org", "repository", "commit", "wrong"),
+    [
+        ("acme org", REPOSITORY, COMMIT, "org"),
+        (ORG, "moverkit", COMMIT, "repository"),
+        (ORG, REPOSITORY, "a b", "commit"),
+    ],
+)
+def test_release_names_are_checked(org, repository, commit, wrong):
+    with pytest.raises(ValueError, match=f"^{wrong} must"):
+        Release(org, repository, commit)
+
+
+def test_release_comes_from_github_actions_variables(monkeypatch, tmp_path):
+    monkeypatch.setenv("GITHUB_REPOSITORY", "octo/moverkit")
+    monkeypatch.setenv("GITHUB_SHA", "f" * 40)
+    assert resolve_release(tmp_path, ORG) == Release(ORG, "octo/moverkit", "f" * 40)
+    assert resolve_release(tmp_path, ORG, "a/b", "v1.0.0") == Release(ORG, "a/b", "v1.0.0")
+    monkeypatch.delenv("GITHUB_REPOSITORY")
+    with pytest.raises(ValueError, match="give --repository"):
+        resolve_release(tmp_path, ORG)  # not a git checkout: no origin remote to read
+
+
+def test_upload_makes_each_folder_the_whole_content_of_its_space(monkeypatch, tmp_path):
+    """The Hub calls, recorded (no network here): a Gradio Space per folder, created if absent,
+    updated to hold exactly the folder (files of an earlier release deleted), then tagged."""
+    import huggingface_hub
+
+    from moverkit.publish import upload
+
+    calls = []
+
+    class RecordingApi:
+        def __init__(self, token=None):
+            calls.append(("HfApi", token))
+
+        def __getattr__(self, method):
+            return lambda *args, **kwargs: calls.append((method, args, kwargs))
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
+    folders = [tmp_path / "lazy_emd", tmp_path / "twmd"]
+    assert upload(folders, Release(ORG, REPOSITORY, COMMIT), tag="v0.1.0", token="t") == [f"{ORG}/lazy_emd", f"{ORG}/twmd"]
+    assert calls[0] == ("HfApi", "t")
+    for k, folder in enumerate(folders):
+        create, send, tag = calls[1 + 3 * k : 4 + 3 * k]
+        repo_id = f"{ORG}/{folder.name}"
+        assert create == ("create_repo", (repo_id,), {"repo_type": "space", "space_sdk": "gradio", "exist_ok": True})
+        assert send[0] == "upload_folder" and send[2]["repo_id"] == repo_id and send[2]["folder_path"] == folder
+        assert send[2]["repo_type"] == "space" and send[2]["delete_patterns"] == "*"
+        assert COMMIT[:12] in send[2]["commit_message"]
+        assert tag == ("create_tag", (repo_id,), {"tag": "v0.1.0", "repo_type": "space", "exist_ok": True})
