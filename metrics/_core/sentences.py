@@ -8,7 +8,6 @@ process, and where the ``corpus`` centering statistic of sentence vectors is fit
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
 from collections import Counter
@@ -26,24 +25,22 @@ model's pooled sentence embedding (what ``SentenceTransformer.encode`` returns),
 block. Token-level statistics always carry a block index >= 0, so the two never mix."""
 
 
-@functools.lru_cache(maxsize=None)
-def _segmenter(language: str):
-    import pysbd
+def check_language(language) -> str:
+    """``language`` if pysbd splits it, else an error listing pysbd's language codes."""
     from pysbd.languages import LANGUAGE_CODES
 
+    if not isinstance(language, str):
+        raise TypeError(f"language must be a str such as 'en', got {type(language).__name__}")
     if language not in LANGUAGE_CODES:
         raise ValueError(f"language must be one of pysbd's {', '.join(sorted(LANGUAGE_CODES))}; got {language!r}")
-    return pysbd.Segmenter(language=language, clean=False)
+    return language
 
 
 def splitter_tag(language: str) -> str:
     """The splitter and its version, for hashcodes: ``pysbd-0.3.4:en``; checks ``language``."""
     import pysbd
 
-    if not isinstance(language, str):
-        raise TypeError(f"language must be a str such as 'en', got {type(language).__name__}")
-    _segmenter(language)
-    return f"pysbd-{pysbd.__version__}:{language}"
+    return f"pysbd-{pysbd.__version__}:{check_language(language)}"
 
 
 def split_sentences(text: str, language: str = "en") -> list[str]:
@@ -55,9 +52,15 @@ def split_sentences(text: str, language: str = "en") -> list[str]:
     a closing quote stays with the sentence it closes (``He said "Stop." | Then he ran.``), and
     ``?``, ``!`` and ``...`` end one as ``.`` does. A text without final punctuation is one sentence.
     """
+    import pysbd
+
+    check_language(language)
     if not text.strip():
         return []
-    return [s.strip() for s in _segmenter(language).segment(text) if s.strip()]
+    # A new Segmenter per text: segment() keeps the text on the instance (so one shared instance
+    # is not thread-safe), and making one costs under a microsecond.
+    segmenter = pysbd.Segmenter(language=language, clean=False)
+    return [s.strip() for s in segmenter.segment(text) if s.strip()]
 
 
 @dataclass(eq=False)

@@ -81,7 +81,7 @@ Examples:
     ...                          references=["hello there", "general kenobi"])
     >>> print([round(v, 2) for v in results["f1"]])
     [1.0, 1.0]
-    >>> print(results["hashcode"].split("_")[0])
+    >>> print(results["hashcode"].split("_L")[0])
     centered_bertscore:sentence-transformers/all-MiniLM-L6-v2
 """
 

@@ -2,8 +2,6 @@
 # Licensed under the Apache License, Version 2.0.
 """MoverScore: word mover (n-grams) and sentence mover distances on contextual embeddings."""
 
-from __future__ import annotations
-
 import hashlib
 import string
 import warnings
@@ -129,14 +127,14 @@ Returns:
         and "cost" (same shape).
 
 Examples:
-    >>> metric = evaluate.load("metrics/moverscore")  # doctest: +SKIP
+    >>> metric = evaluate.load("metrics/moverscore")
     >>> results = metric.compute(predictions=["hello there", "general kenobi"],
     ...                          references=["hello there", "general kenobi"])
     >>> print([round(v, 2) for v in results["moverscore"]])
     [1.0, 1.0]
     >>> print(results["hashcode"].split("_")[0])
     moverscore:sentence-transformers/all-MiniLM-L6-v2
-    >>> results = metric.compute(predictions=["?!", "hello there"], references=["hello there", "hello there"],
+    >>> results = metric.compute(predictions=["?!", "hello there"], references=["general kenobi", "hello there"],
     ...                          version="v1")
     >>> print([round(v, 2) for v in results["moverscore"]])
     [0.0, 1.0]
@@ -178,6 +176,11 @@ CHOICES = {
 
 POWER_MEAN_LAYERS = 5
 """Power means run over the last five layers (Section 3.3, "Aggregation")."""
+
+# Pairs per batch of cost matrices (sorted by unit counts, so there is little padding), and the
+# most cost entries a batch holds (32 MiB in float64).
+PAIR_BATCH = 128
+COST_ELEMENTS = 1 << 22
 
 # The network simplex stops at this many iterations (POT's default, 1e5, can be too few for two
 # 512-token texts, and then the plan is not optimal).
@@ -306,14 +309,12 @@ class MoverScore(TextPairMetric):
             )
         keep = kept_tokens(data, config)
         data = with_moverscore_weights(data, config, keep)
-        n_pairs = len(data.pred_index)
-        scores = torch.zeros(n_pairs, dtype=torch.float64)
-        for batch in data.batches(with_special=True):
-            scores[batch.cpu()] = torch.from_numpy(score_batch(data, keep, batch, config))
+        pred, ref = side_units(data, keep, config)
+        scores = score_pairs(data, pred, ref, config)
         best_scores, best = best_per_group(scores, data.group, data.n_predictions)
         results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config)}
         if return_alignment:
-            results["alignment"] = [alignment(data, keep, int(k), config) for k in best]
+            results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
         return results
 
 
@@ -523,45 +524,87 @@ def kept_tokens(data: PairData, config: Config) -> torch.Tensor:
 # Units (tokens, n-grams or the sentence), costs and exact transport
 
 
-def compact(vectors: torch.Tensor, weights: torch.Tensor, keep: torch.Tensor):
-    """Move the kept tokens of each row to the front, in order: (B, L, D), (B, L), lengths (B,)."""
-    order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)
-    vectors = torch.take_along_dim(vectors, order[..., None], dim=1)
-    weights = torch.take_along_dim(weights * keep, order, dim=1)
-    return vectors, weights, keep.sum(1)
+@dataclass(frozen=True)
+class Units:
+    """The transport units of every text on one side (prediction or reference), stored flat:
+    text ``t`` owns rows ``offsets[t]:offsets[t + 1]``; only units of positive weight are kept.
+    Unit ``u`` spans the kept tokens ``first[u]:last[u]`` (indices into ``tokens``)."""
+
+    vectors: torch.Tensor  # (n_units, D), L2-normalised
+    weights: torch.Tensor  # (n_units,), float64, > 0
+    offsets: torch.Tensor  # (n_texts + 1,)
+    first: torch.Tensor  # (n_units,)
+    last: torch.Tensor  # (n_units,)
+    tokens: torch.Tensor  # (n_kept,) flat token rows of the kept tokens, in text order
+
+    def counts(self, texts: torch.Tensor) -> torch.Tensor:
+        return self.offsets[texts + 1] - self.offsets[texts]
 
 
-def units(vectors: torch.Tensor, weights: torch.Tensor, lengths: torch.Tensor, n: int | None):
-    r"""The transport units of each text and their weights, Eqs. (1)-(2):
+def text_units(data: PairData, weights: torch.Tensor, keep: torch.Tensor, texts: torch.Tensor, n: int | None):
+    r"""The units of the texts ``texts`` (indices into ``data.clouds``), Eqs. (1)-(2):
 
     .. math::
 
         E(x_i^n) = \sum_{k=i}^{i+n-1} \mathrm{idf}(x_k) E(x_k), \qquad
         f_{x_i^n} \propto \sum_{k=i}^{i+n-1} \mathrm{idf}(x_k)
 
-    over windows of ``n`` consecutive kept tokens, stride 1; a text shorter than ``n`` is one
-    unit, and ``n=None`` (the sentence mover) makes the whole text one unit. Unit embeddings are
-    L2-normalised (a zero one stays zero). ``vectors`` (B, L, D) and ``weights`` (B, L) hold the
-    kept tokens first (:func:`compact`), ``lengths`` (B,) how many. Returns (B, U, D), (B, U).
+    over windows of ``n`` consecutive kept tokens (``keep``; special tokens stay, with weight 0,
+    as in the release), stride 1; a text with fewer than ``n`` kept tokens is one unit, and
+    ``n=None`` (the sentence mover) makes every text one unit. Unit embeddings are L2-normalised;
+    units of weight 0 are left out (they carry no mass). Each text is done once, not once per pair.
     """
-    weighted = vectors * weights[..., None]
+    clouds = data.clouds
+    n_texts = len(clouds.texts)
+    in_side = torch.zeros(n_texts, dtype=torch.bool, device=keep.device)
+    in_side[texts] = True
+    text_of = clouds.text_index()
+    rows = torch.nonzero(keep & in_side[text_of]).flatten()
+    text = text_of[rows]
+    w = weights[rows].double()
+    v = clouds.vectors[rows]
+    n_kept = torch.bincount(text, minlength=n_texts)
+    kept_start = torch.cumsum(n_kept, 0) - n_kept
     if n is None:
-        return _unit_norm(weighted.sum(1, keepdim=True)), weights.sum(1, keepdim=True)
-    if n > 1:
-        width = max(vectors.shape[1], n)
-        weighted = torch.nn.functional.pad(weighted, (0, 0, 0, width - vectors.shape[1]))
-        weights = torch.nn.functional.pad(weights, (0, width - vectors.shape[1]))
-        # b = texts, u = window starts, d = dimension, k = position in the window
-        weighted = weighted.unfold(1, n, 1).sum(-1)  # (b, u, d, k) -> (b, u, d)
-        weights = weights.unfold(1, n, 1).sum(-1)
-        starts = torch.arange(weights.shape[1], device=weights.device)
-        valid = (starts[None, :] + n <= lengths[:, None]) | (starts[None, :] == 0)
-        weights = weights * valid
-    return _unit_norm(weighted), weights
+        has_tokens = n_kept > 0
+        first, last = kept_start[has_tokens], (kept_start + n_kept)[has_tokens]
+        unit_weights = w.new_zeros(n_texts).index_add_(0, text, w)[has_tokens]
+        unit_vectors = v.new_zeros(n_texts, v.shape[1]).index_add_(0, text, w.to(v.dtype)[:, None] * v)[has_tokens]
+    else:
+        local = torch.arange(len(rows), device=rows.device) - kept_start[text]
+        first = torch.nonzero((local + n <= n_kept[text]) | (local == 0)).flatten()
+        last = torch.minimum(first + n, (kept_start + n_kept)[text[first]])
+        # u = units, k = position in the window (at most n), d = dimension
+        window = first[:, None] + torch.arange(n, device=rows.device)[None, :]
+        inside = window < last[:, None]
+        window = torch.where(inside, window, first[:, None])
+        window_weights = w[window] * inside
+        unit_weights = window_weights.sum(1)
+        unit_vectors = torch.einsum("uk,ukd->ud", window_weights.to(v.dtype), v[window])
+    positive = unit_weights > 0
+    offsets = torch.zeros(n_texts + 1, dtype=torch.long, device=rows.device)
+    torch.cumsum(torch.bincount(text[first][positive], minlength=n_texts), 0, out=offsets[1:])
+    return Units(
+        vectors=torch.nn.functional.normalize(unit_vectors[positive], dim=-1),
+        weights=unit_weights[positive],
+        offsets=offsets,
+        first=first[positive],
+        last=last[positive],
+        tokens=rows,
+    )
 
 
-def _unit_norm(x: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.normalize(x, dim=-1)
+def pad_units(units: Units, texts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The units of ``texts`` padded to one length: vectors (B, L, D) and weights (B, L), zero at padding."""
+    counts = units.counts(texts)
+    width = max(int(counts.max()) if len(texts) else 0, 1)
+    if len(units.weights) == 0:
+        dim = units.vectors.shape[1]
+        return units.vectors.new_zeros(len(texts), width, dim), units.weights.new_zeros(len(texts), width)
+    steps = torch.arange(width, device=counts.device)
+    mask = steps[None, :] < counts[:, None]
+    index = torch.where(mask, units.offsets[texts][:, None] + steps[None, :], 0)
+    return units.vectors[index] * mask[..., None], units.weights[index] * mask
 
 
 def pairwise_cost(x: torch.Tensor, y: torch.Tensor, cost: str) -> torch.Tensor:
@@ -575,41 +618,35 @@ def pairwise_cost(x: torch.Tensor, y: torch.Tensor, cost: str) -> torch.Tensor:
     return sq if cost == "sqeuclidean" else sq.sqrt()
 
 
-def batch_units(data: PairData, keep: torch.Tensor, batch: torch.Tensor, config: Config):
-    """Unit weights of both sides (float64) and the cost tensor of the pairs ``batch``, in a few
-    tensor operations: (B, n), (B, m), (B, n, m)."""
-    n = None if config.variant == "smd" else config.n_gram
-    pred, ref = data.pad_pairs(batch, with_special=True)
-    sides = []
-    for side, index in ((pred, data.pred_index[batch]), (ref, data.ref_index[batch])):
-        v, w, lengths = compact(side.vectors, side.weights, _pad_flags(data, index, keep))
-        sides.append(units(v, w, lengths, n))
-    (x, a), (y, b) = sides
-    return a.double(), b.double(), pairwise_cost(x, y, config.cost)
-
-
-def _pad_flags(data: PairData, texts: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
-    """Per-token ``flags`` (flat, specials included) padded like ``PairData.pad(with_special=True)``."""
-    offsets = data.clouds.offsets
-    starts = offsets[texts]
-    lengths = offsets[texts + 1] - starts
-    width = max(int(lengths.max()) if len(texts) else 0, 1)
-    steps = torch.arange(width, device=starts.device)
-    mask = steps[None, :] < lengths[:, None]
-    return flags[torch.where(mask, starts[:, None] + steps[None, :], 0)] & mask
+def pair_batches(n_pred: torch.Tensor, n_ref: torch.Tensor) -> list[torch.Tensor]:
+    """Pair indices in batches of similar unit counts (little padding): at most
+    :data:`PAIR_BATCH` pairs and :data:`COST_ELEMENTS` cost entries per batch."""
+    order = torch.argsort(torch.minimum(n_pred, n_ref), stable=True)
+    order = order[torch.argsort(torch.maximum(n_pred, n_ref)[order], stable=True)]
+    batches, start, width_p, width_r = [], 0, 1, 1
+    for end, k in enumerate(order.tolist()):
+        wp, wr = max(width_p, int(n_pred[k])), max(width_r, int(n_ref[k]))
+        if end > start and (end - start == PAIR_BATCH or (end - start + 1) * wp * wr > COST_ELEMENTS):
+            batches.append(order[start:end])
+            start, wp, wr = end, max(1, int(n_pred[k])), max(1, int(n_ref[k]))
+        width_p, width_r = wp, wr
+    return batches + [order[start:]] if len(order) else batches
 
 
 def transport(a: np.ndarray, b: np.ndarray, cost: np.ndarray, with_plan: bool = False):
-    """Exact EMD between the positive-weight units: ``(wmd, plan, rows, cols)``, or ``None`` when
-    a side has no weight. Zero-weight units carry no mass, so leaving them out changes nothing."""
-    rows, cols = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
-    if len(rows) == 0 or len(cols) == 0:
-        return None
-    a, b, cost = a[rows] / a[rows].sum(), b[cols] / b[cols].sum(), np.ascontiguousarray(cost[np.ix_(rows, cols)])
+    r"""Exact EMD (POT's network simplex, float64) between weights ``a`` and ``b`` (normalised
+    here to sum 1) under ``cost``: ``(wmd, plan)``, the plan only ``with_plan``.
+
+    .. math::
+
+        \mathrm{WMD} = \min_{F \ge 0} \langle C, F \rangle
+        \quad \text{s.t.}\quad F 1 = a, \; F^\top 1 = b
+    """
+    a, b, cost = a / a.sum(), b / b.sum(), np.ascontiguousarray(cost)
     if with_plan:
         plan = ot.emd(a, b, cost, numItermax=EMD_MAX_ITER)
-        return float((plan * cost).sum()), plan, rows, cols
-    return float(ot.emd2(a, b, cost, numItermax=EMD_MAX_ITER)), None, rows, cols
+        return float((plan * cost).sum()), plan
+    return float(ot.emd2(a, b, cost, numItermax=EMD_MAX_ITER)), None
 
 
 def to_score(distance: float | None, score_form: str) -> float:
@@ -619,39 +656,54 @@ def to_score(distance: float | None, score_form: str) -> float:
     return 1.0 / (1.0 + distance) if score_form == "1/(1+wmd)" else 1.0 - distance
 
 
-def score_batch(data: PairData, keep: torch.Tensor, batch: torch.Tensor, config: Config) -> np.ndarray:
-    """MoverScore of every pair of ``batch``: units and costs batched, then one exact solve per pair."""
-    a, b, cost = (t.cpu().numpy() for t in batch_units(data, keep, batch, config))
-    scores = np.empty(len(batch))
-    for row in range(len(batch)):
-        solved = transport(a[row], b[row], cost[row])
-        scores[row] = to_score(None if solved is None else solved[0], config.score_form)
-    return scores
-
-
-def unit_labels(data: PairData, text: int, keep: torch.Tensor, n: int | None) -> list[str]:
-    """Names of the units of text ``text`` (tokens, n-grams joined by spaces, or the sentence)."""
-    start, end = int(data.clouds.offsets[text]), int(data.clouds.offsets[text + 1])
-    tokens = [t for t, k in zip(data.clouds.tokens(text), keep[start:end].tolist()) if k]
-    if n is None or len(tokens) <= n:
-        return [" ".join(tokens)]
-    return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
-
-
-def alignment(data: PairData, keep: torch.Tensor, pair: int, config: Config) -> dict:
-    """Units of one pair (those with positive weight), the optimal flow and the cost matrix."""
-    batch = torch.tensor([pair], device=data.pred_index.device)
-    a, b, cost = (t[0].cpu().numpy() for t in batch_units(data, keep, batch, config))
+def side_units(data: PairData, keep: torch.Tensor, config: Config) -> tuple[Units, Units]:
+    """The units of the predictions (with their weights) and of the references (with theirs)."""
     n = None if config.variant == "smd" else config.n_gram
-    pred_labels = unit_labels(data, int(data.pred_index[pair]), keep, n)
-    ref_labels = unit_labels(data, int(data.ref_index[pair]), keep, n)
-    solved = transport(a, b, cost, with_plan=True)
-    if solved is None:
+    return (
+        text_units(data, data.pred_weights, keep, data.pred_index, n),
+        text_units(data, data.ref_weights, keep, data.ref_index, n),
+    )
+
+
+def score_pairs(data: PairData, pred: Units, ref: Units, config: Config) -> torch.Tensor:
+    """MoverScore of every pair: costs batched (one tensor operation per batch of pairs), then
+    one exact solve per pair."""
+    n_pred, n_ref = pred.counts(data.pred_index).cpu(), ref.counts(data.ref_index).cpu()
+    scores = np.zeros(len(data.pred_index))
+    for batch in pair_batches(n_pred, n_ref):
+        x, a = pad_units(pred, data.pred_index[batch.to(data.pred_index.device)])
+        y, b = pad_units(ref, data.ref_index[batch.to(data.ref_index.device)])
+        cost = pairwise_cost(x, y, config.cost).cpu().numpy()
+        a, b = a.cpu().numpy(), b.cpu().numpy()
+        for row, k in enumerate(batch.tolist()):
+            p, r = int(n_pred[k]), int(n_ref[k])
+            distance = transport(a[row, :p], b[row, :r], cost[row, :p, :r])[0] if p and r else None
+            scores[k] = to_score(distance, config.score_form)
+    return torch.from_numpy(scores)
+
+
+def unit_labels(data: PairData, units: Units, text: int) -> list[str]:
+    """Names of the units of ``text``: the kept tokens each spans, joined by spaces."""
+    ids, offset = data.clouds.token_ids[text], int(data.clouds.offsets[text])
+    rows = units.tokens.tolist()
+    span = slice(int(units.offsets[text]), int(units.offsets[text + 1]))
+    labels = []
+    for i, j in zip(units.first[span].tolist(), units.last[span].tolist()):
+        labels.append(" ".join(data.clouds.tokenizer.convert_ids_to_tokens([ids[r - offset] for r in rows[i:j]])))
+    return labels
+
+
+def alignment(data: PairData, pred: Units, ref: Units, pair: int, config: Config) -> dict:
+    """Units of one pair (those with positive weight), the optimal flow and the cost matrix."""
+    t_pred, t_ref = data.pred_index[pair : pair + 1], data.ref_index[pair : pair + 1]
+    if int(pred.counts(t_pred)[0]) == 0 or int(ref.counts(t_ref)[0]) == 0:
         return {"prediction_tokens": [], "reference_tokens": [], "flow": [], "cost": []}
-    _, plan, rows, cols = solved
+    (x, a), (y, b) = pad_units(pred, t_pred), pad_units(ref, t_ref)
+    cost = pairwise_cost(x, y, config.cost)[0].cpu().numpy()
+    _, plan = transport(a[0].cpu().numpy(), b[0].cpu().numpy(), cost, with_plan=True)
     return {
-        "prediction_tokens": [pred_labels[i] for i in rows],
-        "reference_tokens": [ref_labels[j] for j in cols],
+        "prediction_tokens": unit_labels(data, pred, int(t_pred[0])),
+        "reference_tokens": unit_labels(data, ref, int(t_ref[0])),
         "flow": plan.tolist(),
-        "cost": cost[np.ix_(rows, cols)].tolist(),
+        "cost": cost.tolist(),
     }

@@ -5,11 +5,10 @@
 import warnings
 from collections import Counter
 
-import datasets
 import evaluate
 import torch
 
-from moverkit._core import best_per_group, check_inputs, flatten_pairs, get_hash
+from moverkit._core import TextPairMetric, best_per_group, check_inputs, flatten_pairs, get_hash, text_pair_features
 from moverkit._core.centering import center_vectors, check_vector_centering, resolve_stats
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
 from moverkit._core.sentences import (
@@ -55,7 +54,7 @@ dimensions), and every prediction sentence is matched to its most similar refere
 (precision), every reference sentence to its most similar prediction sentence (recall):
 
     S_ij = cos(c_i, r_j),   P = (1/q) sum_i max_j S_ij,   R = (1/p) sum_j max_i S_ij,
-    F1 = 2 P R / (P + R)
+    F1 = 2 P R / (P + R)   (min(P, R) where P <= 0 or R <= 0: cosines can be negative)
 
 c_1..c_q: prediction sentence vectors; r_1..r_p: reference sentence vectors. The similarity matrix
 has q x p entries instead of BERTScore's (tokens x tokens), and a sentence model is run once per
@@ -100,7 +99,7 @@ Returns:
     three, with a warning.
 
 Examples:
-    >>> metric = evaluate.load("metrics/sbertscore")  # doctest: +SKIP
+    >>> metric = evaluate.load("metrics/sbertscore")
     >>> results = metric.compute(predictions=["The cat sat. It purred.", "general kenobi"],
     ...                          references=["The cat sat. It purred.", "general kenobi"])
     >>> print([round(v, 2) for v in results["f1"]])
@@ -115,27 +114,14 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class SBERTScore(evaluate.Metric):
+class SBERTScore(TextPairMetric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             homepage="https://github.com/multitude00999/MSAI_337_project",
             inputs_description=_KWARGS_DESCRIPTION,
-            features=[
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Sequence(datasets.Value("string", id="sequence"), id="references"),
-                    }
-                ),
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string", id="sequence"),
-                        "references": datasets.Value("string", id="sequence"),
-                    }
-                ),
-            ],
+            features=text_pair_features(),
             codebase_urls=["https://github.com/multitude00999/MSAI_337_project", "https://github.com/nipunsadvilkar/pySBD"],
             reference_urls=["https://aclanthology.org/D19-1410", "https://aclanthology.org/2020.eval4nlp-1.6"],
         )
@@ -215,6 +201,7 @@ def sentence_stats(centering_stats, encoder):
 
 
 def warn_empty(predictions, pair_references, split):
+    """One warning counting the predictions and (per pair) references that hold no sentence."""
     n_pred = sum(not split[p] for p in predictions)
     n_ref = sum(not split[r] for r in pair_references)
     if n_pred or n_ref:
@@ -226,8 +213,8 @@ def warn_empty(predictions, pair_references, split):
 
 
 def similarity(vectors, pred_rows, ref_rows) -> torch.Tensor:
-    """The cosine matrix S (q x p) of one pair: its rows of the unit ``vectors``."""
-    return (vectors[pred_rows] @ vectors[ref_rows].T).cpu()
+    """The cosine matrix S (q x p) of one pair: its rows of the unit ``vectors``, clamped to [-1, 1]."""
+    return (vectors[pred_rows] @ vectors[ref_rows].T).clamp(-1.0, 1.0).cpu()
 
 
 def greedy_match(vectors, pred_rows, ref_rows) -> torch.Tensor:
@@ -244,7 +231,8 @@ def greedy_match(vectors, pred_rows, ref_rows) -> torch.Tensor:
         pred_index, pred_mask = pad_rows([pred_rows[k] for k in chunk], vectors.device)
         ref_index, ref_mask = pad_rows([ref_rows[k] for k in chunk], vectors.device)
         # b = pairs, q = prediction sentences, p = reference sentences, d = embedding dimension
-        sim = torch.einsum("bqd,bpd->bqp", vectors[pred_index], vectors[ref_index])
+        # Clamped: rounding puts the cosine of a vector with itself at 1 + 4e-16.
+        sim = torch.einsum("bqd,bpd->bqp", vectors[pred_index], vectors[ref_index]).clamp(-1.0, 1.0)
         sim = sim.masked_fill(~(pred_mask[:, :, None] & ref_mask[:, None, :]), float("-inf"))
         best_for_pred = sim.amax(dim=2).masked_fill(~pred_mask, 0.0)
         best_for_ref = sim.amax(dim=1).masked_fill(~ref_mask, 0.0)
@@ -252,9 +240,22 @@ def greedy_match(vectors, pred_rows, ref_rows) -> torch.Tensor:
         empty = (q == 0) | (p == 0)
         precision = torch.where(empty, 0.0, best_for_pred.sum(1) / q.clamp_min(1.0))
         recall = torch.where(empty, 0.0, best_for_ref.sum(1) / p.clamp_min(1.0))
-        f1 = (2 * precision * recall / (precision + recall)).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
-        scores[:, chunk] = torch.stack([precision, recall, f1]).cpu()
+        scores[:, chunk] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
     return scores
+
+
+def f_measure(precision: torch.Tensor, recall: torch.Tensor) -> torch.Tensor:
+    """F1 = 2 P R / (P + R) where P > 0 and R > 0, else min(P, R).
+
+    Cosines can be negative (unrelated sentences, centered vectors). Where P and R have opposite
+    signs the harmonic mean leaves [min(P, R), max(P, R)] and can leave [-1, 1] (P = 0.056,
+    R = -0.063, a real WMT17 pair under batch centering, gives 0.96); min(P, R) is the continuous
+    extension (the harmonic mean tends to 0 as P or R does) that keeps F1 between P and R, and
+    F1 = P when P = R.
+    """
+    positive = (precision > 0) & (recall > 0)
+    harmonic = 2 * precision * recall / torch.where(positive, precision + recall, 1.0)
+    return torch.where(positive, harmonic, torch.minimum(precision, recall))
 
 
 def pad_rows(rows, device):

@@ -75,9 +75,10 @@ Args:
 
 Returns:
     twmd | trwmd | sbert | cka (list of float): per prediction, the score of the chosen variant;
-        higher is better. Normalized: 1 for identical texts; sbert in [-1, 1], cka in [0, 1], twmd
-        and trwmd in [-1, 1] in practice (Eq. 1 does not bound them). An empty (or
-        whitespace-only) prediction or reference scores 0.0.
+        higher is better. Normalized: 1 for identical texts; sbert in [-1, 1], cka in [0, 1]; twmd
+        in [-1, 1] in practice (Eq. 1 does not bound it); trwmd can pass 1 slightly (Eq. 7 holds
+        an entropy term; at most 1.0008 on WMT17). An empty (or whitespace-only) prediction or
+        reference, or a text whose vectors centering turns to zero (one token, "sentence"), scores 0.0.
     hashcode (str): model, layer, centering, variant, its parameters and versions.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",
         "similarity" and "plan" (rows: prediction tokens; columns: reference tokens). The plan
@@ -85,7 +86,7 @@ Returns:
         token's 1/L1 spread by a softmax), sbert's uniform coupling; None for cka.
 
 Examples:
-    >>> metric = evaluate.load("metrics/twmd")  # doctest: +SKIP
+    >>> metric = evaluate.load("metrics/twmd")
     >>> results = metric.compute(predictions=["hello there", "general kenobi"],
     ...                          references=["hello there", "general kenobi"])
     >>> print([round(v, 2) for v in results["twmd"]])

@@ -22,8 +22,19 @@ def metric(load_metric):
 
 @pytest.fixture(scope="module")
 def bert_score_scorer():
+    """The bert-score package's scorer on the embedded model and its last layer, loaded once."""
     bert_score = pytest.importorskip("bert_score")
-    return bert_score
+    layer = MODEL_LAYERS[DEFAULT_MODEL]
+    scorers = {idf: bert_score.BERTScorer(model_type=embedded_model_path(), num_layers=layer, idf=idf) for idf in (False, True)}
+
+    def score(predictions, references, idf):
+        scorer = scorers[idf]
+        if idf:  # bert-score fits IDF on the (flattened) references, as its score() function does
+            flat = [r for ref in references for r in ([ref] if isinstance(ref, str) else ref)]
+            scorer.compute_idf(flat)
+        return scorer.score(predictions, references)
+
+    return score
 
 
 def _max_diff(ours, theirs):
@@ -34,9 +45,7 @@ def _max_diff(ours, theirs):
 def test_equals_bert_score_package_on_200_real_pairs(metric, bert_score_scorer, wmt_pairs, idf):
     predictions, references = wmt_pairs
     ours = metric.compute(predictions=predictions, references=references, centering="none", idf=idf)
-    theirs = bert_score_scorer.score(
-        predictions, references, model_type=embedded_model_path(), num_layers=MODEL_LAYERS[DEFAULT_MODEL], idf=idf
-    )
+    theirs = bert_score_scorer(predictions, references, idf=idf)
     assert _max_diff(ours, theirs) <= TOL
 
 
@@ -45,7 +54,7 @@ def test_equals_bert_score_package_with_multiple_references(metric, bert_score_s
     # Two references each: the true one and another segment's reference (a worse match).
     multi = [[ref, references[(i + 7) % len(references)]] for i, ref in enumerate(references)]
     ours = metric.compute(predictions=predictions, references=multi, centering="none", idf=True)
-    theirs = bert_score_scorer.score(predictions, multi, model_type=embedded_model_path(), num_layers=6, idf=True)
+    theirs = bert_score_scorer(predictions, multi, idf=True)
     assert _max_diff(ours, theirs) <= TOL
 
 
