@@ -73,14 +73,15 @@ def _parser() -> argparse.ArgumentParser:
     corr = which.add_parser("correlation", help="Pearson and Kendall per group with human judgments")
     speed = which.add_parser("speed", help="time metrics side by side against the encoder and peers")
     for sub in (corr, speed):
-        sub.add_argument("--data", required=True, type=Path, help="TSV with columns lp, hypothesis, reference, human")
+        sub.add_argument("--data", type=Path, help="TSV with columns lp, hypothesis, reference, human (required)")
         sub.add_argument("--limit", type=int, help="use only the first N rows")
         sub.add_argument("--out", type=Path, help="also write the report here (Markdown)")
     corr.add_argument("--rows", nargs="*", help="row labels to run (default: all; see --list)")
-    corr.add_argument("--list", action="store_true", help="list the row labels and exit")
     corr.set_defaults(run=_bench_correlation)
     speed.add_argument("--suite", nargs="*", help="run the suites whose name contains one of these words")
     speed.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
+    corr.add_argument("--list", action="store_true", help="list the row labels and exit")
+    speed.add_argument("--list", action="store_true", help="list the suites and their contenders and exit")
     speed.set_defaults(run=_bench_speed)
 
     publish = commands.add_parser("publish", help="assemble each metric's Hub Space (module + demo) and upload it")
@@ -190,6 +191,7 @@ def _bench_correlation(args) -> int:
     if args.list:
         print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
         return 0
+    _require_data(args)
     if args.rows:
         missing = sorted(set(args.rows) - {r.label for r in rows})
         if missing:
@@ -209,9 +211,18 @@ def _bench_speed(args) -> int:
     _, suites = registry()
     if args.suite:
         suites = [s for s in suites if any(word in s.name for word in args.suite)]
+    if args.list:
+        print("\n".join(f"{s.name}\t{', '.join(s.contenders)}" for s in suites))
+        return 0
+    _require_data(args)
     data = read_judgments(args.data, limit=args.limit)
     reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
     return _emit("\n\n".join(reports), args.out)
+
+
+def _require_data(args) -> None:
+    if args.data is None:
+        raise SystemExit(f"moverkit bench {args.bench}: --data is required (the WMT17 judgments TSV)")
 
 
 def _publish(args) -> int:

@@ -126,6 +126,33 @@ def test_cli_bench_correlation_on_the_sample(capsys):
     assert "| BERTScore-F1 |" in out and "avg" in out and "cs-en" in out
 
 
+def test_cli_bench_lists_rows_and_suites_without_data(capsys):
+    assert main(["bench", "correlation", "--list"]) == 0
+    assert "TWMD-b\ttwmd.twmd" in capsys.readouterr().out
+    assert main(["bench", "speed", "--list", "--suite", "sbertscore"]) == 0
+    listed = capsys.readouterr().out.strip().splitlines()
+    assert len(listed) == 1 and "sentence encoder alone" in listed[0]
+    with pytest.raises(SystemExit, match="--data is required"):
+        main(["bench", "speed", "--suite", "twmd"])
+
+
+def test_speed_suite_times_its_own_inputs():
+    from moverkit.bench import SpeedSuite
+    from moverkit.bench._speed import format_report, run_suite
+
+    seen = []
+
+    def contender(predictions, references):
+        return lambda: seen.append((predictions, references))
+
+    suite = SpeedSuite("joined", {"a": contender, "b": contender}, [("a", "b", "<= 1e9")],
+                       inputs=lambda p, r: (["".join(p)], ["".join(r)]))
+    report = run_suite(suite, ["x", "y"], ["z", "w"], repeats=2)
+    assert seen == [(["xy"], ["zw"])] * 4
+    assert report["n_pairs"] == 1 and "(1 pairs; median seconds)" in format_report(report)
+    assert "target <= 1e9: met" in format_report(report)
+
+
 def test_console_script_is_installed():
     result = subprocess.run([sys.executable, "-m", "moverkit.cli", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and moverkit.__version__ in result.stdout

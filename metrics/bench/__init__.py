@@ -38,12 +38,14 @@ class SpeedSuite:
     factory does the untimed set-up (loading models, one warm-up call), ``run()`` is what is timed.
     ``ratios`` lists ``(numerator, denominator, target)``: the report gives
     time(numerator) / time(denominator) and whether it meets ``target``, a bound such as
-    ``">= 1.0"`` or ``"<= 1.15"`` (``None``: no target).
+    ``">= 1.0"`` or ``"<= 1.15"`` (``None``: no target). ``inputs``, when given, turns the
+    benchmark's (predictions, references) into the texts this suite times, e.g. paragraphs.
     """
 
     name: str
     contenders: dict[str, Callable]
     ratios: list[tuple[str, str, str | None]]
+    inputs: Callable | None = None
 
 
 def registry() -> tuple[list[CorrelationRow], list[SpeedSuite]]:

@@ -11,6 +11,8 @@ from . import SpeedSuite
 def run_suite(suite: SpeedSuite, predictions: list[str], references: list[str], repeats: int = 3) -> dict:
     """Set every contender up, then time them ``repeats`` rounds, each round running each
     contender once in turn (so drift in machine load hits all alike). Medians in seconds."""
+    if suite.inputs is not None:
+        predictions, references = suite.inputs(predictions, references)
     runs = {label: factory(predictions, references) for label, factory in suite.contenders.items()}
     times = {label: [] for label in runs}
     for _ in range(repeats):

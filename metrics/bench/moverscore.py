@@ -27,7 +27,8 @@ CORRELATION_ROWS = [
 # moverscore_v2.py (github.com/AIPHES/emnlp19-moverscore) fits each IDF dict over a
 # multiprocessing pool of 4 workers, then walks the pairs 256 at a time: it encodes the 256
 # references and the 256 hypotheses as they come (no deduplication, no sorting by length, one
-# forward pass each), zeroes subword and punctuation tokens, L2-normalises, computes float32
+# forward pass each, the model loaded to return every hidden state and attention map, as the
+# release loads it), zeroes subword and punctuation tokens, L2-normalises, computes float32
 # distances over the concatenated [reference; hypothesis] tokens, and solves one EMD per pair on
 # that (len_ref + len_hyp)-square problem, zero masses included, in a Python loop.
 
@@ -52,17 +53,26 @@ def _peer_idf(texts: list[str]) -> defaultdict:
 
 
 def _peer_encode(model, texts: list[str], idf: defaultdict):
-    """One forward pass over ``texts`` padded to the longest: last layer, IDF weights (0 at
-    padding), token strings; subword and punctuation tokens zeroed in both."""
-    enc = _PEER_TOKENIZER(texts, padding=True, truncation=True, return_tensors="pt")
-    with torch.no_grad():
-        vectors = model(**enc).last_hidden_state
-    ids = enc["input_ids"].tolist()
-    weights = torch.tensor([[idf[i] for i in row] for row in ids]) * enc["attention_mask"]
-    punctuation = set(string.punctuation)
+    """As the release: each text tokenized on its own into [CLS] tokens [SEP], ids and IDF weights
+    padded in Python, one forward pass over all ``texts`` padded to the longest with the model
+    returning every hidden state and attention map (its load-time settings), the last layer kept;
+    subword and punctuation tokens zeroed in vectors and weights."""
+    limit = _PEER_TOKENIZER.model_max_length - 2
+    tokens = [["[CLS]"] + _PEER_TOKENIZER.tokenize(text)[:limit] + ["[SEP]"] for text in texts]
+    ids = [_PEER_TOKENIZER.convert_tokens_to_ids(row) for row in tokens]
+    width = max(len(row) for row in ids)
+    input_ids = torch.zeros(len(ids), width, dtype=torch.long)
+    mask = torch.zeros(len(ids), width, dtype=torch.long)
+    weights = torch.zeros(len(ids), width)
     for i, row in enumerate(ids):
-        tokens = _PEER_TOKENIZER.convert_ids_to_tokens(row)
-        drop = [k for k, t in enumerate(tokens) if "##" in t or t in punctuation]
+        input_ids[i, : len(row)] = torch.tensor(row)
+        mask[i, : len(row)] = 1
+        weights[i, : len(row)] = torch.tensor([idf[t] for t in row])
+    with torch.no_grad():
+        vectors = torch.stack(model(input_ids, attention_mask=mask).hidden_states)[-1]
+    punctuation = set(string.punctuation)
+    for i, row in enumerate(tokens):
+        drop = [k for k, t in enumerate(row) if "##" in t or t in punctuation]
         vectors[i, drop] = 0
         weights[i, drop] = 0
     return vectors, weights
@@ -92,8 +102,7 @@ def _peer_scores(model, predictions: list[str], references: list[str]) -> list[f
 
 
 def release_way(predictions, references):
-    """MoverScore v2 run the way the release runs it, on the embedded model (see above). Its
-    tokenizer calls are batched, which makes it a little faster than the release itself."""
+    """MoverScore v2 run the way the release runs it, on the embedded model (see above)."""
     global _PEER_TOKENIZER
     from transformers import AutoModel, AutoTokenizer
 
@@ -101,7 +110,7 @@ def release_way(predictions, references):
 
     path = embedded_model_path()
     _PEER_TOKENIZER = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path).eval()
+    model = AutoModel.from_pretrained(path, output_hidden_states=True, output_attentions=True).eval()
     _peer_scores(model, predictions[:2], references[:2])
     return lambda: _peer_scores(model, predictions, references)
 

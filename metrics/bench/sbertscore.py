@@ -4,7 +4,7 @@ on multi-sentence paragraphs."""
 from __future__ import annotations
 
 from . import CorrelationRow, SpeedSuite
-from ._peers import metric_run
+from ._peers import encoder_floor, metric_run
 
 # WMT17 segments are (mostly) single sentences: there sBERTScore is the cosine of the two
 # sentence embeddings, the "SBERT" rows of Chen et al. (2020), Table 2.
@@ -35,27 +35,40 @@ def paragraphs(predictions, references, size: int = PARAGRAPH_SEGMENTS) -> tuple
     )
 
 
-def on_paragraphs(factory):
-    """A contender factory run on :func:`paragraphs` of the suite's pairs instead of the pairs."""
+def sentence_encoder_floor(predictions, references):
+    """The sentence encoder alone on the distinct sentences of the texts (split untimed): the floor
+    of sbertscore, as :func:`~moverkit.bench._peers.encoder_floor` is the token-level metrics'."""
+    from moverkit._core.sentences import encode_sentences, get_sentence_encoder, split_sentences
 
-    def wrapped(predictions, references):
-        return factory(*paragraphs(predictions, references))
+    encoder = get_sentence_encoder()
+    texts = dict.fromkeys(list(predictions) + list(references))
+    sentences = list(dict.fromkeys(s for text in texts for s in split_sentences(text)))
+    encode_sentences(encoder, sentences[:2])
+    return lambda: encode_sentences(encoder, sentences)
 
-    return wrapped
 
+SBERTSCORE, BERTSCORE = "sbertscore (none)", "centered_bertscore (none)"
+SBERTSCORE_B, BERTSCORE_B = "sbertscore (batch)", "centered_bertscore (batch)"
+SENTENCE_FLOOR, TOKEN_FLOOR = "sentence encoder alone (distinct sentences)", "token encoder alone (distinct paragraphs)"
 
 SPEED_SUITES = [
     SpeedSuite(
         f"sbertscore vs centered_bertscore on paragraphs of {PARAGRAPH_SEGMENTS} segments (same encoder)",
         {
-            "sbertscore (none)": on_paragraphs(metric_run("sbertscore", centering="none")),
-            "centered_bertscore (none)": on_paragraphs(metric_run("centered_bertscore", centering="none")),
-            "sbertscore (batch)": on_paragraphs(metric_run("sbertscore", centering="batch")),
-            "centered_bertscore (batch)": on_paragraphs(metric_run("centered_bertscore", centering="batch")),
+            SENTENCE_FLOOR: sentence_encoder_floor,
+            TOKEN_FLOOR: encoder_floor,
+            SBERTSCORE: metric_run("sbertscore", centering="none"),
+            BERTSCORE: metric_run("centered_bertscore", centering="none"),
+            SBERTSCORE_B: metric_run("sbertscore", centering="batch"),
+            BERTSCORE_B: metric_run("centered_bertscore", centering="batch"),
         },
         [
-            ("centered_bertscore (none)", "sbertscore (none)", ">= 2"),
-            ("centered_bertscore (batch)", "sbertscore (batch)", ">= 2"),
+            (BERTSCORE, SBERTSCORE, ">= 2"),
+            (BERTSCORE_B, SBERTSCORE_B, ">= 2"),
+            (TOKEN_FLOOR, SENTENCE_FLOOR, None),
+            (SBERTSCORE, SENTENCE_FLOOR, None),
+            (BERTSCORE, TOKEN_FLOOR, None),
         ],
+        inputs=paragraphs,
     )
 ]

@@ -122,7 +122,10 @@ class SBERTScore(TextPairMetric):
             homepage="https://github.com/multitude00999/MSAI_337_project",
             inputs_description=_KWARGS_DESCRIPTION,
             features=text_pair_features(),
-            codebase_urls=["https://github.com/multitude00999/MSAI_337_project", "https://github.com/nipunsadvilkar/pySBD"],
+            codebase_urls=[
+                "https://github.com/multitude00999/MSAI_337_project",
+                "https://github.com/nipunsadvilkar/pySBD",
+            ],
             reference_urls=["https://aclanthology.org/D19-1410", "https://aclanthology.org/2020.eval4nlp-1.6"],
         )
 

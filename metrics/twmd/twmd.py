@@ -4,6 +4,7 @@
 
 import dataclasses
 import math
+import numbers
 
 import evaluate
 import torch
@@ -175,15 +176,18 @@ def resolve_params(variant, temperature, sinkhorn_iterations, normalize, centeri
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
-    if isinstance(sinkhorn_iterations, bool) or not isinstance(sinkhorn_iterations, int) or sinkhorn_iterations < 1:
+    iterations = sinkhorn_iterations
+    if isinstance(iterations, bool) or not isinstance(iterations, numbers.Integral) or iterations < 1:
         raise ValueError(f"sinkhorn_iterations must be an int >= 1, got {sinkhorn_iterations!r}")
     if temperature is not None and (
         isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
+        or not isinstance(temperature, numbers.Real)
         or not math.isfinite(temperature)
         or temperature <= 0
     ):
-        raise ValueError(f"temperature must be a finite number > 0 (or None for the paper's default), got {temperature!r}")
+        raise ValueError(
+            f"temperature must be a finite number > 0 (or None for the paper's default), got {temperature!r}"
+        )
     if not isinstance(normalize, bool):
         raise TypeError(f"normalize must be True or False, got {normalize!r}")
     params = {"variant": variant}
@@ -192,7 +196,7 @@ def resolve_params(variant, temperature, sinkhorn_iterations, normalize, centeri
             temperature = DEFAULT_TEMPERATURES[variant]["centered" if centering in MEAN_CENTERINGS else "uncentered"]
         params["temperature"] = float(temperature)
     if variant == "twmd":
-        params["sinkhorn_iterations"] = sinkhorn_iterations
+        params["sinkhorn_iterations"] = int(iterations)
     params["normalize"] = normalize
     return params
 

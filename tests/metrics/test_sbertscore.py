@@ -84,7 +84,11 @@ def static_model_path(tmp_path_factory):
 
 def test_single_sentence_texts_score_the_cosine_of_sentence_transformers_embeddings(metric, sbert, wmt_pairs):
     predictions, references = wmt_pairs
-    pairs = [(p, r) for p, r in zip(predictions[:24], references[:24]) if len(split_sentences(p)) == len(split_sentences(r)) == 1]
+    pairs = [
+        (p, r)
+        for p, r in zip(predictions[:24], references[:24])
+        if len(split_sentences(p)) == len(split_sentences(r)) == 1
+    ]
     assert len(pairs) >= 12
     preds, refs = [p for p, _ in pairs], [r for _, r in pairs]
     ours = metric.compute(predictions=preds, references=refs)
@@ -358,7 +362,8 @@ def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, 
     assert result["hashcode"] == (
         "sbertscore:sentence-transformers/all-MiniLM-L6-v2_L-1_no-idf_center=batch"
         f"_splitter=pysbd-{pysbd.__version__}:en"
-        f"_version={moverkit.__version__}(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})"
+        f"_version={moverkit.__version__}"
+        f"(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})"
     )
     other = metric.compute(predictions=["a"], references=["b"], sentence_model=tiny_model_path)
     assert other["hashcode"].startswith(f"sbertscore:{Path(tiny_model_path).name}_L-1_no-idf_center=none_")
@@ -375,7 +380,7 @@ def test_sentence_models_are_loaded_once_per_process(tiny_model_path):
         ({"predictions": ["a"], "references": [[]]}, ValueError, r"references\[0\] is an empty list"),
         ({"predictions": ["a"], "references": [None]}, ValueError, r"references\[0\] is None"),
         ({"predictions": ["a"], "references": ["b"], "sentence_model": 3}, TypeError, "sentence_model must be"),
-        ({"predictions": ["a"], "references": ["b"], "sentence_model": "/no/such/model"}, ValueError, "sentence_model="),
+        ({"predictions": ["a"], "references": ["b"], "sentence_model": "/no/such/dir"}, ValueError, "sentence_model="),
         ({"predictions": ["a"], "references": ["b"], "language": "xx"}, ValueError, "language must be one of"),
         ({"predictions": ["a"], "references": ["b"], "batch_size": 0}, ValueError, "batch_size must be"),
     ],

@@ -322,7 +322,9 @@ def test_module_is_finite_at_tiny_temperature(metric, pairs):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_empty_and_whitespace_texts_score_zero(metric, variant):
-    result = metric.compute(predictions=["", "   ", "fine text"], references=["a reference", "", " \t "], variant=variant)
+    result = metric.compute(
+        predictions=["", "   ", "fine text"], references=["a reference", "", " \t "], variant=variant
+    )
     assert result[variant] == [0.0, 0.0, 0.0]
 
 
