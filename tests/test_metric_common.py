@@ -30,6 +30,27 @@ def test_all_five_metrics_are_bundled():
         assert (folder / "README.md").is_file() and (folder / "requirements.txt").is_file()
 
 
+# Inputs are checked by the shared base (moverkit._core.TextPairMetric), so every module must
+# raise the same error, naming the argument and the item, before anything is encoded.
+BAD_INPUTS = [
+    (["a", "b"], ["a"], ValueError, "predictions and references differ in length"),
+    (None, ["a"], ValueError, "predictions is None"),
+    (["a"], None, ValueError, "references is None"),
+    (["a", None], ["a", "b"], ValueError, r"predictions\[1\] is None"),
+    (["a", 3], ["a", "b"], TypeError, r"predictions\[1\] must be a string"),
+    (["a"], [[]], ValueError, r"references\[0\] is an empty list"),
+    (["a"], [3], TypeError, r"references\[0\] must be a string"),
+    (["a"], [None], ValueError, r"references\[0\] is None"),
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize(("predictions", "references", "error", "message"), BAD_INPUTS)
+def test_bad_input_is_a_clear_error_naming_the_argument(name, load_metric, predictions, references, error, message):
+    with pytest.raises(error, match=message):
+        load_metric(name).compute(predictions=predictions, references=references)
+
+
 @pytest.mark.parametrize("name", MODULES)
 def test_loads_offline_and_has_no_var_keyword(name, load_metric):
     metric = load_metric(name)

