@@ -19,12 +19,13 @@ from .encoder import (
 )
 from .hashing import get_hash
 from .idf import IdfTable, check_idf, token_weights
-from .inputs import best_per_group, check_inputs, check_texts, flatten_pairs
+from .inputs import CallTexts, best_per_group, call_texts, check_inputs, check_texts, flatten_pairs
 from .module import TextPairMetric, text_pair_features
 from .pairs import PaddedClouds, PairData, prepare_pairs
 
 __all__ = [
     "CENTERING_MODES",
+    "CallTexts",
     "DEFAULT_MODEL",
     "MODEL_LAYERS",
     "CenteringStats",
@@ -35,6 +36,7 @@ __all__ = [
     "TextPairMetric",
     "TokenClouds",
     "best_per_group",
+    "call_texts",
     "center",
     "check_idf",
     "check_inputs",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -60,6 +63,47 @@ def flatten_pairs(predictions: list[str], references: list[list[str]]):
             pair_references.append(ref)
             group.append(i)
     return pair_predictions, pair_references, torch.tensor(group, dtype=torch.long)
+
+
+@dataclass(frozen=True)
+class CallTexts:
+    """The texts of one ``compute`` call, checked: every (prediction, reference) pair, and each
+    distinct text once with how often it occurs (a prediction once, a reference once per pair)."""
+
+    predictions: list[str]
+    pair_predictions: list[str]
+    pair_references: list[str]
+    group: torch.Tensor  # group[k] = the prediction of pair k
+    occurrences: Counter  # distinct text -> occurrences, in order of first appearance
+
+    @cached_property
+    def unique(self) -> list[str]:
+        return list(self.occurrences)
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Index of each distinct text in :attr:`unique`."""
+        return {text: i for i, text in enumerate(self.occurrences)}
+
+    def counts(self) -> torch.Tensor:
+        """Occurrences of each text of :attr:`unique`, float64: its weight in a batch mean."""
+        return torch.tensor(list(self.occurrences.values()), dtype=torch.float64)
+
+    def pair_indices(self, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prediction and the reference of every pair, as indices into :attr:`unique`."""
+        return tuple(
+            torch.tensor([self.position[t] for t in side], dtype=torch.long, device=device)
+            for side in (self.pair_predictions, self.pair_references)
+        )
+
+
+def call_texts(predictions, references) -> CallTexts:
+    """:func:`check_inputs`, then :func:`flatten_pairs`, then each distinct text counted."""
+    predictions, references = check_inputs(predictions, references)
+    pair_predictions, pair_references, group = flatten_pairs(predictions, references)
+    occurrences = Counter(predictions)
+    occurrences.update(pair_references)
+    return CallTexts(predictions, pair_predictions, pair_references, group, occurrences)
 
 
 def best_per_group(values: torch.Tensor, group: torch.Tensor, n_groups: int, lower_is_better: bool = False):

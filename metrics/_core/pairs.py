@@ -7,7 +7,6 @@ into one tensor so that its own math is a few tensor operations per batch.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ import torch
 from .centering import CENTERING_MODES, CenteringStats, center, resolve_stats
 from .encoder import Encoder, TokenClouds, encode, get_encoder
 from .idf import IdfTable, check_idf, token_weights
-from .inputs import check_inputs, flatten_pairs
+from .inputs import call_texts
 
 # Pairs per padded batch are capped so that one (pairs x prediction length x reference length)
 # similarity tensor holds at most this many entries (64 MiB in float32).
@@ -144,7 +143,7 @@ def prepare_pairs(
     (MoverScore), a dict gives them. ``centering`` is one of :data:`CENTERING_MODES`; ``batch``
     takes the mean over every text of this call, ``corpus`` needs ``centering_stats``.
     """
-    predictions, references = check_inputs(predictions, references)
+    texts = call_texts(predictions, references)
     idf = check_idf(idf)
     prediction_idf = idf if prediction_idf is None else check_idf(prediction_idf)
     if centering not in CENTERING_MODES:
@@ -153,30 +152,28 @@ def prepare_pairs(
     stats = None
     if centering == "corpus":
         stats = resolve_stats(centering_stats, encoder.name, encoder.layer, encoder.model.config.hidden_size)
-    pair_predictions, pair_references, group = flatten_pairs(predictions, references)
+    clouds = encode(encoder, texts.unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
 
-    occurrences = Counter(predictions)
-    occurrences.update(pair_references)
-    unique = list(occurrences)
-    position = {text: i for i, text in enumerate(unique)}
-    clouds = encode(encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
-
-    ref_table = IdfTable(clouds.token_ids[position[r]] for r in pair_references) if idf is True else idf
+    position = texts.position
+    ref_table = IdfTable(clouds.token_ids[position[r]] for r in texts.pair_references) if idf is True else idf
     pred_table = prediction_idf
     if prediction_idf is True:
-        pred_table = ref_table if idf is True and prediction_idf is idf else IdfTable(clouds.token_ids[position[p]] for p in predictions)
-    counts = torch.tensor([occurrences[t] for t in unique], dtype=torch.float64)
-    centered = center(clouds, centering, counts=counts, stats=stats)
-    dev = clouds.vectors.device
+        pred_table = (
+            ref_table
+            if idf is True and prediction_idf is idf
+            else IdfTable(clouds.token_ids[position[p]] for p in texts.predictions)
+        )
+    centered = center(clouds, centering, counts=texts.counts(), stats=stats)
+    pred_index, ref_index = texts.pair_indices(clouds.vectors.device)
     return PairData(
         encoder=encoder,
         clouds=centered,
         pred_weights=token_weights(clouds, pred_table),
         ref_weights=token_weights(clouds, ref_table),
-        pred_index=torch.tensor([position[p] for p in pair_predictions], dtype=torch.long, device=dev),
-        ref_index=torch.tensor([position[r] for r in pair_references], dtype=torch.long, device=dev),
-        group=group,
-        n_predictions=len(predictions),
+        pred_index=pred_index,
+        ref_index=ref_index,
+        group=texts.group,
+        n_predictions=len(texts.predictions),
         centering=centering,
         stats=stats,
         idf=idf,

@@ -5,7 +5,6 @@
 import hashlib
 import string
 import warnings
-from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -19,11 +18,10 @@ from moverkit._core import (
     PairData,
     TextPairMetric,
     best_per_group,
+    call_texts,
     center,
     check_idf,
-    check_inputs,
     encode,
-    flatten_pairs,
     get_encoder,
     get_hash,
     prepare_pairs,
@@ -372,7 +370,7 @@ def prepare_power_means(
     per distinct text keeps the last five layers; each is centered (``centering``) and
     L2-normalised, then :func:`power_means` gives the token vectors (not normalised again:
     Eq. (1) sums them as they are, as the release does)."""
-    predictions, references = check_inputs(predictions, references)
+    texts = call_texts(predictions, references)
     if centering not in CENTERING_MODES:
         raise ValueError(f"centering must be one of {', '.join(CENTERING_MODES)}; got {centering!r}")
     if centering == "corpus":
@@ -381,31 +379,26 @@ def prepare_power_means(
             "use 'none', 'dim', 'sentence' or 'batch'"
         )
     encoder = get_encoder(model_type, num_layers, device)
-    pair_predictions, pair_references, group = flatten_pairs(predictions, references)
-    occurrences = Counter(predictions)
-    occurrences.update(pair_references)
-    unique = list(occurrences)
-    position = {text: i for i, text in enumerate(unique)}
     layers = power_means_layers(encoder.layer)
     clouds = encode(
-        encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose, layers=layers
+        encoder, texts.unique, batch_size=batch_size, max_length=max_length, verbose=verbose, layers=layers
     )
-    counts = torch.tensor([occurrences[t] for t in unique], dtype=torch.float64)
+    counts = texts.counts()
     normalised = torch.stack(
         [center(clouds.with_vectors(v), centering, counts=counts).vectors for v in clouds.layer_vectors]
     )
     vectors = power_means(normalised)
     del normalised
-    dev = vectors.device
+    pred_index, ref_index = texts.pair_indices(vectors.device)
     return PairData(
         encoder=encoder,
         clouds=replace(clouds, vectors=vectors, layer_vectors=None),
         pred_weights=token_weights(clouds, False),
         ref_weights=token_weights(clouds, False),
-        pred_index=torch.tensor([position[p] for p in pair_predictions], dtype=torch.long, device=dev),
-        ref_index=torch.tensor([position[r] for r in pair_references], dtype=torch.long, device=dev),
-        group=group,
-        n_predictions=len(predictions),
+        pred_index=pred_index,
+        ref_index=ref_index,
+        group=texts.group,
+        n_predictions=len(texts.predictions),
         centering=centering,
         stats=None,
         idf=False,

@@ -8,7 +8,7 @@ from collections import Counter
 import evaluate
 import torch
 
-from moverkit._core import TextPairMetric, best_per_group, check_inputs, flatten_pairs, get_hash, text_pair_features
+from moverkit._core import TextPairMetric, best_per_group, call_texts, get_hash, text_pair_features
 from moverkit._core.centering import center_vectors, check_vector_centering, resolve_stats
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
 from moverkit._core.sentences import (
@@ -142,28 +142,26 @@ class SBERTScore(TextPairMetric):
         language: str = "en",
         return_alignment: bool = False,
     ):
-        predictions, references = check_inputs(predictions, references)
+        texts = call_texts(predictions, references)
         check_vector_centering(centering)
         splitter = splitter_tag(language)
         encoder = get_sentence_encoder(sentence_model, device)
         stats = None
         if centering == "corpus":
             stats = sentence_stats(centering_stats, encoder)
-        pair_predictions, pair_references, group = flatten_pairs(predictions, references)
+        pair_predictions, pair_references = texts.pair_predictions, texts.pair_references
 
         # Every distinct text is split once and every distinct sentence embedded once; a sentence
         # counts (for the batch mean) as often as it occurs in the texts of the call.
-        occurrences = Counter(predictions)
-        occurrences.update(pair_references)
-        split = {text: split_sentences(text, language) for text in occurrences}
+        split = {text: split_sentences(text, language) for text in texts.occurrences}
         sentence_counts = Counter()
-        for text, n in occurrences.items():
+        for text, n in texts.occurrences.items():
             for sentence in split[text]:
                 sentence_counts[sentence] += n
         sentences = list(sentence_counts)
         position = {s: i for i, s in enumerate(sentences)}
-        rows = {text: [position[s] for s in split[text]] for text in occurrences}
-        warn_empty(predictions, pair_references, split)
+        rows = {text: [position[s] for s in split[text]] for text in texts.occurrences}
+        warn_empty(texts.predictions, pair_references, split)
 
         # Cosines in float64: float32 unit vectors give self-similarities of 1 + 1e-7.
         vectors = encode_sentences(encoder, sentences, batch_size=batch_size, verbose=verbose).double()
@@ -176,7 +174,7 @@ class SBERTScore(TextPairMetric):
         results = {}
         best = None
         for name, values in zip(("precision", "recall", "f1"), scores):
-            results[name], best = best_per_group(values, group, len(predictions))
+            results[name], best = best_per_group(values, texts.group, len(texts.predictions))
             results[name] = results[name].tolist()
         results["hashcode"] = get_hash(
             "sbertscore", encoder, idf=False, centering=centering, stats=stats, splitter=splitter
