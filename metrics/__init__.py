@@ -10,6 +10,11 @@ Each metric is a Hugging Face ``evaluate`` module bundled with the package::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._core.centering import fit_centering
+    from ._core.registry import release
 
 __version__ = "0.1.0"
 
@@ -37,13 +42,6 @@ def load(name: str, **kwargs):
     return evaluate.load(str(module_path(name)), **kwargs)
 
 
-def fit_centering(*args, **kwargs):
-    """Fit a ``corpus`` centering statistic; see :func:`moverkit._core.fit_centering`."""
-    from ._core import fit_centering as fit
-
-    return fit(*args, **kwargs)
-
-
 def map_scores(metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
     """A function for ``datasets.Dataset.map(..., batched=True)`` that adds the metric's
     per-example scores as columns (``hashcode``, one string per call, is kept on the function as
@@ -65,4 +63,18 @@ def map_scores(metric, predictions: str = "prediction", references: str = "refer
     return score
 
 
-__all__ = ["METRICS", "__version__", "fit_centering", "load", "map_scores", "module_path"]
+# The functions themselves (their signatures and docs), imported on first use so that
+# ``import moverkit`` stays light (no torch, no transformers): ``fit_centering`` fits the ``corpus``
+# centering statistic of token or sentence vectors; ``release`` frees every loaded model.
+_LAZY = {"fit_centering": "._core.centering", "release": "._core.registry"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["METRICS", "__version__", "fit_centering", "load", "map_scores", "module_path", "release"]

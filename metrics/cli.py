@@ -5,6 +5,11 @@
     moverkit bench correlation --data wmt17_seg_da_to_en.tsv
     moverkit bench speed --data wmt17_seg_da_to_en.tsv
     moverkit publish --dry-run OUTDIR
+
+Input files hold one text per line, a line ending at "\n" (see :func:`split_lines`). A mistake of
+the user (a missing or empty file, files of different lengths, an argument the metric refuses, an
+``--out`` that is a folder or an input) prints ``moverkit: error: ...`` and exits with status 2,
+as argparse does, before any scoring; there is no traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ import argparse
 import inspect
 import json
 import math
+import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 # Files longer than this get a progress bar without --verbose.
@@ -25,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        print(f"moverkit {args.command}: error: {err}", file=sys.stderr)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"moverkit: error: {err}", file=sys.stderr)
         return 2
 
 
@@ -50,7 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_encoder_options(score)
     score.add_argument("--idf", action="store_true", help="weight tokens by IDF fitted on the references")
     score.add_argument("--centering", help="none, dim, sentence, batch or corpus (default: the metric's)")
-    score.add_argument("--centering-stats", type=Path, help="a statistic saved by 'moverkit fit-centering'")
+    score.add_argument(
+        "--centering-stats", type=Path, help="with --centering corpus: a statistic saved by 'moverkit fit-centering'"
+    )
     score.add_argument(
         "--arg",
         action="append",
@@ -58,13 +67,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="any other compute argument of the metric (VALUE read as JSON when it parses, e.g. temperature=0.1)",
     )
-    score.add_argument("--out", type=Path, help="write per-line scores here (JSON lines)")
+    score.add_argument("--out", type=Path, help="write per-line scores here (JSON lines; a new or overwritten file)")
     score.add_argument("--verbose", action="store_true", help="progress bar (on by default for long files)")
     score.set_defaults(run=_score)
 
     fit = commands.add_parser("fit-centering", help="fit a corpus centering statistic on a file of texts")
     fit.add_argument("--texts", required=True, type=Path, help="one text per line")
     fit.add_argument("--out", required=True, type=Path, help="where to save the statistic (.npz)")
+    fit.add_argument(
+        "--level",
+        choices=("token", "sentence"),
+        help="token vectors (default; centered_bertscore, twmd, moverscore, lazy_emd) or sentence vectors (sbertscore)",
+    )
+    fit.add_argument("--lang", help="with --level sentence: the language of the sentence splitter (default: en)")
     _add_encoder_options(fit)
     fit.set_defaults(run=_fit_centering)
 
@@ -88,11 +103,22 @@ def _parser() -> argparse.ArgumentParser:
     publish.add_argument("out", type=Path, help="a new or empty folder to assemble the Spaces in")
     publish.add_argument("--dry-run", action="store_true", help="assemble only, upload nothing")
     publish.add_argument("--org", default="moverkit", help="Hub user or organisation of the Spaces (default: moverkit)")
-    publish.add_argument("--repository", help="GitHub owner/name the Spaces install moverkit from ($GITHUB_REPOSITORY)")
-    publish.add_argument("--commit", help="commit (or tag) the Spaces install (default: $GITHUB_SHA, else HEAD)")
+    publish.add_argument(
+        "--repository",
+        help="GitHub owner/name the Spaces install moverkit from (default: $GITHUB_REPOSITORY, else the origin "
+        "remote; a placeholder in a dry run)",
+    )
+    publish.add_argument(
+        "--commit",
+        help="full 40-hex commit hash the Spaces install (default: $GITHUB_SHA, else HEAD; a placeholder in a dry run)",
+    )
     publish.add_argument("--tag", help="also tag every Space with this (the release tag)")
     publish.add_argument("--source", type=Path, help="checkout holding metrics/ and spaces/ (default: moverkit's own)")
     publish.set_defaults(run=_publish)
+
+    from .finetune import register as add_finetune
+
+    add_finetune(commands)
     return parser
 
 
@@ -103,17 +129,60 @@ def _add_encoder_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
 
 
+def split_lines(text: str) -> list[str]:
+    """One text per line, where a line ends at ``"\n"`` only, as ``wc -l`` counts: a form feed, a
+    vertical tab, ``\x1c``-``\x1e``, ``\x85``, U+2028 or U+2029 (where ``str.splitlines`` also
+    breaks) stays inside its text, so a stray one cannot shift the pairs that follow. A ``"\r"``
+    just before the ``"\n"`` (Windows line ends) is not part of the text (a lone ``"\r"``
+    elsewhere is). A final ``"\n"`` does not start one more, empty text; a last line without it
+    is still a text."""
+    lines = text.split("\n")
+    if lines[-1] == "":  # the final newline (or no text at all)
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def read_lines(path: Path) -> list[str]:
-    """One text per line (a trailing newline does not make an extra empty text)."""
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+    """The texts of a UTF-8 file, one per line (:func:`split_lines`); a byte order mark at the
+    start is dropped."""
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            return split_lines(f.read())
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text: {err}") from None
+
+
+def _read_texts(path: Path) -> list[str]:
+    """:func:`read_lines`, refusing a file with no line."""
+    texts = read_lines(path)
+    if not texts:
+        raise ValueError(f"{path} is empty; it needs one text per line")
+    return texts
+
+
+def _check_out(out: Path | None, inputs: Iterable[Path | None]) -> None:
+    """Refuse, before any work, an output path that cannot take the file or that is an input
+    (it would be overwritten)."""
+    if out is None:
+        return
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; give the path of a file")
+    folder = out.parent
+    if not folder.is_dir():
+        raise ValueError(f"--out {out}: there is no folder {folder}")
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise ValueError(f"--out {out} cannot be written (permission denied)")
+    for path in inputs:
+        if path is not None and out.exists() and path.exists() and os.path.samefile(out, path):
+            raise ValueError(f"--out {out} is the input file {path}; writing would overwrite it")
 
 
 def _score(args) -> int:
     import moverkit
 
-    predictions = read_lines(args.predictions)
-    reference_sets = [read_lines(path) for path in args.references]
+    _check_out(args.out, [args.predictions, *args.references, args.centering_stats])
+    predictions = _read_texts(args.predictions)
+    reference_sets = [_read_texts(path) for path in args.references]
     for path, refs in zip(args.references, reference_sets):
         if len(refs) != len(predictions):
             raise ValueError(
@@ -142,9 +211,8 @@ def _compute_kwargs(metric, args, verbose: bool) -> dict:
     """The options the user gave, under the metric's own argument names; an option the metric
     does not take is an error, not silently dropped."""
     accepted = set(inspect.signature(metric._compute).parameters)
-    model_arg = next((name for name in ("model_type", "sentence_model") if name in accepted), "model_type")
     given = {
-        model_arg: args.model,
+        "model_type": args.model,
         "num_layers": args.num_layers,
         "batch_size": args.batch_size,
         "device": args.device,
@@ -163,7 +231,11 @@ def _compute_kwargs(metric, args, verbose: bool) -> dict:
             kwargs[key] = value
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
-        raise ValueError(f"{args.metric} takes no argument {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}")
+        raise ValueError(
+            f"{args.metric} takes no argument {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}"
+        )
+    if "centering_stats" in kwargs and kwargs.get("centering") != "corpus":
+        raise ValueError("--centering-stats is used only with --centering corpus")
     if "verbose" in accepted:
         kwargs["verbose"] = verbose
     return kwargs
@@ -172,12 +244,20 @@ def _compute_kwargs(metric, args, verbose: bool) -> dict:
 def _fit_centering(args) -> int:
     import moverkit
 
-    kwargs = {"device": args.device, "verbose": True}
-    if args.batch_size:
-        kwargs["batch_size"] = args.batch_size
-    stats = moverkit.fit_centering(read_lines(args.texts), args.model, args.num_layers, **kwargs)
+    if args.lang is not None and args.level != "sentence":
+        raise ValueError("--lang is used only with --level sentence (it picks the sentence splitter)")
+    _check_out(args.out, [args.texts])
+    texts = _read_texts(args.texts)
+    given = {"level": args.level, "lang": args.lang, "batch_size": args.batch_size}
+    kwargs = {key: value for key, value in given.items() if value is not None}
+    stats = moverkit.fit_centering(
+        texts, model_type=args.model, num_layers=args.num_layers, device=args.device, verbose=True, **kwargs
+    )
     stats.save(args.out)
-    print(f"{stats.model} layer {stats.layer}: mean of {stats.n_tokens} tokens of {stats.n_texts} texts")
+    if args.level == "sentence":
+        print(f"{stats.model}: mean of {stats.n_tokens} sentences of {stats.n_texts} texts")
+    else:
+        print(f"{stats.model} layer {stats.layer}: mean of {stats.n_tokens} tokens of {stats.n_texts} texts")
     print(f"digest\t{stats.digest}\nsaved to {args.out}")
     return 0
 
@@ -192,6 +272,7 @@ def _bench_correlation(args) -> int:
         print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
         return 0
     _require_data(args)
+    _check_out(args.out, [args.data])
     if args.rows:
         missing = sorted(set(args.rows) - {r.label for r in rows})
         if missing:
@@ -215,6 +296,7 @@ def _bench_speed(args) -> int:
         print("\n".join(f"{s.name}\t{', '.join(s.contenders)}" for s in suites))
         return 0
     _require_data(args)
+    _check_out(args.out, [args.data])
     data = read_judgments(args.data, limit=args.limit)
     reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
     return _emit("\n\n".join(reports), args.out)
@@ -222,21 +304,24 @@ def _bench_speed(args) -> int:
 
 def _require_data(args) -> None:
     if args.data is None:
-        raise SystemExit(f"moverkit bench {args.bench}: --data is required (the WMT17 judgments TSV)")
+        raise ValueError(f"bench {args.bench}: --data is required (the WMT17 judgments TSV)")
 
 
 def _publish(args) -> int:
-    from .publish import assemble, find_root, resolve_release, upload
+    from .publish import DRY_RUN_COMMIT, DRY_RUN_REPOSITORY, assemble, find_root, resolve_release, upload
 
     root = find_root(args.source)
-    release = resolve_release(root, args.org, args.repository, args.commit)
+    release = resolve_release(root, args.org, args.repository, args.commit, dry_run=args.dry_run)
     folders = assemble(root, args.out, release)
     for folder in folders:
         files = ", ".join(sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()))
         print(f"{release.space_id(folder.name)}\t{folder}\t{files}")
     if args.dry_run:
         source = f"{release.repository}@{release.commit}"
-        print(f"dry run: {len(folders)} Spaces assembled in {args.out}, installing moverkit from {source}; nothing uploaded")
+        if release.repository == DRY_RUN_REPOSITORY or release.commit == DRY_RUN_COMMIT:
+            source += " (placeholders where not given and not found)"
+        print(f"dry run: {len(folders)} Spaces assembled in {args.out}, installing moverkit from {source}")
+        print("nothing uploaded")
         return 0
     for space_id in upload(folders, release, tag=args.tag):
         print(f"uploaded https://huggingface.co/spaces/{space_id}")

@@ -15,7 +15,12 @@ The page takes one prediction per line and one reference per line (several refer
 prediction separated by ``|||``), the metric's main arguments, and shows the score of every
 prediction, the hashcode and a heatmap of the alignment the module returns with
 ``return_alignment=True`` (similarity matrix or transport plan, tokens on both axes). A bad input
-shows the module's own error message in the page.
+shows the module's own error message in the page, and clears the results of the previous press.
+
+A page serves visitors, so it bounds what one press may cost (:data:`MAX_PREDICTIONS`,
+:data:`MAX_REFERENCES`, :data:`MAX_TEXT_CHARS`, :data:`MAX_TOTAL_CHARS`) and which models its model
+box loads (:func:`allowed_models`: on a published Space, only the embedded model unless the
+``MOVERKIT_DEMO_MODELS`` variable of the Space lists more).
 
 Gradio (the ``demo`` extra) and matplotlib are imported only when a demo is built or drawn, and
 its telemetry is off: no request leaves the machine that serves the page.
@@ -31,13 +36,43 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cli import split_lines
+
 REFERENCE_SEPARATOR = "|||"
 """Separates the references of one prediction on a line of the references box."""
 
 _HOW_TO = "One prediction per line; one reference per line (several for one prediction: separate them by `|||`)."
 
+_TABLE_COLUMNS = ("#", "prediction", "references")
+
 MAX_PREDICTIONS = 100
 """A page scores at most this many predictions at a time (``moverkit score`` is for files)."""
+
+MAX_REFERENCES = 16
+"""At most this many references (separated by ``|||``) for one prediction."""
+
+MAX_TEXT_CHARS = 20_000
+"""At most this many characters in one prediction or reference: sbertscore's sentence splitter
+(pysbd) takes time quadratic in a text's length (here 0.46 s for 20,000 characters, 1.6 s for
+40,000; 7.9 s for 100,000 in issue 12), and the token-level metrics read only the first 512
+tokens (about 2,500 characters of English) of a text anyway."""
+
+MAX_TOTAL_CHARS = 200_000
+"""At most this many characters in the two boxes together: :data:`MAX_TEXT_CHARS` alone would let
+one press hold 100 x 17 texts of 20,000 characters (minutes of sentence splitting); 200,000
+characters are 100 predictions with 16 references each of about 120 characters."""
+
+MIN_BATCH_TEXTS = 10
+"""Fewer distinct texts than this in a press scored with ``batch`` centering get a warning: the
+mean then holds too much of each text's own vector. Measured with centered_bertscore (twmd) on 120
+WMT17 pairs against batch centering over all 120: mean absolute change of the score 0.110 (0.132)
+for one pair (2 texts), 0.038 (0.046) for 4 texts, 0.015 (0.018) for 10, 0.008 (0.010) for 20;
+the standard deviation of the scores across pairs is 0.127 (0.162). From 10 texts on, the batch
+moves a score by about a tenth of the differences between pairs or less."""
+
+DEMO_MODELS_VARIABLE = "MOVERKIT_DEMO_MODELS"
+"""The environment variable listing the models a page offers besides the embedded one
+(comma-separated Hugging Face ids or local paths, exactly as typed; ``*`` for any model)."""
 
 USER_ERRORS = (ValueError, TypeError, OSError)
 """What a module raises for bad input (OSError: a model path or id that does not load); shown in
@@ -54,7 +89,7 @@ EXAMPLES = (
 """(predictions, references) box contents for the token-level metrics: a near paraphrase and an
 identical pair, several references, and a real translation pair."""
 
-_KINDS = ("text", "words", "int", "float", "choice", "bool", "file")
+_KINDS = ("text", "words", "int", "float", "choice", "bool", "file", "model")
 _UNSET = ""  # a dropdown's "(default)" entry: leave the argument to the module (its default is None)
 _YES_NO = {"yes": True, "no": False}
 
@@ -66,10 +101,12 @@ class Param:
     ``kind`` picks the widget: ``text`` (a box; blank leaves the module's default), ``words`` (a
     box of words separated by commas or spaces, passed as a list), ``int`` and ``float`` (a box
     parsed as a number: blank leaves the default, and ``inf`` is a float; Gradio's number widget
-    cannot be blank, it sends 0), ``choice`` (a dropdown of ``choices``), ``bool`` (a checkbox)
-    or ``file`` (an upload, passed as a path). The initial value is the default of the module's
-    ``_compute`` signature, so the page cannot drift from the module; where that default is None
-    (the module resolves it, e.g. from a preset), a box starts blank and a dropdown at "(default)".
+    cannot be blank, it sends 0), ``choice`` (a dropdown of ``choices``), ``bool`` (a checkbox),
+    ``file`` (an upload, passed as a path) or ``model`` (a box of a model id or path, which must
+    be one the page offers: :func:`allowed_models`). The initial value is the default of the
+    module's ``_compute`` signature, so the page cannot drift from the module; where that default
+    is None (the module resolves it, e.g. from a preset), a box starts blank and a dropdown at
+    "(default)".
     """
 
     name: str
@@ -89,8 +126,8 @@ class Param:
         common = {"label": self.label, "elem_id": f"param-{self.name}", "min_width": 180}
         if self.kind == "file":
             return gr.File(value=default, type="filepath", height=120, **common)
-        common["info"] = self.info
-        if self.kind in ("text", "words", "int", "float"):
+        common["info"] = _models_info(allowed_models()) if self.kind == "model" else self.info
+        if self.kind in ("text", "words", "int", "float", "model"):
             value = " ".join(default) if self.kind == "words" and default else default
             return gr.Textbox(value="" if value is None else str(value), placeholder="(default)", **common)
         if self.kind == "bool" and default is not None:
@@ -110,6 +147,8 @@ class Param:
             return value.replace(",", " ").split() or None
         if self.kind in ("int", "float"):
             return self._number(value)
+        if self.kind == "model":
+            return _offered_model(value)
         if self.kind == "bool" and isinstance(value, str):
             return _YES_NO[value]
         return value
@@ -126,9 +165,43 @@ class Param:
         return number
 
 
-def model_param(name: str = "model_type") -> Param:
-    """The encoder: a Hugging Face id or a local folder (blank: the embedded all-MiniLM-L6-v2)."""
-    return Param(name, "Model (Hugging Face id or local path)", "text", info="blank: the embedded all-MiniLM-L6-v2")
+def model_param() -> Param:
+    """The encoder ``model_type``: a Hugging Face id or a local folder that the page offers
+    (:func:`allowed_models`; blank: the embedded all-MiniLM-L6-v2)."""
+    return Param("model_type", "Model (Hugging Face id or local path)", "model")
+
+
+def allowed_models() -> tuple[str, ...] | None:
+    """The models a page's model box takes besides blank and the embedded model's id; None: any.
+
+    Read from ``MOVERKIT_DEMO_MODELS`` (comma-separated ids or paths; ``*`` for any) at each
+    press. Unset, a page run locally takes any model, and a published Space (``SPACE_ID`` set, as
+    the Hub sets it) only the embedded one: its visitors must not make the server load its own
+    folders or download any model of the Hub (each loaded model stays in memory)."""
+    listed = os.environ.get(DEMO_MODELS_VARIABLE)
+    if listed is None:
+        return () if os.environ.get("SPACE_ID") else None
+    models = tuple(model.strip() for model in listed.split(",") if model.strip())
+    return None if "*" in models else models
+
+
+def _offered_model(model: str) -> str:
+    """``model`` if the page offers it, else one same error for any value (nothing is looked up
+    before this check, so the page does not tell whether a path exists on the server)."""
+    from moverkit._core.encoder import DEFAULT_MODEL
+
+    offered = allowed_models()
+    if offered is None or model in (DEFAULT_MODEL, *offered):
+        return model
+    raise ValueError(f"this page does not offer the model {model!r}; {_models_info(offered)}")
+
+
+def _models_info(offered: tuple[str, ...] | None) -> str:
+    if offered is None:
+        return "blank: the embedded all-MiniLM-L6-v2"
+    if not offered:
+        return "this page offers only the embedded all-MiniLM-L6-v2: leave the box blank"
+    return f"blank: the embedded all-MiniLM-L6-v2; also offered: {', '.join(offered)}"
 
 
 def layer_param(name: str = "num_layers") -> Param:
@@ -189,26 +262,44 @@ class Scored:
         return head + f"| {label} | " + " | ".join(f"{v:.4f}" for v in self.means().values()) + " |"
 
     def table(self):
-        """One row per prediction: its text, its references and every score."""
+        """One row per prediction: its text, its references and every score, to 4 decimals as in
+        the summary (16 digits push the score columns out of view; the hashcode and the module
+        give every digit)."""
         import pandas as pd
 
-        rows = {
-            "#": list(range(1, len(self.predictions) + 1)),
-            "prediction": self.predictions,
-            "references": [f" {REFERENCE_SEPARATOR} ".join(refs) for refs in self.references],
-        }
-        return pd.DataFrame({**rows, **self.scores})
+        numbers = list(range(1, len(self.predictions) + 1))
+        references = [f" {REFERENCE_SEPARATOR} ".join(refs) for refs in self.references]
+        columns = dict(zip(_TABLE_COLUMNS, (numbers, self.predictions, references)))
+        rounded = {key: [round(v, 4) for v in values] for key, values in self.scores.items()}
+        return pd.DataFrame({**columns, **rounded})
+
+
+def empty_table():
+    """The score table before any score (or after an error): its text columns, no row. (Gradio's
+    own empty table is headed "1 2 3".)"""
+    import pandas as pd
+
+    return pd.DataFrame(columns=list(_TABLE_COLUMNS))
 
 
 def parse_pairs(predictions_text: str, references_text: str) -> tuple[list[str], list[str] | list[list[str]]]:
-    """The two text boxes as ``compute`` inputs: one prediction per line, one reference per line.
+    """The two text boxes as ``compute`` inputs: one prediction per line, one reference per line
+    (lines as ``moverkit score`` reads them: :func:`moverkit.cli.split_lines`).
 
     A reference line holding ``|||`` gives that prediction several references; then every line is
     passed as a list (evaluate takes one reference layout per call). Line counts are left for the
-    module to check, so its own error message reaches the page.
+    module to check, so its own error message reaches the page. What one press may hold is
+    bounded (:data:`MAX_TOTAL_CHARS`, :data:`MAX_PREDICTIONS`, :data:`MAX_REFERENCES`,
+    :data:`MAX_TEXT_CHARS`): past a bound, an error names it.
     """
-    predictions = (predictions_text or "").splitlines()
-    lines = (references_text or "").splitlines()
+    predictions_text, references_text = predictions_text or "", references_text or ""
+    total = len(predictions_text) + len(references_text)
+    if total > MAX_TOTAL_CHARS:
+        raise ValueError(
+            f"this page scores at most {MAX_TOTAL_CHARS:,} characters at a time, got {total:,}; "
+            "use 'moverkit score' for files"
+        )
+    predictions, lines = split_lines(predictions_text), split_lines(references_text)
     if not any(p.strip() for p in predictions):
         raise ValueError("type at least one prediction (one per line)")
     if len(predictions) > MAX_PREDICTIONS:
@@ -216,8 +307,23 @@ def parse_pairs(predictions_text: str, references_text: str) -> tuple[list[str],
             f"this page scores at most {MAX_PREDICTIONS} predictions at a time, got {len(predictions)}; "
             "use 'moverkit score' for files"
         )
+    grouped = [[part.strip() for part in line.split(REFERENCE_SEPARATOR)] for line in lines]
+    for i, references in enumerate(grouped, start=1):
+        if len(references) > MAX_REFERENCES:
+            raise ValueError(
+                f"line {i} of the references has {len(references)} references; this page takes at most "
+                f"{MAX_REFERENCES} per prediction"
+            )
+    named = [(f"prediction {i}", text) for i, text in enumerate(predictions, start=1)]
+    named += [(f"line {i} of the references", text) for i, refs in enumerate(grouped, start=1) for text in refs]
+    for name, text in named:
+        if len(text) > MAX_TEXT_CHARS:
+            raise ValueError(
+                f"{name} has a text of {len(text):,} characters; this page takes at most {MAX_TEXT_CHARS:,} "
+                "per text; use 'moverkit score' for longer texts"
+            )
     if any(REFERENCE_SEPARATOR in line for line in lines):
-        return predictions, [[part.strip() for part in line.split(REFERENCE_SEPARATOR)] for line in lines]
+        return predictions, grouped
     return predictions, lines
 
 
@@ -225,9 +331,12 @@ def score(module, predictions_text: str, references_text: str, kwargs: dict) -> 
     """Run the module on the boxes' pairs with ``return_alignment=True``.
 
     Per-prediction scores are the result's lists of numbers, one per prediction (so a metric
-    whose output key depends on its arguments needs no configuration here).
+    whose output key depends on its arguments needs no configuration here). ``batch`` centering
+    over fewer than :data:`MIN_BATCH_TEXTS` distinct texts warns (a ``UserWarning``, which the
+    page shows).
     """
     predictions, references = parse_pairs(predictions_text, references_text)
+    _warn_small_batch(module, predictions, references, kwargs)
     result = module.compute(predictions=predictions, references=references, return_alignment=True, **kwargs)
     scores = {
         key: [float(v) for v in values]
@@ -239,6 +348,24 @@ def score(module, predictions_text: str, references_text: str, kwargs: dict) -> 
     }
     grouped = [refs if isinstance(refs, list) else [refs] for refs in references]
     return Scored(predictions, grouped, scores, result["hashcode"], result["alignment"])
+
+
+def _warn_small_batch(module, predictions: list[str], references: list, kwargs: dict) -> None:
+    """Warn when ``batch`` centering (given, or the module's default) would average fewer than
+    :data:`MIN_BATCH_TEXTS` distinct non-blank texts."""
+    parameter = inspect.signature(module._compute).parameters.get("centering")
+    if kwargs.get("centering", parameter and parameter.default) != "batch":
+        return
+    texts = {t for t in predictions if t.strip()}
+    texts |= {t for refs in references for t in ([refs] if isinstance(refs, str) else refs) if t.strip()}
+    if len(texts) < MIN_BATCH_TEXTS:
+        warnings.warn(
+            f"batch centering over only {len(texts)} distinct texts: the mean it subtracts is mostly these "
+            "texts' own, so the scores say little (a single pair can score near -1); score at least "
+            f"{MIN_BATCH_TEXTS} texts together, or choose centering 'none' or 'corpus'",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str):
@@ -307,7 +434,8 @@ def build_demo(
     file shown below the page with its YAML front matter left out (the Space's README).
 
     The API endpoint ``/score`` takes the two boxes and the params by their argument names and
-    returns (summary, table, hashcode, prediction shown, matrix shown, heatmap).
+    returns (summary, table, hashcode, prediction shown, matrix shown, heatmap). In the page, the
+    button first clears the previous results, so that an error never stands above old scores.
     """
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -326,13 +454,12 @@ def build_demo(
             references_box = gr.Textbox(
                 value=examples[0][1], label="References", lines=4, elem_id="references", placeholder="one per line"
             )
-        with gr.Accordion("Settings", open=True):
-            with gr.Row():
-                inputs = [p.component(gr, defaults[p.name]) for p in params]
+        with gr.Accordion("Settings", open=True), gr.Row():
+            inputs = [p.component(gr, defaults[p.name]) for p in params]
         button = gr.Button("Score", variant="primary", elem_id="score-button")
         gr.Examples([list(e) for e in examples], inputs=[predictions_box, references_box], cache_examples=False)
         summary = gr.Markdown(label="mean scores", elem_id="summary")
-        table = gr.Dataframe(label="Scores per prediction", interactive=False, elem_id="scores")
+        table = gr.Dataframe(empty_table(), label="Scores per prediction", interactive=False, elem_id="scores")
         hashcode = gr.Textbox(label="hashcode", interactive=False, buttons=["copy"], elem_id="hashcode")
         with gr.Row():
             shown = gr.Dropdown(label="Alignment of prediction", choices=[], interactive=True, elem_id="shown")
@@ -365,6 +492,9 @@ def build_demo(
                 scored.alignments,
             )
 
+        def clear():
+            return "", empty_table(), "", gr.Dropdown(choices=[], value=None), titles[0], None, []
+
         def draw(aligned, index, title):
             if not aligned or index is None:
                 return None
@@ -374,11 +504,9 @@ def build_demo(
         # Named after the compute arguments, so that API callers pass them by the module's names.
         boxes = {"predictions_text": examples[0][0], "references_text": examples[0][1]}
         run.__signature__ = _signature({**boxes, **defaults})
-        button.click(
-            run,
-            inputs=[predictions_box, references_box, *inputs],
-            outputs=[summary, table, hashcode, shown, matrix, plot, alignments],
-            api_name="score",
+        results = [summary, table, hashcode, shown, matrix, plot, alignments]
+        button.click(clear, outputs=results, api_visibility="private", queue=False).then(
+            run, inputs=[predictions_box, references_box, *inputs], outputs=results, api_name="score"
         )
         for control in (shown, matrix):
             control.input(draw, inputs=[alignments, shown, matrix], outputs=plot, api_visibility="private")
@@ -417,14 +545,21 @@ def _strip_front_matter(markdown: str) -> str:
 
 
 __all__ = [
+    "DEMO_MODELS_VARIABLE",
     "EXAMPLES",
     "MAX_PREDICTIONS",
+    "MAX_REFERENCES",
+    "MAX_TEXT_CHARS",
+    "MAX_TOTAL_CHARS",
+    "MIN_BATCH_TEXTS",
     "REFERENCE_SEPARATOR",
     "Heatmap",
     "Param",
     "Scored",
+    "allowed_models",
     "build_demo",
     "centering_params",
+    "empty_table",
     "heatmap_figure",
     "idf_param",
     "layer_param",

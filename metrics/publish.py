@@ -11,12 +11,17 @@ metric's Space is at once its evaluate module and its demo. Its folder is assemb
   and ``requirements.txt``,
 
 with the placeholders of the text files replaced: ``{COMMIT_PLACEHOLDER}`` (the released commit,
-as evaluate pins its Spaces), ``{REPOSITORY_PLACEHOLDER}`` (the GitHub ``owner/name`` the Space
-installs moverkit from) and ``{SPACE_ID_PLACEHOLDER}`` (``<org>/<name>``).
+a full 40-hex hash, as evaluate pins its Spaces: a branch or tag could move), ``{REPOSITORY_PLACEHOLDER}``
+(the GitHub ``owner/name`` the Space installs moverkit from) and ``{SPACE_ID_PLACEHOLDER}``
+(``<org>/<name>``).
 
-``moverkit publish --dry-run OUT`` assembles and stops; ``.github/workflows/publish.yml`` runs
-the same command without ``--dry-run`` on a release tag, which uploads each folder with
-``HfApi.upload_folder``.
+Only regular files are published: a dotfile or anything under a dot-folder (``.env``, ``.git/``)
+and Python's caches are left out, and a symbolic link (or any other special file) is an error, as
+its target could be any file of the machine.
+
+``moverkit publish --dry-run OUT`` assembles and stops (with placeholders for the repository and
+commit it cannot tell); ``.github/workflows/publish.yml`` runs the same command without
+``--dry-run`` on a release tag, which uploads each folder with ``HfApi.upload_folder``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +37,20 @@ from pathlib import Path
 _TEXT_FILES = (".md", ".txt")
 _PLACEHOLDER = re.compile(r"\{[A-Z_]+_PLACEHOLDER\}")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _GITHUB_REMOTE = re.compile(r"github\.com[:/]([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+
+DRY_RUN_REPOSITORY = "OWNER/moverkit"
+"""What a dry run's Spaces install moverkit from when the repository cannot be told."""
+
+DRY_RUN_COMMIT = "0" * 40
+"""What a dry run's Spaces install when the commit cannot be told (not a git checkout)."""
 
 
 @dataclass(frozen=True)
 class Release:
     """Where the Spaces go and what they install: Hub ``org``, GitHub ``repository`` (owner/name)
-    and the ``commit`` (or tag) of that repository."""
+    and the ``commit`` of that repository (its full 40-hex hash)."""
 
     org: str
     repository: str
@@ -50,8 +62,8 @@ class Release:
         owner, _, name = self.repository.partition("/")
         if not (_NAME.match(owner) and _NAME.match(name)):
             raise ValueError(f"repository must be a GitHub 'owner/name', got {self.repository!r}")
-        if not _REF.match(self.commit):
-            raise ValueError(f"commit must be a git commit hash or tag, got {self.commit!r}")
+        if not _COMMIT.match(self.commit):
+            raise ValueError(f"commit must be a full 40-character git commit hash (lowercase hex), got {self.commit!r}")
 
     def space_id(self, name: str) -> str:
         return f"{self.org}/{name}"
@@ -79,19 +91,18 @@ def space_names(root: Path) -> list[str]:
 def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) -> list[Path]:
     """Write one Space folder per metric under ``out`` (absent or empty) and return them."""
     root, out = Path(root), Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file; give a new or empty folder")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out} is not empty; give a new or empty folder")
     folders = []
     for name in space_names(root):
         folder = out / name
-        sources = {p.name: p for p in sorted((root / "metrics" / name).glob("*.py"))}
-        space = root / "spaces" / name
-        for path in sorted(space.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                relative = path.relative_to(space).as_posix()
-                if relative in sources:
-                    raise ValueError(f"spaces/{name}/{relative} would overwrite the module's file of that name")
-                sources[relative] = path
+        sources = _published_files(root / "metrics" / name, "*.py")
+        for relative, path in _published_files(root / "spaces" / name, "**/*").items():
+            if relative in sources:
+                raise ValueError(f"spaces/{name}/{relative} would overwrite the module's file of that name")
+            sources[relative] = path
         for relative, path in sources.items():
             target = folder / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -102,6 +113,26 @@ def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) 
                 shutil.copyfile(path, target)
         folders.append(folder)
     return folders
+
+
+def _published_files(folder: Path, pattern: str) -> dict[str, Path]:
+    """The files of ``folder`` matching ``pattern`` that its Space gets, by relative path: regular
+    files, less dotfiles, anything under a dot-folder and Python's caches. A symbolic link (the
+    folder itself too) or any other special file is an error: a link to ``/etc/passwd`` must not
+    become a published file."""
+    files = {}
+    for path in [folder, *sorted(folder.glob(pattern))]:
+        relative = path.relative_to(folder)
+        if any(part.startswith(".") or part == "__pycache__" for part in relative.parts) or path.suffix == ".pyc":
+            continue
+        mode = path.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+            raise ValueError(f"{path} is {kind}; a Space is assembled from regular files only")
+        files[relative.as_posix()] = path
+    return files
 
 
 def upload(folders: list[Path], release: Release, *, tag: str | None = None, token: str | None = None) -> list[str]:
@@ -140,10 +171,16 @@ def find_root(source: str | os.PathLike | None = None) -> Path:
     raise ValueError(f"no checkout with metrics/ and spaces/ at {' or '.join(map(str, candidates))}; give --source")
 
 
-def resolve_release(root: Path, org: str, repository: str | None = None, commit: str | None = None) -> Release:
-    """Fill what is not given from GitHub Actions' variables, else from the checkout's git."""
+def resolve_release(
+    root: Path, org: str, repository: str | None = None, commit: str | None = None, *, dry_run: bool = False
+) -> Release:
+    """Fill what is not given from GitHub Actions' variables, else from the checkout's git; in a
+    dry run, what is still unknown is a placeholder (:data:`DRY_RUN_REPOSITORY`,
+    :data:`DRY_RUN_COMMIT`), as nothing is uploaded."""
     repository = repository or os.environ.get("GITHUB_REPOSITORY") or _origin_repository(root)
     commit = commit or os.environ.get("GITHUB_SHA") or _git(root, "rev-parse", "HEAD")
+    if dry_run:
+        repository, commit = repository or DRY_RUN_REPOSITORY, commit or DRY_RUN_COMMIT
     if not repository:
         raise ValueError("no GITHUB_REPOSITORY and no origin remote on github.com; give --repository")
     if not commit:
@@ -174,4 +211,13 @@ def _git(root: Path, *args: str) -> str | None:
     return done.stdout.strip() or None
 
 
-__all__ = ["Release", "assemble", "find_root", "resolve_release", "space_names", "upload"]
+__all__ = [
+    "DRY_RUN_COMMIT",
+    "DRY_RUN_REPOSITORY",
+    "Release",
+    "assemble",
+    "find_root",
+    "resolve_release",
+    "space_names",
+    "upload",
+]

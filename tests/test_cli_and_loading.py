@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 import evaluate
 import numpy as np
 import pytest
 
 import moverkit
-from moverkit.cli import main
+from moverkit.cli import main, read_lines
 
 ROOT = moverkit.module_path("centered_bertscore").parents[1]
 EXAMPLES = moverkit.module_path("centered_bertscore").parent / "examples"
@@ -63,6 +64,54 @@ def test_datasets_map_batched_with_a_corpus_statistic(load_metric, wmt_pairs):
     assert scored["pred"] == predictions[:20] and score.hashcode == direct["hashcode"]
 
 
+def test_threads_sharing_one_metric_object_each_get_their_own_result():
+    """evaluate's cache file cannot be shared: four threads computing on one object gave
+    ArrowInvalid/FileNotFoundError, then None. Calls now take turns."""
+    metric = moverkit.load("centered_bertscore")
+    calls = [([f"a cat number {i} sat", "x y"], [f"the cat {i} sat", f"x {k}"]) for i in range(4) for k in range(3)]
+    expected = [metric.compute(predictions=p, references=r, centering="none")["f1"] for p, r in calls]
+    results, start = [None] * len(calls), threading.Barrier(4)
+
+    def work(i):
+        start.wait()
+        for n in range(3 * i, 3 * i + 3):
+            results[n] = metric.compute(predictions=calls[n][0], references=calls[n][1], centering="none")["f1"]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == expected
+
+
+def test_batches_added_by_one_thread_are_not_taken_by_another():
+    metric = moverkit.load("centered_bertscore")
+    added, done = threading.Event(), threading.Event()
+    streamed = {}
+
+    def stream():
+        metric.add_batch(predictions=["a cat sat"], references=["the cat sat"])
+        added.set()
+        done.wait(60)
+        streamed["f1"] = metric.compute(centering="none")["f1"]
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    assert added.wait(60)
+    try:
+        with pytest.raises(RuntimeError, match="another thread has added batches to this object"):
+            metric.compute(predictions=["hello"], references=["hi"], centering="none")
+    finally:
+        done.set()
+        thread.join()
+    direct = moverkit.load("centered_bertscore").compute(
+        predictions=["a cat sat"], references=["the cat sat"], centering="none"
+    )
+    assert streamed["f1"] == direct["f1"]
+    assert metric.compute(predictions=["hello"], references=["hi"], centering="none")["f1"][0] > 0  # usable again
+
+
 def test_cli_scores_the_example_files(tmp_path, capsys):
     out = tmp_path / "scores.jsonl"
     code = main(
@@ -97,6 +146,118 @@ def test_cli_several_reference_files_and_metric_arguments(tmp_path, capsys):
     assert float(printed["f1"]) == pytest.approx(1.0, abs=1e-5)  # each prediction has an identical reference
 
 
+@pytest.mark.parametrize("inside", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"])
+def test_a_line_ends_at_newline_only(tmp_path, inside):
+    """As `wc -l` counts: str.splitlines (and Python's universal newlines, for a lone "\r") would
+    break inside these lines."""
+    path = tmp_path / "texts.txt"
+    path.write_bytes(f"a{inside}b\nc\n".encode())
+    assert read_lines(path) == [f"a{inside}b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("content", "texts"),
+    [
+        (b"a\r\nb\r\n", ["a", "b"]),  # Windows line ends: the "\r" is not part of the text
+        (b"a\nb", ["a", "b"]),  # a last line without its newline is a text
+        (b"a\n\n", ["a", ""]),  # an empty line is an empty text
+        (b"\n", [""]),
+        (b"", []),
+        (b"\xef\xbb\xbfa\n", ["a"]),  # a byte order mark is not text
+    ],
+)
+def test_line_ends_and_file_ends(tmp_path, content, texts):
+    path = tmp_path / "texts.txt"
+    path.write_bytes(content)
+    assert read_lines(path) == texts
+
+
+def test_cli_a_form_feed_does_not_shift_the_pairs(tmp_path, capsys):
+    # splitlines made three pairs of these two lines each (a form feed and a U+2028 inside), rc 0.
+    (tmp_path / "p.txt").write_text("the cat\x0csat on the mat\nhello there\n", encoding="utf-8")
+    (tmp_path / "r.txt").write_text("a cat sat on the mat\nhello\u2028there\n", encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    argv = ["score", "--metric", "centered_bertscore", "--predictions", str(tmp_path / "p.txt")]
+    assert main([*argv, "--references", str(tmp_path / "r.txt"), "--centering", "none", "--out", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    direct = moverkit.load("centered_bertscore").compute(
+        predictions=["the cat\x0csat on the mat", "hello there"],
+        references=["a cat sat on the mat", "hello\u2028there"],
+        centering="none",
+    )
+    assert [line["f1"] for line in lines] == direct["f1"]
+
+
+class _NoScoring:
+    """A metric whose compute fails the test: the error must come before any scoring."""
+
+    def __init__(self, metric):
+        self._compute = metric._compute
+
+    def compute(self, **kwargs):
+        raise AssertionError("scored before refusing the command")
+
+
+@pytest.fixture
+def cli_files(tmp_path, monkeypatch):
+    """Two files of two lines and an empty one; moverkit.load's metrics cannot compute."""
+    load = moverkit.load
+    monkeypatch.setattr(moverkit, "load", lambda name: _NoScoring(load(name)))
+    (tmp_path / "p.txt").write_text("a cat\nhello\n")
+    (tmp_path / "r.txt").write_text("the cat\nhi\n")
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--out", "{tmp}"], "--out {tmp} is a folder; give the path of a file"),
+        (["--out", "{tmp}/missing/s.jsonl"], "--out {tmp}/missing/s.jsonl: there is no folder {tmp}/missing"),
+        (["--out", "{tmp}/p.txt"], "--out {tmp}/p.txt is the input file {tmp}/p.txt; writing would overwrite it"),
+        (["--out", "{tmp}/r.txt"], "--out {tmp}/r.txt is the input file {tmp}/r.txt; writing would overwrite it"),
+        (["--centering-stats", "{tmp}/s.npz"], "--centering-stats is used only with --centering corpus"),
+        (["--centering", "batch", "--centering-stats", "{tmp}/s.npz"], "--centering-stats is used only with"),
+        (["--predictions", "{tmp}/empty.txt"], "{tmp}/empty.txt is empty; it needs one text per line"),
+        (["--references", "{tmp}/empty.txt"], "{tmp}/empty.txt is empty; it needs one text per line"),
+        (["--predictions", "{tmp}/absent.txt"], "No such file or directory: '{tmp}/absent.txt'"),
+        (["--predictions", "{tmp}/latin1.txt"], "{tmp}/latin1.txt is not UTF-8 text"),
+    ],
+)
+def test_cli_user_mistakes_are_refused_before_scoring(cli_files, capsys, options, message):
+    argv = ["score", "--metric", "centered_bertscore", "--predictions", "{tmp}/p.txt", "--references", "{tmp}/r.txt"]
+    replace = {"--predictions": 4, "--references": 6}
+    for flag, value in zip(options[::2], options[1::2]):
+        if flag in replace:
+            argv[replace[flag]] = value
+        else:
+            argv += [flag, value]
+    before = {p.name: p.read_bytes() for p in cli_files.iterdir() if p.is_file()}
+    assert main([arg.format(tmp=cli_files) for arg in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and message.format(tmp=cli_files) in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in cli_files.iterdir() if p.is_file()} == before  # nothing written
+
+
+def test_cli_fit_centering_refuses_mistakes_before_fitting(cli_files, capsys, monkeypatch):
+    def fit(*args, **kwargs):
+        raise AssertionError("fitted before refusing the command")
+
+    monkeypatch.setattr(moverkit, "fit_centering", fit)
+    for texts, out, message in (
+        ("p.txt", ".", "is a folder"),
+        ("empty.txt", "s.npz", "empty.txt is empty"),
+        ("p.txt", "p.txt", "is the input file"),
+    ):
+        assert main(["fit-centering", "--texts", str(cli_files / texts), "--out", str(cli_files / out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("moverkit: error: ") and message in err
+    argv = ["fit-centering", "--texts", str(cli_files / "p.txt"), "--out", str(cli_files / "s.npz"), "--lang", "de"]
+    assert main(argv) == 2
+    assert "--lang is used only with --level sentence" in capsys.readouterr().err
+
+
 def test_cli_errors_name_the_problem(tmp_path, capsys):
     (tmp_path / "p.txt").write_text("a\nb\n")
     (tmp_path / "r.txt").write_text("a\n")
@@ -119,6 +280,17 @@ def test_cli_fit_centering_then_score_with_it(tmp_path, capsys):
     assert "center=corpus:" in capsys.readouterr().out
 
 
+def test_cli_sentence_statistic_for_sbertscore(tmp_path, capsys):
+    stats = tmp_path / "sentences.npz"
+    fit = ["fit-centering", "--level", "sentence", "--texts", str(EXAMPLES / "references.txt"), "--out", str(stats)]
+    assert main(fit) == 0
+    assert "sentences of 20 texts" in capsys.readouterr().out
+    score = ["score", "--metric", "sbertscore", "--predictions", str(EXAMPLES / "predictions.txt")]
+    score += ["--references", str(EXAMPLES / "references.txt"), "--model", "sentence-transformers/all-MiniLM-L6-v2"]
+    assert main([*score, "--centering", "corpus", "--centering-stats", str(stats)]) == 0
+    assert "center=corpus:" in capsys.readouterr().out
+
+
 def test_cli_bench_correlation_on_the_sample(capsys):
     sample = ROOT / "tests" / "data" / "wmt17_sample.tsv"
     assert main(["bench", "correlation", "--data", str(sample), "--rows", "BERTScore-F1"]) == 0
@@ -132,8 +304,8 @@ def test_cli_bench_lists_rows_and_suites_without_data(capsys):
     assert main(["bench", "speed", "--list", "--suite", "sbertscore"]) == 0
     listed = capsys.readouterr().out.strip().splitlines()
     assert len(listed) == 1 and "sentence encoder alone" in listed[0]
-    with pytest.raises(SystemExit, match="--data is required"):
-        main(["bench", "speed", "--suite", "twmd"])
+    assert main(["bench", "speed", "--suite", "twmd"]) == 2
+    assert "moverkit: error: bench speed: --data is required" in capsys.readouterr().err
 
 
 def test_speed_suite_times_its_own_inputs():

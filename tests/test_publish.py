@@ -13,7 +13,7 @@ import pytest
 
 import moverkit
 from moverkit.cli import main
-from moverkit.publish import Release, assemble, resolve_release, space_names
+from moverkit.publish import DRY_RUN_COMMIT, DRY_RUN_REPOSITORY, Release, assemble, resolve_release, space_names
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -152,6 +152,13 @@ def test_refuses_a_folder_in_use_and_an_unknown_placeholder(tmp_path):
         ("acme org", REPOSITORY, COMMIT, "org"),
         (ORG, "moverkit", COMMIT, "repository"),
         (ORG, REPOSITORY, "a b", "commit"),
+        # A branch or tag can move, and a "commit" is pasted into a pip requirement and a URL.
+        (ORG, REPOSITORY, "main", "commit"),
+        (ORG, REPOSITORY, "v1.0.0", "commit"),
+        (ORG, REPOSITORY, "a/../../x", "commit"),
+        (ORG, REPOSITORY, COMMIT[:12], "commit"),
+        (ORG, REPOSITORY, COMMIT + "0", "commit"),
+        (ORG, REPOSITORY, COMMIT.upper(), "commit"),
     ],
 )
 def test_release_names_are_checked(org, repository, commit, wrong):
@@ -163,10 +170,89 @@ def test_release_comes_from_github_actions_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("GITHUB_REPOSITORY", "octo/moverkit")
     monkeypatch.setenv("GITHUB_SHA", "f" * 40)
     assert resolve_release(tmp_path, ORG) == Release(ORG, "octo/moverkit", "f" * 40)
-    assert resolve_release(tmp_path, ORG, "a/b", "v1.0.0") == Release(ORG, "a/b", "v1.0.0")
+    assert resolve_release(tmp_path, ORG, "a/b", "e" * 40) == Release(ORG, "a/b", "e" * 40)
     monkeypatch.delenv("GITHUB_REPOSITORY")
     with pytest.raises(ValueError, match="give --repository"):
         resolve_release(tmp_path, ORG)  # not a git checkout: no origin remote to read
+    monkeypatch.delenv("GITHUB_SHA")
+    with pytest.raises(ValueError, match="give --commit"):
+        resolve_release(tmp_path, ORG, "a/b")
+    # A dry run uploads nothing: what it cannot tell is a placeholder.
+    assert resolve_release(tmp_path, ORG, dry_run=True) == Release(ORG, DRY_RUN_REPOSITORY, DRY_RUN_COMMIT)
+    assert resolve_release(tmp_path, ORG, "a/b", "e" * 40, dry_run=True) == Release(ORG, "a/b", "e" * 40)
+
+
+def _checkout(root: Path) -> Path:
+    """A checkout of one metric ``m``: its module, and a Space with placeholders to fill."""
+    for relative, text in {
+        "metrics/m/m.py": "# module",
+        "metrics/m/helper.py": "# helper",
+        "spaces/m/app.py": "# app",
+        "spaces/m/requirements.txt": "moverkit @ git+https://github.com/{REPOSITORY_PLACEHOLDER}@{COMMIT_PLACEHOLDER}\n",
+        "spaces/m/assets/logo.txt": "logo",
+    }.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
+
+
+def test_only_regular_files_are_published_no_dotfiles(tmp_path):
+    root = _checkout(tmp_path / "root")
+    for relative in ("spaces/m/.env", "spaces/m/.git/config", "spaces/m/assets/.DS_Store", "metrics/m/.hidden.py"):
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text("SECRET=1")
+    (root / "spaces/m/__pycache__").mkdir()
+    (root / "spaces/m/__pycache__/app.cpython-311.pyc").write_bytes(b"\0")
+    (folder,) = assemble(root, tmp_path / "out", Release(ORG, REPOSITORY, COMMIT))
+    assert _files(folder) == {"m.py", "helper.py", "app.py", "requirements.txt", "assets/logo.txt"}
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [
+        ("spaces/m/passwd", "/etc/passwd"),
+        ("spaces/m/assets/hosts.txt", "/etc/hosts"),
+        ("spaces/m/etc", "/etc"),  # a folder
+        ("metrics/m/linked.py", "spaces/m/app.py"),  # even inside the checkout
+    ],
+)
+def test_a_symbolic_link_is_refused(tmp_path, link, target):
+    root = _checkout(tmp_path / "root")
+    (root / link).symlink_to(target if target.startswith("/") else root / target)
+    with pytest.raises(ValueError, match=f"^{root / link} is a symbolic link; a Space is assembled from regular files"):
+        assemble(root, tmp_path / "out", Release(ORG, REPOSITORY, COMMIT))
+    assert not any((tmp_path / "out").rglob("passwd"))
+
+
+def test_cli_publish_mistakes_are_messages_not_tracebacks(tmp_path, capsys):
+    root = _checkout(tmp_path / "root")
+    (tmp_path / "file").write_text("x")
+    base = ["publish", "--dry-run", "--source", str(root), "--repository", REPOSITORY]
+    for argv, message in (
+        (
+            [*base, str(tmp_path / "file"), "--commit", COMMIT],
+            f"{tmp_path / 'file'} is a file; give a new or empty folder",
+        ),
+        ([*base, str(tmp_path / "a"), "--commit", "main"], "commit must be a full 40-character git commit hash"),
+        ([*base, str(tmp_path / "b"), "--commit", "a/../../x"], "commit must be a full 40-character git commit hash"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("moverkit: error: ") and message in err and "Traceback" not in err
+    assert (tmp_path / "file").read_text() == "x" and not (tmp_path / "a").exists()
+
+
+def test_cli_dry_run_without_repository_or_commit_uses_placeholders(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    monkeypatch.delenv("GITHUB_SHA", raising=False)
+    root = _checkout(tmp_path / "root")  # not a git checkout: no origin remote, no HEAD
+    assert main(["publish", "--dry-run", str(tmp_path / "out"), "--source", str(root)]) == 0
+    requirements = (tmp_path / "out" / "m" / "requirements.txt").read_text()
+    assert requirements == f"moverkit @ git+https://github.com/{DRY_RUN_REPOSITORY}@{DRY_RUN_COMMIT}\n"
+    assert "(placeholders where not given and not found)" in capsys.readouterr().out
+    # Without --dry-run the same command refuses (it would upload).
+    assert main(["publish", str(tmp_path / "out2"), "--source", str(root)]) == 2
+    assert "give --repository" in capsys.readouterr().err
 
 
 def test_upload_makes_each_folder_the_whole_content_of_its_space(monkeypatch, tmp_path):

@@ -1,10 +1,20 @@
-"""The shared core of moverkit: encoders, token clouds, IDF, centering, pairs and hashcodes.
+"""The shared core of moverkit: encoders, token clouds, sentences, IDF, centering, matching, pairs
+and hashcodes.
 
 Every metric module imports it from the installed ``moverkit`` package, so one process keeps one
 encoder per (model, layer, device) across all five metrics.
 """
 
-from .centering import CENTERING_MODES, CenteringStats, center, fit_centering, token_mean
+from .centering import (
+    CENTERING_MODES,
+    SENTENCE_CENTERING_MODES,
+    CenteringStats,
+    center,
+    center_rows,
+    check_centering,
+    fit_centering,
+    row_mean,
+)
 from .encoder import (
     DEFAULT_MODEL,
     MODEL_LAYERS,
@@ -13,45 +23,59 @@ from .encoder import (
     embedded_model_path,
     encode,
     get_encoder,
-    release,
     resolve_device,
     tokenize,
 )
-from .hashing import get_hash
+from .hashing import get_hash, pair_hash
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, best_per_group, call_texts, check_inputs, check_texts, flatten_pairs
+from .matching import cosine_matrix, f_measure, greedy_match
 from .module import TextPairMetric, text_pair_features
 from .pairs import PaddedClouds, PairData, prepare_pairs
+from .registry import release
+from .sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, get_sentence_encoder, split_sentences
 
 __all__ = [
     "CENTERING_MODES",
     "CallTexts",
-    "DEFAULT_MODEL",
-    "MODEL_LAYERS",
     "CenteringStats",
+    "DEFAULT_MODEL",
     "Encoder",
     "IdfTable",
+    "MODEL_LAYERS",
     "PaddedClouds",
     "PairData",
+    "SENTENCE_CENTERING_MODES",
+    "SENTENCE_LAYER",
+    "SentenceEncoder",
     "TextPairMetric",
     "TokenClouds",
     "best_per_group",
     "call_texts",
     "center",
+    "center_rows",
+    "check_centering",
     "check_idf",
     "check_inputs",
     "check_texts",
+    "cosine_matrix",
     "embedded_model_path",
     "encode",
+    "encode_sentences",
+    "f_measure",
     "fit_centering",
     "flatten_pairs",
     "get_encoder",
     "get_hash",
+    "pair_hash",
+    "get_sentence_encoder",
+    "greedy_match",
     "prepare_pairs",
     "release",
     "resolve_device",
+    "row_mean",
+    "split_sentences",
     "text_pair_features",
-    "token_mean",
     "token_weights",
     "tokenize",
 ]

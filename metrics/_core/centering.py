@@ -1,8 +1,11 @@
-r"""Centering of contextual token vectors (Chen et al., 2020, Section 5).
+r"""Centering of contextual vectors (Chen et al., 2020, Section 5): the one implementation, for
+token clouds and for sentence vectors.
 
-Contextual vectors are anisotropic: two random tokens of BERT-like models have a high cosine
-similarity. Subtracting a mean before taking cosines fixes that. With word vectors
-:math:`w_{i,j}` (token :math:`j` of text :math:`i`, :math:`N_i` tokens, :math:`D` dimensions):
+Contextual vectors are anisotropic: two random tokens (or sentences) of BERT-like models have a
+high cosine similarity. Subtracting a mean before taking cosines fixes that. The vectors are rows
+:math:`w_{i,j}` (row :math:`j` of text :math:`i`, :math:`N_i` rows counted for means,
+:math:`D` dimensions); a token cloud gives each text its tokens, sentence vectors give each
+"text" one row (one sentence):
 
 .. math::
 
@@ -12,10 +15,13 @@ similarity. Subtracting a mean before taking cosines fixes that. With word vecto
         \mu = \frac{\sum_i c_i \sum_k w_{i,k}}{\sum_i c_i N_i}
 
 then every vector is scaled to unit length (a vector that centering makes zero stays zero, so it
-has similarity 0 with everything instead of NaN). Means run over the non-special tokens only;
-special tokens are shifted by the same mean. For ``batch``, :math:`\mu` runs over every text of the
-compute call, each counted as often as it occurs (:math:`c_i`); for ``corpus`` it was fitted once
-(:func:`fit_centering`) and stored, so a pair gets the same score whatever else is in the call.
+has similarity 0 with everything instead of NaN). Means run over the rows that count (for token
+clouds the non-special tokens; special tokens are shifted by the same mean). For ``batch``,
+:math:`\mu` runs over every text of the compute call, each counted as often as it occurs
+(:math:`c_i`); for ``corpus`` it was fitted once (:func:`fit_centering`) and stored, so a pair gets
+the same score whatever else is in the call. ``sentence`` does not apply to sentence vectors: the
+mean of one vector is the vector itself, and every vector would be zero (Chen et al., 2020,
+Section 6.1, leave it out for Sentence-BERT for this reason).
 
 References
 ----------
@@ -26,28 +32,51 @@ References
 from __future__ import annotations
 
 import hashlib
+import numbers
 import os
+import zipfile
+import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from . import checks
 from .encoder import TokenClouds, encode, get_encoder
+from .inputs import check_texts
+from .sentences import SENTENCE_LAYER, encode_sentences, get_sentence_encoder, split_sentences
 
 CENTERING_MODES = ("none", "dim", "sentence", "batch", "corpus")
+"""The centering modes of token vectors."""
+
+SENTENCE_CENTERING_MODES = ("none", "dim", "batch", "corpus")
+"""The centering modes of sentence vectors: :data:`CENTERING_MODES` less ``sentence``."""
+
+LEVELS = ("token", "sentence")
 
 
 @dataclass(frozen=True, eq=False)
 class CenteringStats:
-    """A mean token vector fitted on a corpus for one (model, layer): the ``corpus`` statistic."""
+    """A mean vector fitted on a corpus for one (model, layer): the ``corpus`` statistic.
+
+    Token vectors carry their layer (a block index >= 0); sentence vectors carry
+    ``layer = -1`` (the model's pooled sentence embedding) and count sentences in ``n_tokens``,
+    so that a statistic of one kind is refused for the other.
+    """
 
     mean: np.ndarray  # (dim,), float64
     model: str
     layer: int
     n_texts: int
     n_tokens: int
+
+    def __post_init__(self):
+        # Checked however it was made (fit, loaded, or built by hand): a bad mean would turn every
+        # score of a call into NaN, 0 or 1 without a word.
+        fields = {"model": self.model, "layer": self.layer, "n_texts": self.n_texts, "n_tokens": self.n_tokens}
+        object.__setattr__(self, "mean", check_stats_fields("centering_stats", mean=self.mean, **fields))
 
     @property
     def digest(self) -> str:
@@ -70,58 +99,169 @@ class CenteringStats:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> CenteringStats:
-        with np.load(path, allow_pickle=False) as data:
-            return cls(
-                mean=data["mean"].astype(np.float64),
-                model=str(data["model"]),
-                layer=int(data["layer"]),
-                n_texts=int(data["n_texts"]),
-                n_tokens=int(data["n_tokens"]),
+        """Read a statistic written by :meth:`save`. A file that is not one (empty, truncated,
+        another kind of file, a field missing or of the wrong kind) or whose mean is inadmissible
+        (:func:`check_stats_fields`) is a ``ValueError`` naming ``centering_stats`` and the file."""
+        where = f"centering_stats file {os.fspath(path)!r}"
+        try:
+            data = np.load(path, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise ValueError("a single array, not an .npz archive")
+            with data:
+                arrays = {key: data[key] for key in data.files}
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            raise
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
+            raise ValueError(
+                f"{where} is not a statistic written by CenteringStats.save (an .npz archive): "
+                f"{type(err).__name__}: {err}"
+            ) from None
+        missing = [key for key in _FIELDS if key not in arrays]
+        if missing:
+            raise ValueError(
+                f"{where} lacks {', '.join(missing)}: it was not written by CenteringStats.save (fields: "
+                f"{', '.join(_FIELDS)})"
             )
+        fields = {key: _scalar(where, key, arrays[key]) for key in _FIELDS[1:]}
+        fields["mean"] = check_stats_fields(where, mean=arrays["mean"], **fields)
+        return cls(**fields)
 
 
-def token_mean(clouds: TokenClouds, counts: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
-    """Mean of the non-special token vectors, texts weighted by ``counts``; float64, and the
-    number of tokens it averages (duplicates counted)."""
-    sums, sizes = _text_sums(clouds)
-    weight = torch.ones(len(clouds.texts), dtype=torch.float64, device=sums.device)
+_FIELDS = ("mean", "model", "layer", "n_texts", "n_tokens")
+
+MAX_ABS_MEAN = 1e4
+"""The largest admissible magnitude of a coordinate of a corpus mean. A mean lies in the convex
+hull of the vectors it averages, so no coordinate exceeds the model's largest activation. Encoder
+outputs (after LayerNorm) stay within tens: on the 200 WMT17 test pairs the embedded model's token
+means peak at 2.6 (layer 3) and 0.15 (layer 6), its sentence mean at 0.04. Even the "massive
+activations" of large decoders (Sun et al., 2024) are in the thousands, on one or two tokens of a
+text. A larger value comes from a corrupted or foreign file, and would swamp every centered vector
+(``1e300`` overflows float32 to inf, and the scores to NaN)."""
+
+
+def _scalar(where: str, key: str, array: np.ndarray) -> str | int:
+    """The 0-d string (``model``) or integer (the others) field ``key`` of a loaded statistic."""
+    kind = "U" if key == "model" else "iu"
+    if array.ndim != 0 or array.dtype.kind not in kind:
+        expected = "a string" if key == "model" else "an integer"
+        raise ValueError(f"{where}: {key} must be {expected}, got an array of {array.dtype} and shape {array.shape}")
+    return str(array) if key == "model" else int(array)
+
+
+def check_stats_fields(where: str, *, mean, model, layer, n_texts, n_tokens) -> np.ndarray:
+    """``mean`` as a float64 vector, if the fields make an admissible statistic: a non-empty
+    1-d real ``mean``, finite, every coordinate within :data:`MAX_ABS_MEAN`; a ``model`` name;
+    ``layer`` >= -1; at least one text and one token. Else a ``ValueError`` starting with ``where``."""
+    refit = "; fit it again with moverkit.fit_centering"
+    array = np.asarray(mean)
+    if array.ndim != 1 or array.size == 0 or array.dtype.kind not in "fiu":
+        raise ValueError(
+            f"{where}: mean must be a non-empty vector of real numbers, got {array.dtype} {array.shape}{refit}"
+        )
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    bad = ~np.isfinite(array)
+    if bad.any():
+        raise ValueError(f"{where}: mean holds {int(bad.sum())} NaN or infinite value(s) of {array.size}{refit}")
+    peak = float(np.abs(array).max())
+    if peak > MAX_ABS_MEAN:
+        raise ValueError(
+            f"{where}: mean has a coordinate of magnitude {peak:.3g}, beyond any hidden state (at most "
+            f"{MAX_ABS_MEAN:g}): a corrupted or foreign statistic{refit}"
+        )
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"{where}: model must be a model name, got {model!r}")
+    for name, value, minimum in (("layer", layer, -1), ("n_texts", n_texts, 1), ("n_tokens", n_tokens, 1)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+            raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}{refit}")
+    return array
+
+
+def check_centering(mode, level: str = "token") -> str:
+    """``mode`` if it applies to vectors of ``level`` (``"token"`` or ``"sentence"``), else an error
+    naming the valid modes (``sentence`` for sentence vectors: with the reason)."""
+    if level == "sentence" and isinstance(mode, str) and mode == "sentence":
+        raise ValueError(
+            "centering='sentence' does not apply to one vector per sentence (it would leave every vector zero); "
+            f"choose one of {', '.join(SENTENCE_CENTERING_MODES)}"
+        )
+    return checks.one_of("centering", mode, CENTERING_MODES if level == "token" else SENTENCE_CENTERING_MODES)
+
+
+def _text_sums(
+    vectors: torch.Tensor, offsets: torch.Tensor | None, scored: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per text, the sum (float64) and the number of its rows that count, and the text of every row."""
+    n_rows = vectors.shape[0]
+    if offsets is None:
+        text_of_row = torch.arange(n_rows, device=vectors.device)
+        n_texts = n_rows
+    else:
+        n_texts = len(offsets) - 1
+        text_of_row = torch.repeat_interleave(torch.arange(n_texts, device=offsets.device), offsets[1:] - offsets[:-1])
+    keep = torch.ones(n_rows, dtype=torch.bool, device=vectors.device) if scored is None else scored
+    kept_text = text_of_row[keep]
+    # Summing a text's few rows in their own dtype loses nothing that matters; sums over texts run in float64.
+    sums = torch.zeros(n_texts, vectors.shape[1], dtype=vectors.dtype, device=vectors.device)
+    sums.index_add_(0, kept_text, vectors[keep])
+    sizes = torch.zeros(n_texts, dtype=torch.float64, device=vectors.device)
+    sizes.index_add_(0, kept_text, torch.ones_like(kept_text, dtype=torch.float64))
+    return sums.double(), sizes, text_of_row
+
+
+def row_mean(
+    vectors: torch.Tensor,
+    *,
+    offsets: torch.Tensor | None = None,
+    scored: torch.Tensor | None = None,
+    counts: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, int]:
+    r"""The mean :math:`\mu` of the module doc (float64, shape (D,)) and the number of rows it
+    averages (each counted :math:`c_i` times).
+
+    ``vectors`` (n_rows, D); ``offsets`` (n_texts + 1,): text ``i`` owns rows
+    ``offsets[i]:offsets[i + 1]`` (``None``: one row per text); ``scored`` (n_rows,) bool: the rows
+    that count (``None``: all); ``counts`` (n_texts,): how often each text occurs (``None``: once).
+    """
+    sums, sizes, _ = _text_sums(vectors, offsets, scored)
+    weight = torch.ones(len(sizes), dtype=torch.float64, device=sums.device)
     if counts is not None:
         weight = counts.to(device=sums.device, dtype=torch.float64)
     total = weight @ sizes
     return (weight @ sums) / total.clamp_min(1.0), int(total.item())
 
 
-def _text_sums(clouds: TokenClouds) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per text, the sum (float64) and the number of its non-special token vectors."""
-    keep = ~clouds.special
-    text_of_token = clouds.text_index()[keep]
-    n, dim = len(clouds.texts), clouds.vectors.shape[1]
-    # Summing a text's few tokens in float32 loses nothing that matters; the sums over texts run in float64.
-    sums = torch.zeros(n, dim, dtype=clouds.vectors.dtype, device=clouds.vectors.device)
-    sums.index_add_(0, text_of_token, clouds.vectors[keep])
-    sizes = torch.zeros(n, dtype=torch.float64, device=sums.device)
-    sizes.index_add_(0, text_of_token, torch.ones_like(text_of_token, dtype=torch.float64))
-    return sums.double(), sizes
+def center_rows(
+    vectors: torch.Tensor,
+    mode: str,
+    *,
+    offsets: torch.Tensor | None = None,
+    scored: torch.Tensor | None = None,
+    counts: torch.Tensor | None = None,
+    stats: CenteringStats | None = None,
+) -> torch.Tensor:
+    """Center the rows of ``vectors`` (n_rows, D) by ``mode`` and scale them to unit length (see
+    the module doc); a new tensor of the dtype of ``vectors``.
 
-
-def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> CenteringStats:
-    """Accept a :class:`CenteringStats` or a path to one; check it fits the encoder in use."""
-    if centering_stats is None:
-        raise ValueError(
-            "centering='corpus' needs centering_stats: fit one with moverkit.fit_centering(texts, ...) "
-            "and pass it (or the path it was saved to)"
-        )
-    stats = centering_stats
-    if isinstance(centering_stats, (str, os.PathLike)):
-        stats = CenteringStats.load(centering_stats)
-    if not isinstance(stats, CenteringStats):
-        raise TypeError(f"centering_stats must be a CenteringStats or a path, got {type(centering_stats).__name__}")
-    if stats.model != model or stats.layer != layer or stats.mean.shape != (dim,):
-        raise ValueError(
-            f"centering_stats was fitted for {stats.model} layer {stats.layer} (dim {stats.mean.shape[0]}), "
-            f"but the encoder in use is {model} layer {layer} (dim {dim}); fit it again for this encoder"
-        )
-    return stats
+    ``offsets``, ``scored`` and ``counts`` are as in :func:`row_mean`: token clouds pass their text
+    offsets and non-special rows; sentence vectors pass neither (one row per text), and then
+    ``sentence`` is refused. ``stats`` is the fitted statistic of ``corpus`` mode.
+    """
+    w = vectors
+    mode = check_centering(mode, "token" if offsets is not None else "sentence")
+    if mode == "none":
+        v = w
+    elif mode == "dim":
+        v = w - w.mean(dim=1, keepdim=True)
+    elif mode == "sentence":
+        sums, sizes, text_of_row = _text_sums(w, offsets, scored)
+        v = w - (sums / sizes.clamp_min(1.0)[:, None]).to(w.dtype)[text_of_row]
+    elif mode == "batch":
+        v = w - row_mean(w, offsets=offsets, scored=scored, counts=counts)[0].to(w.dtype)
+    else:  # corpus
+        if stats is None:
+            raise ValueError("centering='corpus' needs centering_stats")
+        v = w - torch.as_tensor(stats.mean, device=w.device).to(w.dtype)
+    return torch.nn.functional.normalize(v, dim=-1)
 
 
 def center(
@@ -131,110 +271,96 @@ def center(
     counts: torch.Tensor | None = None,
     stats: CenteringStats | None = None,
 ) -> TokenClouds:
-    """Center the token vectors by ``mode`` and scale them to unit length (see the module doc).
-
-    ``counts`` (``batch`` mode) gives how often each text occurs in the call; ``stats``
-    (``corpus`` mode) is the fitted statistic. Returns new clouds; ``clouds`` is not modified.
-    """
-    w = clouds.vectors
-    if mode == "none":
-        v = w
-    elif mode == "dim":
-        v = w - w.mean(dim=1, keepdim=True)
-    elif mode == "sentence":
-        sums, sizes = _text_sums(clouds)
-        means = (sums / sizes.clamp_min(1.0)[:, None]).to(w.dtype)
-        v = w - means[clouds.text_index()]
-    elif mode == "batch":
-        v = w - token_mean(clouds, counts)[0].to(w.dtype)
-    elif mode == "corpus":
-        if stats is None:
-            raise ValueError("centering='corpus' needs centering_stats")
-        v = w - torch.as_tensor(stats.mean, device=w.device).to(w.dtype)
-    else:
-        raise ValueError(f"centering must be one of {', '.join(CENTERING_MODES)}; got {mode!r}")
-    return clouds.with_vectors(torch.nn.functional.normalize(v, dim=-1))
+    """:func:`center_rows` for token clouds: means over the non-special tokens, ``counts`` per text.
+    Returns new clouds; ``clouds`` is not modified."""
+    vectors = center_rows(
+        clouds.vectors, mode, offsets=clouds.offsets, scored=~clouds.special, counts=counts, stats=stats
+    )
+    return clouds.with_vectors(vectors)
 
 
-VECTOR_CENTERING_MODES = ("none", "dim", "batch", "corpus")
-"""The modes :func:`center_vectors` accepts: :data:`CENTERING_MODES` less ``sentence``."""
+def _describe(model: str, layer: int) -> str:
+    return f"{model} sentence vectors (layer {layer})" if layer == SENTENCE_LAYER else f"{model} layer {layer}"
 
 
-def center_vectors(
-    vectors: torch.Tensor,
-    mode: str,
-    *,
-    counts: torch.Tensor | None = None,
-    stats: CenteringStats | None = None,
-) -> torch.Tensor:
-    r"""Center the rows of a plain matrix (one vector per item, e.g. sentence embeddings) by
-    ``mode`` and scale them to unit length; the counterpart of :func:`center` for vectors that
-    are not token clouds.
-
-    .. math::
-
-        \text{dim:}\quad   v_i = w_i - \tfrac{1}{D} \textstyle\sum_{l} w_i^{(l)} \qquad
-        \text{batch:}\quad v_i = w_i - \frac{\sum_k c_k w_k}{\sum_k c_k} \qquad
-        \text{corpus:}\quad v_i = w_i - \mu
-
-    where :math:`w_i` is row ``i`` of ``vectors`` (shape (n, D)), :math:`c_k` how often item
-    ``k`` occurs (``counts``, default 1 each) and :math:`\mu` the fitted ``stats.mean``; then
-    :math:`v_i / \lVert v_i \rVert` (a zero vector stays zero). ``sentence`` is refused: with one
-    vector per sentence, the sentence mean is the vector itself and centering leaves zero (Chen et
-    al., 2020, Section 6.1, leave sentence-mean centering out for Sentence-BERT for this reason).
-    Float64 means; returns a new tensor of the dtype of ``vectors``.
-    """
-    w = vectors
-    if check_vector_centering(mode) == "none":
-        v = w
-    elif mode == "dim":
-        v = w - w.mean(dim=1, keepdim=True)
-    elif mode == "batch":
-        weight = torch.ones(len(w), dtype=torch.float64, device=w.device)
-        if counts is not None:
-            weight = counts.to(device=w.device, dtype=torch.float64)
-        v = w - ((weight @ w.double()) / weight.sum().clamp_min(1.0)).to(w.dtype)
-    else:  # corpus
-        if stats is None:
-            raise ValueError("centering='corpus' needs centering_stats")
-        v = w - torch.as_tensor(stats.mean, device=w.device).to(w.dtype)
-    return torch.nn.functional.normalize(v, dim=-1)
-
-
-def check_vector_centering(mode) -> str:
-    """``mode`` if :func:`center_vectors` accepts it, else a ``ValueError`` naming the valid modes."""
-    if mode == "sentence":
+def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> CenteringStats:
+    """Accept a :class:`CenteringStats` or a path to one; check it fits the encoder in use (its
+    model, its layer, or ``-1`` for sentence vectors, and its dimension)."""
+    if centering_stats is None:
+        how = 'texts, level="sentence"' if layer == SENTENCE_LAYER else "texts, model_type=..., num_layers=..."
         raise ValueError(
-            "centering='sentence' does not apply to one vector per sentence (it would leave every vector zero); "
-            f"choose one of {', '.join(VECTOR_CENTERING_MODES)}"
+            f"centering='corpus' needs centering_stats: fit one with moverkit.fit_centering({how}) "
+            "and pass it (or the path it was saved to)"
         )
-    if mode not in VECTOR_CENTERING_MODES:
-        raise ValueError(f"centering must be one of {', '.join(VECTOR_CENTERING_MODES)}; got {mode!r}")
-    return mode
+    stats = centering_stats
+    if isinstance(centering_stats, (str, os.PathLike)):
+        stats = CenteringStats.load(centering_stats)
+    if not isinstance(stats, CenteringStats):
+        raise TypeError(f"centering_stats must be a CenteringStats or a path, got {type(centering_stats).__name__}")
+    if stats.model != model or stats.layer != layer or stats.mean.shape != (dim,):
+        raise ValueError(
+            f"centering_stats was fitted for {_describe(stats.model, stats.layer)} (dim {stats.mean.shape[0]}), "
+            f"but the encoder in use is {_describe(model, layer)} (dim {dim}); fit it again for this encoder"
+        )
+    return stats
 
 
 def fit_centering(
-    texts: Sequence[str],
-    model_type: str | None = None,
+    texts: Iterable[str],
+    model_type: str | os.PathLike | None = None,
     num_layers: int | None = None,
     *,
-    device: str | None = None,
+    level: str = "token",
+    lang: str = "en",
+    device: str | int | torch.device | None = None,
     batch_size: int = 64,
     max_length: int | None = None,
     verbose: bool = False,
 ) -> CenteringStats:
-    """Fit the ``corpus`` centering statistic: the mean non-special token vector of ``texts``
-    (each counted as often as it occurs) for one model and layer. Save it with ``.save(path)``."""
-    if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
-        raise TypeError("texts must be a list of strings")
-    if not texts:
-        raise ValueError("texts must not be empty: the corpus mean needs at least one text")
-    encoder = get_encoder(model_type, num_layers, device)
-    frequency = Counter(texts)
+    r"""Fit the ``corpus`` centering statistic: the mean vector :math:`\mu` of ``texts`` (a list
+    or any iterable of strings, a generator too; each unit counted as often as it occurs) for one
+    model; texts with no token (or no sentence) at all are a ``ValueError``. Save it with ``.save(path)`` and pass it (or the
+    path) as ``centering_stats`` with ``centering="corpus"``.
+
+    ``level="token"`` (centered_bertscore, twmd, moverscore, lazy_emd): the mean non-special token
+    vector of layer ``num_layers`` of ``model_type`` (as those metrics' arguments), texts truncated
+    to ``max_length`` tokens. ``level="sentence"`` (sbertscore): the mean sentence embedding of the
+    sentence-transformers model ``model_type`` over the sentences of ``texts``, split in language
+    ``lang`` as sbertscore splits them; the statistic's ``layer`` is ``-1`` and ``n_tokens`` counts
+    sentences (``num_layers`` and ``max_length`` do not apply). ``device``, ``batch_size`` and
+    ``verbose`` are as in the metrics.
+    """
+    if isinstance(texts, Iterable) and not isinstance(texts, (str, bytes, Sequence)):
+        texts = list(texts)  # a generator, a set, ...: read once
+    texts = check_texts(texts, "texts")
+    level = checks.one_of("level", level, LEVELS)
+    batch_size = checks.positive_int("batch_size", batch_size)
+    verbose = checks.boolean("verbose", verbose)
+    if level == "token":
+        checks.optional_positive_int("max_length", max_length)
+        frequency = Counter(text for text in texts if text.strip())  # a blank text has no token to average
+    else:
+        for name, value in (("num_layers", num_layers), ("max_length", max_length)):
+            if value is not None:
+                raise ValueError(f"{name} does not apply to level='sentence' (sentence embeddings); got {value!r}")
+        frequency = Counter(s for text in texts for s in split_sentences(text, lang))
+    if not frequency:
+        raise ValueError(f"texts hold no {level}: the corpus mean needs at least one non-empty text")
     unique = list(frequency)
-    clouds = encode(encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
-    counts = torch.tensor([frequency[t] for t in unique], dtype=torch.float64)
-    mean, n_tokens = token_mean(clouds, counts)
+    counts = torch.tensor([frequency[u] for u in unique], dtype=torch.float64)
+    if level == "token":
+        encoder = get_encoder(model_type, num_layers, device)
+        clouds = encode(encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
+        mean, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts)
+        if n == 0:
+            raise ValueError(
+                "texts hold no token once tokenized (only characters the tokenizer drops, such as zero-width "
+                "spaces): the corpus mean needs at least one token"
+            )
+    else:
+        encoder = get_sentence_encoder(model_type, device)
+        vectors = encode_sentences(encoder, unique, batch_size=batch_size, verbose=verbose).double()
+        mean, n = row_mean(vectors, counts=counts)
     return CenteringStats(
-        mean=mean.cpu().numpy(), model=encoder.name, layer=encoder.layer, n_texts=len(texts), n_tokens=n_tokens
+        mean=mean.cpu().numpy(), model=encoder.name, layer=encoder.layer, n_texts=len(texts), n_tokens=n
     )

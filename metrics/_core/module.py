@@ -1,8 +1,10 @@
-"""What every moverkit evaluate module shares: input features and input checking."""
+"""What every moverkit evaluate module shares: input features, input checking, thread safety."""
 
 from __future__ import annotations
 
 import abc
+import contextlib
+import threading
 
 import datasets
 import evaluate
@@ -35,7 +37,21 @@ class TextPairMetric(evaluate.Metric, metaclass=abc.ABCMeta):
     numbers to strings; checking first gives errors that name the argument and the item.
     It is abstract so that ``evaluate.load``, which takes the first concrete Metric class in a
     module's namespace, picks the module's own class and not this imported base.
+
+    Threads. evaluate keeps what one object is given in one cache file and one writer, which two
+    threads at once corrupt (``ArrowInvalid``, ``FileNotFoundError``, then ``None`` results). So
+    ``compute``, ``add_batch`` and ``add`` of one object run one at a time (a lock): threads that
+    call ``compute(predictions=..., references=...)`` on a shared object wait for each other and
+    each gets its own result. Batches added with ``add_batch``/``add`` belong to the thread that
+    added them until its ``compute()``; meanwhile another thread's call on the object is a
+    ``RuntimeError`` (its pairs would silently join them). To stream in several threads at once,
+    load one object per thread (``moverkit.load``; the encoder is loaded once per process).
     """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._lock = threading.RLock()
+        self._batches_owner: int | None = None  # the thread whose added batches await compute()
 
     @abc.abstractmethod
     def _info(self): ...
@@ -43,16 +59,50 @@ class TextPairMetric(evaluate.Metric, metaclass=abc.ABCMeta):
     @abc.abstractmethod
     def _compute(self, predictions, references): ...
 
+    def compute(self, *, predictions=None, references=None, **kwargs):
+        """evaluate's ``compute``, one call at a time per object (see the class docstring).
+
+        No pairs at all (``predictions=[]``, or only empty batches added) give empty per-example
+        lists and the hashcode, as the metric's function does; evaluate itself would fail on them.
+        """
+        with self._exclusive():
+            try:
+                if predictions is not None or references is not None:
+                    self.add_batch(predictions=predictions, references=references)
+                if self.writer is None and self._batches_owner is not None and self.num_process == 1:
+                    return self._compute(predictions=[], references=[], **kwargs)
+                return super().compute(**kwargs)
+            finally:
+                self._batches_owner = None  # compute used (or, failing, dropped) the added batches
+
     def add_batch(self, *, predictions=None, references=None, **kwargs):
-        """Add a batch of predictions and references (checked first) for a later ``compute``."""
-        _, grouped = check_inputs(predictions, references)
-        if any(not isinstance(ref, str) for ref in references):
-            # One layout per batch for evaluate: a lone string among lists becomes a list of one
-            # (evaluate would otherwise split it into characters).
-            references = grouped
-        return super().add_batch(predictions=predictions, references=references, **kwargs)
+        """Add a batch of predictions and references (checked first) for a later ``compute``.
+
+        References are stored in one layout, a list of strings per prediction (a lone string is a
+        list of one), so batches of either layout go together (evaluate fixes the layout of its
+        first batch and refuses the other); an empty batch adds nothing."""
+        predictions, grouped = check_inputs(predictions, references)
+        with self._exclusive():
+            if predictions:
+                super().add_batch(predictions=predictions, references=grouped, **kwargs)
+            self._batches_owner = threading.get_ident()
 
     def add(self, *, prediction=None, reference=None, **kwargs):
-        """Add one prediction and its reference(s) (checked first) for a later ``compute``."""
-        check_inputs([prediction], [reference])
-        return super().add(prediction=prediction, reference=reference, **kwargs)
+        """Add one prediction and its reference(s) (checked first; stored as in :meth:`add_batch`)
+        for a later ``compute``."""
+        _, (grouped,) = check_inputs([prediction], [reference])
+        with self._exclusive():
+            super().add(prediction=prediction, reference=grouped, **kwargs)
+            self._batches_owner = threading.get_ident()
+
+    @contextlib.contextmanager
+    def _exclusive(self):
+        """Hold this object's lock; refuse a thread other than the one whose batches are pending."""
+        with self._lock:
+            if self._batches_owner not in (None, threading.get_ident()):
+                raise RuntimeError(
+                    f"{self.name}: another thread has added batches to this object (add_batch/add) and not "
+                    "yet called compute(); one object accumulates for one thread at a time: load one "
+                    "object per thread (moverkit.load) to score in several threads at once"
+                )
+            yield

@@ -1,30 +1,33 @@
 """From (predictions, references) to centered token clouds and padded pair batches.
 
 Every metric's ``_compute`` runs :func:`prepare_pairs` (validate, deduplicate, encode once,
-weight, center) and then walks :meth:`PairData.batches`, which pads the token clouds of many pairs
-into one tensor so that its own math is a few tensor operations per batch.
+filter, weight, center, aggregate layers) and then walks :meth:`PairData.batches`, which pads the
+token clouds of many pairs into one tensor so that its own math is a few tensor operations per batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import torch
 
+from . import checks
+from .batching import pad, pair_buckets
 from .centering import CENTERING_MODES, CenteringStats, center, resolve_stats
-from .encoder import Encoder, TokenClouds, encode, get_encoder
+from .encoder import Encoder, TokenClouds, check_max_length, encode, get_encoder
 from .idf import IdfTable, check_idf, token_weights
-from .inputs import call_texts
+from .inputs import CallTexts, call_texts
 
-# Pairs per padded batch are capped so that one (pairs x prediction length x reference length)
-# similarity tensor holds at most this many entries (64 MiB in float32).
 PAIR_BATCH_ELEMENTS = 1 << 24
-# ... and so that padding adds at most this share to the pairs' own entries (plus a few thousand
-# entries, so that short pairs still batch together): on WMT17 one big batch padded to the longest
-# pair computed 6.3x the real entries, this bound 1.5x, in 10 batches for 2,800 pairs.
-PAIR_BATCH_PADDING = 1.5
-PAIR_BATCH_SLACK = 4096
+"""Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""
+
+TokenFilter = Callable[[list[str], list[bool], object], Sequence[bool]]
+"""``drop_tokens(tokens, special, tokenizer)``: for the token strings of one text (special tokens
+included, ``special`` marking them), True for each token to leave out."""
+
+LayerAggregation = Callable[[torch.Tensor], torch.Tensor]
+"""``aggregate(layer_vectors)``: (n_layers, n_tokens, D) -> (n_tokens, D') token vectors."""
 
 
 @dataclass(frozen=True)
@@ -40,14 +43,16 @@ class PaddedClouds:
 class PairData:
     """Everything a metric needs for its per-pair math.
 
-    ``clouds`` holds each distinct text once (centered and unit-normalized); pair ``k`` compares
-    text ``pred_index[k]`` with text ``ref_index[k]`` and belongs to prediction ``group[k]``.
+    ``clouds`` holds each distinct text once (centered and unit-normalized, or aggregated over
+    ``layers``); pair ``k`` compares text ``pred_index[k]`` with text ``ref_index[k]`` and belongs
+    to prediction ``group[k]``.
     """
 
     encoder: Encoder
     clouds: TokenClouds
-    pred_weights: torch.Tensor  # (n_tokens,) token weights when a text is a prediction: idf or 1, 0 for special tokens
+    pred_weights: torch.Tensor  # (n_tokens,) weights as a prediction: idf or 1; 0 for special and dropped tokens
     ref_weights: torch.Tensor  # (n_tokens,) the same when a text is a reference
+    kept: torch.Tensor  # (n_tokens,) bool, False for the tokens the filter (drop_tokens) left out
     pred_index: torch.Tensor
     ref_index: torch.Tensor
     group: torch.Tensor
@@ -55,7 +60,9 @@ class PairData:
     centering: str
     stats: CenteringStats | None
     idf: bool | Mapping
-    prediction_idf: bool | Mapping
+    prediction_idf: bool | Mapping | None
+    layers: tuple[int, ...]  # the block outputs the vectors come from: (encoder.layer,) or the aggregated ones
+    max_length: int  # the token limit the texts were truncated to (max_length capped by the model's own)
 
     def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
         """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices)."""
@@ -69,16 +76,8 @@ class PairData:
         Special tokens are left out unless ``with_special`` (they then carry weight 0 but stay
         candidates for matching, as in bert-score)."""
         offsets, rows = (self.clouds.offsets, None) if with_special else self._scoring_rows()
-        starts = offsets[texts]
-        lengths = offsets[texts + 1] - starts
-        width = max(int(lengths.max()) if len(texts) else 0, 1)
-        steps = torch.arange(width, device=starts.device)
-        mask = steps[None, :] < lengths[:, None]
-        position = torch.where(mask, starts[:, None] + steps[None, :], 0)
-        if rows is not None:
-            position = rows[position] if rows.numel() else torch.zeros_like(position)
-        vectors = self.clouds.vectors[position].masked_fill_(~mask[..., None], 0.0)
-        return PaddedClouds(vectors, weights[position].masked_fill_(~mask, 0.0), mask)
+        mask, vectors, padded_weights = pad(offsets, texts, self.clouds.vectors, weights, rows=rows)
+        return PaddedClouds(vectors, padded_weights, mask)
 
     def _scoring_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
         if not hasattr(self, "_rows"):
@@ -95,29 +94,17 @@ class PairData:
         offsets = self.clouds.offsets if with_special else self._scoring_rows()[0]
         return offsets[texts + 1] - offsets[texts]
 
-    def batches(self, with_special: bool = False) -> Iterator[torch.Tensor]:
-        """Pair indices in batches of similar lengths, each small enough that its similarity
-        tensor stays under :data:`PAIR_BATCH_ELEMENTS` entries and wastes little on padding
-        (:data:`PAIR_BATCH_PADDING`). Pairs are ordered by their longer side, then by size, so the
-        padded width of a batch grows slowly."""
-        n_pred = self.lengths(self.pred_index, with_special).clamp_min(1).cpu()
-        n_ref = self.lengths(self.ref_index, with_special).clamp_min(1).cpu()
-        order = torch.argsort(n_pred * n_ref, stable=True)
-        order = order[torch.argsort(torch.maximum(n_pred, n_ref)[order], stable=True)]
-        sizes_p, sizes_r = n_pred[order].tolist(), n_ref[order].tolist()
-        start = 0
-        while start < len(order):
-            end, width_p, width_r, real = start, 1, 1, 0
-            while end < len(order):
-                wp, wr = max(width_p, sizes_p[end]), max(width_r, sizes_r[end])
-                padded = (end - start + 1) * wp * wr
-                real_then = real + sizes_p[end] * sizes_r[end]
-                too_big = padded > PAIR_BATCH_ELEMENTS or padded > PAIR_BATCH_PADDING * real_then + PAIR_BATCH_SLACK
-                if end > start and too_big:
-                    break
-                width_p, width_r, real, end = wp, wr, real_then, end + 1
-            yield order[start:end].to(self.pred_index.device)
-            start = end
+    def batches(
+        self, with_special: bool = False, pairs: torch.Tensor | None = None, max_elements: int = PAIR_BATCH_ELEMENTS
+    ) -> Iterator[torch.Tensor]:
+        """Indices of ``pairs`` (default: every pair) in batches of similar lengths
+        (:func:`~moverkit._core.batching.pair_buckets`), each padded (pairs x prediction length x
+        reference length) tensor under ``max_elements`` entries."""
+        pairs = torch.arange(len(self.pred_index), device=self.pred_index.device) if pairs is None else pairs
+        n_pred = self.lengths(self.pred_index[pairs], with_special)
+        n_ref = self.lengths(self.ref_index[pairs], with_special)
+        for batch in pair_buckets(n_pred, n_ref, max_elements):
+            yield pairs[batch.to(pairs.device)]
 
 
 def prepare_pairs(
@@ -132,44 +119,78 @@ def prepare_pairs(
     verbose: bool = False,
     idf: bool | Mapping = False,
     prediction_idf: bool | Mapping | None = None,
+    drop_tokens: TokenFilter | None = None,
     centering: str = "none",
     centering_stats=None,
+    layers: int | Sequence[int] | None = None,
+    layer_aggregation: LayerAggregation | None = None,
+    encoder: Encoder | None = None,
 ) -> PairData:
-    """Validate inputs, encode each distinct text once, weight tokens, and center.
+    """Validate inputs, encode each distinct text once, filter and weight tokens, and center.
 
-    ``idf=True`` fits BERTScore's IDF on the references (every reference counted as a document);
+    ``idf=True`` fits BERTScore's IDF on the references (every pair's reference one document);
     a dict gives the weights. ``prediction_idf`` weighs the prediction side differently: ``None``
     uses the same weights as the references (BERTScore), ``True`` fits IDF on the predictions
-    (MoverScore), a dict gives them. ``centering`` is one of :data:`CENTERING_MODES`; ``batch``
-    takes the mean over every text of this call, ``corpus`` needs ``centering_stats``.
+    (each prediction one document; MoverScore), a dict gives them, ``False`` gives 1.
+
+    ``drop_tokens(tokens, special, tokenizer)`` (see :data:`TokenFilter`) leaves tokens out of
+    scoring: they weigh 0 on both sides and are False in :attr:`PairData.kept`.
+
+    ``centering`` is one of :data:`CENTERING_MODES`; ``batch`` takes the mean over every text of
+    this call, ``corpus`` needs ``centering_stats``.
+
+    ``layers`` with ``layer_aggregation``: the token vectors aggregate several layers of one
+    forward pass. ``layers`` is an int ``k`` (the last ``k`` block outputs up to the encoder's
+    layer, all of them if it has fewer; the embedding output is not one) or the block outputs
+    themselves (0 = embeddings, up to the encoder's layer). Each layer is centered (and
+    unit-normalized) on its own, then ``layer_aggregation`` (n_layers, n_tokens, D) -> (n_tokens, D')
+    gives the vectors, as they are. ``corpus`` centering fits one layer, so it is refused here.
+
+    ``encoder``, if given, is used instead of loading ``model_type`` (fine-tuning passes its
+    trainable encoder, so gradients flow through this very path).
     """
     texts = call_texts(predictions, references)
     idf = check_idf(idf)
-    prediction_idf = idf if prediction_idf is None else check_idf(prediction_idf)
-    if centering not in CENTERING_MODES:
-        raise ValueError(f"centering must be one of {', '.join(CENTERING_MODES)}; got {centering!r}")
-    encoder = get_encoder(model_type, num_layers, device)
+    prediction_idf = None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf")
+    checks.one_of("centering", centering, CENTERING_MODES)
+    if (layers is None) != (layer_aggregation is None):
+        raise ValueError("layers and layer_aggregation go together: give both or neither")
+    if layer_aggregation is not None and centering == "corpus":
+        raise ValueError(
+            "centering='corpus' applies to one layer, not to an aggregation over layers (such as power means); "
+            "use 'none', 'dim', 'sentence' or 'batch'"
+        )
+    encoder = get_encoder(model_type, num_layers, device) if encoder is None else encoder
     stats = None
     if centering == "corpus":
         stats = resolve_stats(centering_stats, encoder.name, encoder.layer, encoder.model.config.hidden_size)
-    clouds = encode(encoder, texts.unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
-
-    position = texts.position
-    ref_table = IdfTable(clouds.token_ids[position[r]] for r in texts.pair_references) if idf is True else idf
-    pred_table = prediction_idf
-    if prediction_idf is True:
-        pred_table = (
-            ref_table
-            if idf is True and prediction_idf is idf
-            else IdfTable(clouds.token_ids[position[p]] for p in texts.predictions)
+    used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
+    clouds = encode(
+        encoder,
+        texts.unique,
+        batch_size=batch_size,
+        max_length=max_length,
+        verbose=verbose,
+        layers=None if layers is None else used_layers,
+    )
+    kept = kept_tokens(clouds, drop_tokens)
+    ref_table, pred_table = idf_tables(clouds, texts, idf, prediction_idf)
+    counts = texts.counts()
+    if layer_aggregation is None:
+        vectors = center(clouds, centering, counts=counts, stats=stats).vectors
+    else:
+        per_layer = torch.stack(
+            [center(clouds.with_vectors(v), centering, counts=counts).vectors for v in clouds.layer_vectors]
         )
-    centered = center(clouds, centering, counts=texts.counts(), stats=stats)
+        vectors = layer_aggregation(per_layer)
+        del per_layer
     pred_index, ref_index = texts.pair_indices(clouds.vectors.device)
     return PairData(
         encoder=encoder,
-        clouds=centered,
-        pred_weights=token_weights(clouds, pred_table),
-        ref_weights=token_weights(clouds, ref_table),
+        clouds=replace(clouds, vectors=vectors, layer_vectors=None, layers=None),
+        pred_weights=token_weights(clouds, pred_table).masked_fill(~kept, 0.0),
+        ref_weights=token_weights(clouds, ref_table).masked_fill(~kept, 0.0),
+        kept=kept,
         pred_index=pred_index,
         ref_index=ref_index,
         group=texts.group,
@@ -178,4 +199,44 @@ def prepare_pairs(
         stats=stats,
         idf=idf,
         prediction_idf=prediction_idf,
+        layers=used_layers,
+        max_length=check_max_length(encoder, max_length),
     )
+
+
+def aggregated_layers(encoder: Encoder, layers: int | Sequence[int]) -> tuple[int, ...]:
+    """The block outputs ``layers`` names: an int ``k``, the last ``k`` up to ``encoder.layer``
+    (from block 1 on: all of them if there are fewer); a sequence, those (checked)."""
+    if isinstance(layers, Sequence):
+        return encoder.check_layers(layers)
+    k = checks.positive_int("layers", layers)
+    return tuple(range(max(1, encoder.layer - k + 1), encoder.layer + 1))
+
+
+def idf_tables(
+    clouds: TokenClouds, texts: CallTexts, idf: bool | Mapping, prediction_idf: bool | Mapping | None
+) -> tuple[bool | Mapping, bool | Mapping]:
+    """The reference side's and the prediction side's weight tables (see :func:`prepare_pairs`)."""
+    ids, position = clouds.token_ids, texts.position
+    ref_table = IdfTable(ids[position[r]] for r in texts.pair_references) if idf is True else idf
+    if prediction_idf is None:
+        return ref_table, ref_table
+    if prediction_idf is True:
+        return ref_table, IdfTable(ids[position[p]] for p in texts.predictions)
+    return ref_table, prediction_idf
+
+
+def kept_tokens(clouds: TokenClouds, drop_tokens: TokenFilter | None) -> torch.Tensor:
+    """Flat mask over all token rows (special tokens included) of the tokens ``drop_tokens`` keeps."""
+    if drop_tokens is None:
+        return torch.ones_like(clouds.special)
+    special = clouds.special.cpu().tolist()
+    offsets = clouds.offsets.cpu().tolist()
+    dropped = []
+    for i in range(len(clouds.texts)):
+        tokens = clouds.tokens(i)
+        row = list(drop_tokens(tokens, special[offsets[i] : offsets[i + 1]], clouds.tokenizer))
+        if len(row) != len(tokens):
+            raise ValueError(f"drop_tokens must return one flag per token: {len(tokens)} tokens, {len(row)} flags")
+        dropped += row
+    return ~torch.tensor(dropped, dtype=torch.bool, device=clouds.special.device)

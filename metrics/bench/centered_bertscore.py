@@ -17,7 +17,7 @@ def bert_score_package(predictions, references):
     """The ``bert-score`` package on the same model and layer, its scorer loaded once."""
     import bert_score
 
-    from moverkit._core import MODEL_LAYERS, DEFAULT_MODEL, embedded_model_path
+    from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path
 
     scorer = bert_score.BERTScorer(model_type=embedded_model_path(), num_layers=MODEL_LAYERS[DEFAULT_MODEL])
     scorer.score(predictions[:2], references[:2])

@@ -8,7 +8,11 @@ import functools
 import warnings
 
 import numpy as np
+import ot
 import torch
+
+from moverkit._core import prepare_pairs
+from moverkit.functional.lazy_emd import pair_scores, pairs_with_mass
 
 from . import CorrelationRow, SpeedSuite
 from ._peers import encoder_floor, metric_run
@@ -33,8 +37,6 @@ AGREEMENT = 1e-4  # the two solvers' scores must agree this closely on every pai
 @functools.lru_cache(maxsize=1)
 def _embedded(predictions: tuple, references: tuple):
     """The pairs encoded once (no centering, uniform weights), shared by the solver contenders."""
-    from moverkit._core import prepare_pairs
-
     return prepare_pairs(list(predictions), list(references), centering="none")
 
 
@@ -58,16 +60,14 @@ def batched_solver(agreement: Agreement, label: str, threads: int | None = None)
     pair (``threads``: torch's intra-op threads while timed; None keeps the default)."""
 
     def factory(predictions, references):
-        from moverkit.lazy_emd import lazy_emd as module
-
         data = _embedded(tuple(predictions), tuple(references))
-        live = module.pairs_with_mass(data)
+        live = pairs_with_mass(data)
 
         def run():
             default = torch.get_num_threads()
             torch.set_num_threads(threads or default)
             try:
-                scores = module.pair_scores(data, live, RELEASE)
+                scores = pair_scores(data, live, RELEASE)
             finally:
                 torch.set_num_threads(default)
             agreement.record(label, scores.cpu().numpy())
@@ -84,8 +84,6 @@ def pot_per_pair(agreement: Agreement, label: str):
     <C, P> summed in NumPy."""
 
     def factory(predictions, references):
-        import ot
-
         data = _embedded(tuple(predictions), tuple(references))
         problems = []
         for k in range(len(data.pred_index)):
@@ -126,7 +124,11 @@ def pot_per_pair(agreement: Agreement, label: str):
 
 def solver_suite(agreement: Agreement) -> SpeedSuite:
     """Our solver (default threads, and one thread like NumPy's POT) against POT per pair."""
-    ours, ours_one, pot = "lazy_emd batched solver", "lazy_emd batched solver (1 thread)", "POT sinkhorn_unbalanced per pair"
+    ours, ours_one, pot = (
+        "lazy_emd batched solver",
+        "lazy_emd batched solver (1 thread)",
+        "POT sinkhorn_unbalanced per pair",
+    )
     return SpeedSuite(
         "lazy_emd transport solves on precomputed embeddings vs the release's per-pair POT calls",
         {

@@ -9,7 +9,11 @@ import string
 from collections import Counter, defaultdict
 
 import numpy as np
+import ot
 import torch
+from transformers import AutoModel, AutoTokenizer
+
+from moverkit._core import embedded_model_path
 
 from . import CorrelationRow, SpeedSuite
 from ._peers import encoder_floor, metric_run
@@ -79,8 +83,6 @@ def _peer_encode(model, texts: list[str], idf: defaultdict):
 
 
 def _peer_scores(model, predictions: list[str], references: list[str]) -> list[float]:
-    import ot
-
     idf_ref, idf_hyp = _peer_idf(references), _peer_idf(predictions)
     scores = []
     for start in range(0, len(references), _PEER_BATCH):
@@ -104,10 +106,6 @@ def _peer_scores(model, predictions: list[str], references: list[str]) -> list[f
 def release_way(predictions, references):
     """MoverScore v2 run the way the release runs it, on the embedded model (see above)."""
     global _PEER_TOKENIZER
-    from transformers import AutoModel, AutoTokenizer
-
-    from moverkit._core import embedded_model_path
-
     path = embedded_model_path()
     _PEER_TOKENIZER = AutoTokenizer.from_pretrained(path)
     model = AutoModel.from_pretrained(path, output_hidden_states=True, output_attentions=True).eval()

@@ -38,7 +38,7 @@ def paragraphs(predictions, references, size: int = PARAGRAPH_SEGMENTS) -> tuple
 def sentence_encoder_floor(predictions, references):
     """The sentence encoder alone on the distinct sentences of the texts (split untimed): the floor
     of sbertscore, as :func:`~moverkit.bench._peers.encoder_floor` is the token-level metrics'."""
-    from moverkit._core.sentences import encode_sentences, get_sentence_encoder, split_sentences
+    from moverkit._core import encode_sentences, get_sentence_encoder, split_sentences
 
     encoder = get_sentence_encoder()
     texts = dict.fromkeys(list(predictions) + list(references))

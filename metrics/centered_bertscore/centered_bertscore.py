@@ -3,9 +3,9 @@
 """Centered BERTScore: BERTScore on batch-, corpus-, sentence- or dimension-centered token vectors."""
 
 import evaluate
-import torch
 
-from moverkit._core import TextPairMetric, best_per_group, get_hash, prepare_pairs, text_pair_features
+from moverkit._core import TextPairMetric, text_pair_features
+from moverkit.functional.centered_bertscore import centered_bertscore
 
 _CITATION = """\
 @inproceedings{chen-etal-2020-improving,
@@ -36,9 +36,13 @@ human judgments: BERTScore-b in their tables. With ``centering="none"`` this mod
 numbers of the ``bert-score`` package on the same model and layer.
 
     P = sum_i a_i max_j cos(x_i, y_j) / sum_i a_i,   R = sum_j b_j max_i cos(x_i, y_j) / sum_j b_j,
-    F1 = 2 P R / (P + R)
+    F1 = 2 P R / (P + R) where P > 0 and R > 0, else min(P, R)
 
 x_i, y_j: centered token vectors of prediction and reference; a, b: token weights (1, or IDF).
+Centered cosines can be negative, and where P and R have opposite signs the harmonic mean leaves
+[min(P, R), max(P, R)] and even [-1, 1] ("a" against "b": P = -0.19, R = 0.15, 2PR/(P+R) = 1.34);
+min(P, R) is its continuous extension, always between P and R. Where both are positive F1 is
+BERTScore's.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -69,8 +73,8 @@ Args:
 Returns:
     precision (list of float): per prediction, in [-1, 1]; higher is better.
     recall (list of float): per prediction, in [-1, 1]; higher is better.
-    f1 (list of float): per prediction, in [-1, 1]; higher is better.
-    hashcode (str): model, layer, idf, centering and versions, to reproduce the numbers.
+    f1 (list of float): per prediction, in [min(precision, recall), max(precision, recall)]; higher is better.
+    hashcode (str): model, layer, idf, centering, token limit and versions, to reproduce the numbers.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",
         "similarity" (rows: prediction tokens; columns: reference tokens).
     An empty (or whitespace-only) prediction or reference scores 0.0 for all three.
@@ -87,7 +91,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class CenteredBERTScore(TextPairMetric):
+class CenteredBertscore(TextPairMetric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
@@ -114,67 +118,17 @@ class CenteredBERTScore(TextPairMetric):
         max_length: int | None = None,
         return_alignment: bool = False,
     ):
-        data = prepare_pairs(
+        return centered_bertscore(
             predictions,
             references,
             model_type=model_type,
             num_layers=num_layers,
-            device=device,
-            batch_size=batch_size,
-            max_length=max_length,
-            verbose=verbose,
             idf=idf,
+            batch_size=batch_size,
+            device=device,
+            verbose=verbose,
             centering=centering,
             centering_stats=centering_stats,
+            max_length=max_length,
+            return_alignment=return_alignment,
         )
-        n_pairs = len(data.pred_index)
-        scores = torch.zeros(3, n_pairs, dtype=torch.float64)
-        for batch in data.batches(with_special=True):
-            scores[:, batch.cpu()] = greedy_match(*data.pad_pairs(batch, with_special=True)).cpu()
-        results = {}
-        best = None
-        for name, values in zip(("precision", "recall", "f1"), scores):
-            results[name], best = best_per_group(values, data.group, data.n_predictions)
-            results[name] = results[name].tolist()
-        results["hashcode"] = get_hash(
-            "centered_bertscore", data.encoder, idf=data.idf, centering=centering, stats=data.stats
-        )
-        if return_alignment:
-            results["alignment"] = [alignment(data, int(k)) for k in best]
-        return results
-
-
-def greedy_match(pred, ref) -> torch.Tensor:
-    """Precision, recall and F1 of a padded batch of pairs, shape (3, B).
-
-    Every token (special ones included, as bert-score does) is a candidate for the max; only
-    tokens with weight > 0 are scored. A pair with no scored token on a side gets 0.
-    """
-    # b = pairs, p = prediction tokens, r = reference tokens, d = embedding dimension
-    sim = torch.einsum("bpd,brd->bpr", pred.vectors, ref.vectors)
-    pair_mask = pred.mask[:, :, None] & ref.mask[:, None, :]
-    sim = sim.masked_fill(~pair_mask, float("-inf"))
-    best_for_pred = sim.max(dim=2).values.masked_fill(~pred.mask, 0.0)
-    best_for_ref = sim.max(dim=1).values.masked_fill(~ref.mask, 0.0)
-    pred_mass = pred.weights.sum(1)
-    ref_mass = ref.weights.sum(1)
-    precision = (best_for_pred * pred.weights).sum(1) / pred_mass.clamp_min(1e-30)
-    recall = (best_for_ref * ref.weights).sum(1) / ref_mass.clamp_min(1e-30)
-    empty = (pred_mass == 0) | (ref_mass == 0)
-    precision = precision.masked_fill(empty, 0.0)
-    recall = recall.masked_fill(empty, 0.0)
-    f1 = (2 * precision * recall / (precision + recall)).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
-    return torch.stack([precision, recall, f1]).double()
-
-
-def alignment(data, pair: int) -> dict:
-    """Tokens of a pair (special tokens left out) and their cosine similarity matrix."""
-    pred, ref = data.pad_pairs(torch.tensor([pair], device=data.pred_index.device))
-    n, m = int(pred.mask.sum()), int(ref.mask.sum())
-    sim = pred.vectors[0, :n] @ ref.vectors[0, :m].T
-    return {
-        "prediction_tokens": data.clouds.scored_tokens(int(data.pred_index[pair])),
-        "reference_tokens": data.clouds.scored_tokens(int(data.ref_index[pair])),
-        "similarity": sim.cpu().double().tolist(),
-    }
-

@@ -9,9 +9,9 @@ demo = build_demo(
     title="sBERTScore: sentence-level BERTScore",
     description="Greedy matching of sentence embeddings: precision, recall, F1 in [-1, 1]; **higher is better**.",
     params=[
-        model_param("sentence_model"),
-        *centering_params(("none", "dim", "batch", "corpus"), "moverkit._core.sentences.fit_sentence_centering"),
-        Param("language", "Language of the sentence splitter", "text", info="pysbd's codes: en, de, fr, es, zh, ..."),
+        model_param(),
+        *centering_params(("none", "dim", "batch", "corpus"), 'moverkit.fit_centering(texts, level="sentence")'),
+        Param("lang", "Language of the sentence splitter", "text", info="pysbd's codes: en, de, fr, es, zh, ..."),
     ],
     heatmaps=[
         Heatmap(

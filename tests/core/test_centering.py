@@ -1,13 +1,18 @@
-"""Centering on synthetic clouds: each mode's definition, invariance, zero vectors."""
+"""Centering on synthetic rows: each mode's definition, token clouds and sentence vectors alike,
+invariance, zero vectors, and the one fit_centering for both levels."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from moverkit._core import TokenClouds, center, token_mean
+import moverkit
+from moverkit._core import CenteringStats, TokenClouds, center, center_rows, check_centering, row_mean
 
 
 def _clouds(vectors, lengths, special=None):
@@ -15,16 +20,55 @@ def _clouds(vectors, lengths, special=None):
     offsets[1:] = torch.cumsum(torch.tensor(lengths), 0)
     n = int(offsets[-1])
     special = torch.zeros(n, dtype=torch.bool) if special is None else torch.tensor(special)
-    return TokenClouds([f"t{i}" for i in range(len(lengths))], vectors, offsets, [[0] * k for k in lengths], special, None)
+    return TokenClouds(
+        [f"t{i}" for i in range(len(lengths))], vectors, offsets, [[0] * k for k in lengths], special, None
+    )
 
 
 def test_batch_mean_skips_special_tokens_and_counts_duplicates():
     v = torch.tensor([[100.0, 100.0], [1.0, 0.0], [3.0, 2.0], [0.0, 4.0]])
     clouds = _clouds(v, [3, 1], special=[True, False, False, False])
-    mean, n = token_mean(clouds, torch.tensor([1.0, 2.0]))  # text 1 occurs twice
-    # (1,0) + (3,2) + 2 * (0,4) over 4 tokens
+    # text 1 occurs twice: (1,0) + (3,2) + 2 * (0,4) over 4 tokens
+    mean, n = row_mean(v, offsets=clouds.offsets, scored=~clouds.special, counts=torch.tensor([1.0, 2.0]))
     assert n == 4
     np.testing.assert_allclose(mean.numpy(), [1.0, 2.5])
+    # Batch centering subtracts that mean from every row, the special one included.
+    expected = v.double().numpy() - [1.0, 2.5]
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    out = center(clouds, "batch", counts=torch.tensor([1.0, 2.0])).vectors
+    np.testing.assert_allclose(out.numpy(), expected, atol=1e-6)
+
+
+def test_sentence_vectors_batch_mean_weighs_rows_by_counts():
+    w = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    # Mean with counts (3, 1): (0.75, 0.25); v = (0.25, -0.25), (-0.75, 0.75); both of unit length after.
+    v = center_rows(w, "batch", counts=torch.tensor([3.0, 1.0]))
+    s = 1 / math.sqrt(2)
+    np.testing.assert_allclose(v.numpy(), [[s, -s], [-s, s]], atol=1e-12)
+    assert v.dtype == torch.float64
+    assert torch.equal(center_rows(torch.zeros(1, 2), "none"), torch.zeros(1, 2))
+
+
+def test_one_row_per_text_is_the_same_as_a_cloud_of_one_token_per_text():
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(5, 4, generator=gen)
+    counts = torch.tensor([1.0, 2.0, 1.0, 3.0, 1.0])
+    clouds = _clouds(w, [1] * 5)
+    stats = CenteringStats(mean=np.arange(4.0), model="m", layer=-1, n_texts=1, n_tokens=1)
+    for mode in ("none", "dim", "batch", "corpus"):
+        torch.testing.assert_close(
+            center_rows(w, mode, counts=counts, stats=stats), center(clouds, mode, counts=counts, stats=stats).vectors
+        )
+
+
+def test_sentence_mode_is_refused_for_sentence_vectors_with_the_reason():
+    with pytest.raises(ValueError, match="centering='sentence' does not apply to one vector per sentence.*zero"):
+        center_rows(torch.ones(2, 3), "sentence")
+    with pytest.raises(ValueError, match="centering must be one of 'none', 'dim', 'batch', 'corpus'; got 'mean'"):
+        check_centering("mean", "sentence")
+    with pytest.raises(TypeError, match="centering must be one of"):
+        check_centering(None)
+    assert check_centering("sentence") == "sentence"
 
 
 @settings(max_examples=25, deadline=None)
@@ -52,3 +96,38 @@ def test_a_vector_centered_to_zero_stays_zero_not_nan():
     v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     out = center(_clouds(v, [1, 1]), "sentence").vectors
     assert torch.equal(out, torch.zeros(2, 2))
+
+
+def test_fit_centering_token_and_sentence_levels(tiny_model_path):
+    from moverkit._core import encode, encode_sentences, get_encoder, get_sentence_encoder
+
+    texts = ["The cat sat. It purred.", "Stocks fell.", "Stocks fell.", "   "]
+    # Token level, positional (model_type, num_layers) as the CLI calls it: the mean non-special token.
+    stats = moverkit.fit_centering(texts, tiny_model_path, 2)
+    clouds = encode(get_encoder(tiny_model_path, 2), texts)
+    words = clouds.vectors[~clouds.special].double()
+    np.testing.assert_allclose(stats.mean, words.mean(0).numpy(), atol=1e-6)
+    assert (stats.layer, stats.n_texts, stats.n_tokens) == (2, 4, len(words))
+    # Sentence level: the mean over the 4 sentence occurrences ("Stocks fell." twice).
+    stats = moverkit.fit_centering(texts, model_type=tiny_model_path, level="sentence")
+    sentences = ["The cat sat.", "It purred.", "Stocks fell.", "Stocks fell."]
+    vectors = encode_sentences(get_sentence_encoder(tiny_model_path), sentences).double()
+    np.testing.assert_allclose(stats.mean, vectors.mean(0).numpy(), atol=1e-6)
+    assert (stats.layer, stats.n_texts, stats.n_tokens) == (-1, 4, 4)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"texts": []}, ValueError, "texts hold no token"),
+        ({"texts": ["", " "], "level": "sentence"}, ValueError, "texts hold no sentence"),
+        ({"texts": ["a"], "level": "word"}, ValueError, "level must be one of 'token', 'sentence'"),
+        ({"texts": ["a"], "level": "sentence", "num_layers": 3}, ValueError, "num_layers does not apply"),
+        ({"texts": ["a"], "batch_size": 0}, ValueError, "batch_size must be"),
+        ({"texts": "a text"}, TypeError, "texts must be a list"),
+        ({"texts": ["a"], "level": "sentence", "lang": "xx"}, ValueError, "lang must be one of"),
+    ],
+)
+def test_fit_centering_bad_arguments(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        moverkit.fit_centering(**kwargs)

@@ -84,7 +84,8 @@ def test_max_length_is_capped_by_the_position_table():
 
 def test_device_resolution():
     assert resolve_device("cpu") == torch.device("cpu")
-    assert resolve_device(1) == torch.device("cuda", 1)
+    if torch.cuda.device_count() > 1:
+        assert resolve_device(1) == torch.device("cuda", 1)
     assert resolve_device(None).type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(ValueError, match="device"):
         resolve_device("gpu please")
@@ -95,3 +96,18 @@ def test_unknown_local_path_or_type_is_a_clear_error(tmp_path):
         get_encoder(3.14)
     with pytest.raises(ValueError, match="could not be loaded"):
         get_encoder(str(tmp_path))  # an empty folder is no model
+
+
+def test_one_registry_for_token_and_sentence_encoders_and_one_release(tiny_model_path):
+    import moverkit
+    from moverkit._core import get_sentence_encoder, release
+    from moverkit._core.registry import loaded_models
+
+    assert moverkit.release is release
+    token = get_encoder(tiny_model_path, 1)
+    sentence = get_sentence_encoder(tiny_model_path)
+    assert get_encoder(tiny_model_path, 1) is token and get_sentence_encoder(tiny_model_path) is sentence
+    assert len(loaded_models()) >= 2
+    moverkit.release()
+    assert loaded_models() == []
+    assert get_encoder(tiny_model_path, 1) is not token  # loaded again after release

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import random
 import warnings
 
 import numpy as np
@@ -10,7 +12,9 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from moverkit._core import MODEL_LAYERS, DEFAULT_MODEL, CenteringStats, embedded_model_path, fit_centering
+from moverkit import fit_centering
+from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, CenteringStats, embedded_model_path
+from moverkit.functional.centered_bertscore import centered_bertscore
 
 TOL = 1e-5
 
@@ -25,7 +29,9 @@ def bert_score_scorer():
     """The bert-score package's scorer on the embedded model and its last layer, loaded once."""
     bert_score = pytest.importorskip("bert_score")
     layer = MODEL_LAYERS[DEFAULT_MODEL]
-    scorers = {idf: bert_score.BERTScorer(model_type=embedded_model_path(), num_layers=layer, idf=idf) for idf in (False, True)}
+    scorers = {
+        idf: bert_score.BERTScorer(model_type=embedded_model_path(), num_layers=layer, idf=idf) for idf in (False, True)
+    }
 
     def score(predictions, references, idf):
         scorer = scorers[idf]
@@ -38,9 +44,12 @@ def bert_score_scorer():
 
 
 def _max_diff(ours, theirs):
-    return max(float(np.max(np.abs(np.asarray(ours[k]) - t.numpy()))) for k, t in zip(("precision", "recall", "f1"), theirs))
+    return max(
+        float(np.max(np.abs(np.asarray(ours[k]) - t.numpy()))) for k, t in zip(("precision", "recall", "f1"), theirs)
+    )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("idf", [False, True])
 def test_equals_bert_score_package_on_200_real_pairs(metric, bert_score_scorer, wmt_pairs, idf):
     predictions, references = wmt_pairs
@@ -49,6 +58,7 @@ def test_equals_bert_score_package_on_200_real_pairs(metric, bert_score_scorer, 
     assert _max_diff(ours, theirs) <= TOL
 
 
+@pytest.mark.slow
 def test_equals_bert_score_package_with_multiple_references(metric, bert_score_scorer, wmt_pairs):
     predictions, references = wmt_pairs
     # Two references each: the true one and another segment's reference (a worse match).
@@ -74,6 +84,11 @@ def _raw_layer_vectors(texts, layer=6):
             hidden = model(**enc, output_hidden_states=True).hidden_states[layer][0].double().numpy()
         out.append((hidden, special))
     return out
+
+
+def _f1(precision, recall):
+    """BERTScore's harmonic mean where both are positive, else the smaller (the card's rule)."""
+    return 2 * precision * recall / (precision + recall) if precision > 0 and recall > 0 else min(precision, recall)
 
 
 def _direct_scores(texts_pred, texts_ref, mode, corpus_mean=None):
@@ -109,7 +124,7 @@ def _direct_scores(texts_pred, texts_ref, mode, corpus_mean=None):
         sim = x @ y.T
         precision = sim.max(axis=1)[~sx].mean()
         recall = sim.max(axis=0)[~sy].mean()
-        scores.append((precision, recall, 2 * precision * recall / (precision + recall)))
+        scores.append((precision, recall, _f1(precision, recall)))
     return np.array(scores)
 
 
@@ -228,6 +243,7 @@ def test_alignment_matrix_is_the_cosine_matrix_of_the_scored_tokens(metric):
     assert np.all(sim <= 1 + 1e-6) and np.all(sim >= -1 - 1e-6)
 
 
+@pytest.mark.slow
 def test_same_numbers_on_any_batch_size(metric, wmt_pairs):
     predictions, references = wmt_pairs
     a = metric.compute(predictions=predictions[:40], references=references[:40], centering="none", batch_size=64)
@@ -280,3 +296,78 @@ def test_bad_settings_are_clear_errors(metric):
         metric.compute(predictions=["a"], references=["b"], num_layers=7)
     with pytest.raises(TypeError, match="idf"):
         metric.compute(predictions=["a"], references=["b"], idf="yes")
+
+
+# --- the F rule -------------------------------------------------------------------------------
+
+
+def test_unrelated_words_get_the_smaller_score_not_a_harmonic_mean_above_one(metric):
+    # The issue's example: with batch centering "a" against "b" has P < 0 < R, and 2PR/(P+R) = 1.34.
+    result = metric.compute(predictions=["a"], references=["b"])
+    precision, recall, f1 = result["precision"][0], result["recall"][0], result["f1"][0]
+    assert precision * recall < 0
+    assert 2 * precision * recall / (precision + recall) > 1
+    assert f1 == min(precision, recall)
+
+
+@functools.cache
+def _words():
+    """The whole words of the embedded model's WordPiece vocabulary (no ## pieces, no symbols)."""
+    vocab = AutoTokenizer.from_pretrained(embedded_model_path()).vocab
+    return sorted(w for w in vocab if w.isalpha() and w.isascii())
+
+
+def _random_short_texts(n, seed):
+    """``n`` (prediction, reference) pairs of one to three random words."""
+    vocab = _words()
+    rng = random.Random(seed)
+
+    def text():
+        return " ".join(rng.choice(vocab) for _ in range(rng.randint(1, 3)))
+
+    return [text() for _ in range(n)], [text() for _ in range(n)]
+
+
+def _assert_f1_between_precision_and_recall(result):
+    p, r, f = (np.array(result[k]) for k in ("precision", "recall", "f1"))
+    assert np.all(f >= np.minimum(p, r) - 1e-12) and np.all(f <= np.maximum(p, r) + 1e-12)
+    assert np.all(np.abs(f) <= 1.0)
+    return p, r
+
+
+@pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch", "corpus"])
+def test_f1_lies_between_precision_and_recall_on_1000_random_pairs(tiny_model_path, mode):
+    predictions, references = _random_short_texts(1000, seed=11)
+    stats = fit_centering(_random_short_texts(200, seed=12)[0], tiny_model_path) if mode == "corpus" else None
+    result = centered_bertscore(
+        predictions, references, model_type=tiny_model_path, centering=mode, centering_stats=stats
+    )
+    p, r = _assert_f1_between_precision_and_recall(result)
+    if mode in ("batch", "corpus"):
+        assert np.any(p * r < 0)  # the case the rule is for occurs
+
+
+@pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch", "corpus"])
+def test_f1_lies_between_precision_and_recall_with_the_embedded_model(metric, mode):
+    predictions, references = _random_short_texts(40, seed=13)
+    stats = fit_centering(_random_short_texts(40, seed=14)[0]) if mode == "corpus" else None
+    result = metric.compute(predictions=predictions, references=references, centering=mode, centering_stats=stats)
+    _assert_f1_between_precision_and_recall(result)
+
+
+# --- the function and the module --------------------------------------------------------------
+
+
+def test_function_equals_module(metric):
+    kwargs = {"centering": "sentence", "idf": True, "num_layers": 4, "return_alignment": True}
+    references = [[r, p] for p, r in zip(SMALL_PRED, SMALL_REF)]
+    assert centered_bertscore(SMALL_PRED, references, **kwargs) == metric.compute(
+        predictions=SMALL_PRED, references=references, **kwargs
+    )
+
+
+def test_module_name_is_the_folder_name(metric):
+    from moverkit import functional
+
+    assert metric.name == "centered_bertscore"
+    assert functional.centered_bertscore is centered_bertscore

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import math
+import re
 import string
-import sys
 import warnings
 from types import SimpleNamespace
 
@@ -15,7 +15,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from moverkit._core import TokenClouds, embedded_model_path, encode, get_encoder
+from moverkit._core import TokenClouds, embedded_model_path
+from moverkit.functional.moverscore import moverscore, pairwise_cost, power_means, text_units, transport
 
 TOL = 1e-5
 
@@ -23,12 +24,6 @@ TOL = 1e-5
 @pytest.fixture(scope="module")
 def metric(load_metric):
     return load_metric("moverscore")
-
-
-@pytest.fixture(scope="module")
-def module(metric):
-    """The loaded module file itself, for its building blocks."""
-    return sys.modules[type(metric).__module__]
 
 
 # --- an independent MoverScore, one pair at a time ------------------------------------------
@@ -103,6 +98,7 @@ def tiny_reference(tiny_model_path):
     return Reference(tiny_model_path)
 
 
+@pytest.mark.slow
 def test_v2_equals_the_per_pair_rederivation_on_real_pairs(metric, embedded_reference, wmt_pairs):
     predictions, references = (texts[:24] for texts in wmt_pairs)
     ours = metric.compute(predictions=predictions, references=references, version="v2")["moverscore"]
@@ -132,10 +128,10 @@ def test_sentence_mover_equals_the_distance_of_idf_weighted_sums(metric, tiny_re
 # --- building blocks against direct tensor arithmetic ----------------------------------------
 
 
-def test_power_means_are_min_mean_max_the_limits_of_eq_4(module):
+def test_power_means_are_min_mean_max_the_limits_of_eq_4():
     torch.manual_seed(0)
     z = torch.rand(5, 7, 4, dtype=torch.float64) + 0.1  # 5 layers, 7 tokens, 4 dims; positive
-    e = module.power_means(z)
+    e = power_means(z)
     assert e.shape == (7, 12)
 
     def p_mean(p):  # Eq. (4), elementwise over the layers, in the log domain (z**-400 overflows)
@@ -147,13 +143,7 @@ def test_power_means_are_min_mean_max_the_limits_of_eq_4(module):
     assert torch.allclose(e[:, :4], p_mean(-400.0), rtol=5e-3)
 
 
-def test_power_means_layers_are_the_last_five_block_outputs(module):
-    assert module.power_means_layers(12) == (8, 9, 10, 11, 12)
-    assert module.power_means_layers(6) == (2, 3, 4, 5, 6)
-    assert module.power_means_layers(3) == (1, 2, 3)
-
-
-def test_units_are_idf_weighted_window_sums_over_kept_tokens(module):
+def test_units_are_idf_weighted_window_sums_over_kept_tokens():
     # Text 0: five tokens, the third filtered out; weights (1, 2, 9, 0, 3). Text 1: two tokens,
     # the second filtered out; weights (4, 5).
     v = torch.tensor([[1.0, 0], [0, 1], [7, 7], [5, 5], [1, 1], [2, 1], [8, 8]])
@@ -161,8 +151,8 @@ def test_units_are_idf_weighted_window_sums_over_kept_tokens(module):
     keep = torch.tensor([True, True, False, True, True, True, False])
     no_special = torch.zeros(7, dtype=torch.bool)
     clouds = TokenClouds(["t0", "t1"], v, torch.tensor([0, 5, 7]), [[0] * 5, [0] * 2], no_special, None)
-    data = SimpleNamespace(clouds=clouds)
-    bigrams = module.text_units(data, w, keep, torch.tensor([0, 1]), 2)
+    data = SimpleNamespace(clouds=clouds, kept=keep)
+    bigrams = text_units(data, w, torch.tensor([0, 1]), 2)
     # Kept tokens of text 0: rows 0, 1, 3, 4 (weights 1, 2, 0, 3). Windows (0,1), (1,3), (3,4):
     # 1*(1,0) + 2*(0,1) = (1,2), weight 3; 2*(0,1) + 0*(5,5) = (0,2), weight 2; 0 + 3*(1,1) = (3,3), weight 3.
     # Text 1 keeps one token, fewer than n = 2: one unit, 4*(2,1), weight 4.
@@ -171,24 +161,24 @@ def test_units_are_idf_weighted_window_sums_over_kept_tokens(module):
     assert torch.allclose(bigrams.vectors, expected / expected.norm(dim=1, keepdim=True))
     assert bigrams.first.tolist() == [0, 1, 2, 4] and bigrams.last.tolist() == [2, 3, 4, 5]
     # Sentence mover: one unit per text, the weighted sum of all its kept tokens.
-    sentence = module.text_units(data, w, keep, torch.tensor([0, 1]), None)
+    sentence = text_units(data, w, torch.tensor([0, 1]), None)
     expected = torch.tensor([[1.0 + 3, 2 + 3], [8, 4]])
     assert sentence.weights.tolist() == [6.0, 4.0]
     assert torch.allclose(sentence.vectors, expected / expected.norm(dim=1, keepdim=True))
     # A window of weight 0 carries no mass and is left out.
-    zero = module.text_units(data, torch.tensor([0.0, 0, 0, 0, 1, 0, 0]), keep, torch.tensor([0, 1]), 1)
+    zero = text_units(data, torch.tensor([0.0, 0, 0, 0, 1, 0, 0]), torch.tensor([0, 1]), 1)
     assert zero.weights.tolist() == [1.0] and zero.offsets.tolist() == [0, 1, 1]
 
 
-def test_known_permutation_is_the_optimal_flow(module):
+def test_known_permutation_is_the_optimal_flow():
     # y is x with its rows permuted: transport along the permutation costs 0, anything else more,
     # so the optimal plan is the permutation matrix / n and the WMD is 0.
     torch.manual_seed(1)
     x = torch.nn.functional.normalize(torch.randn(1, 5, 8), dim=-1)
     perm = torch.tensor([3, 0, 4, 1, 2])
     y = x[:, perm]
-    cost = module.pairwise_cost(x, y, "euclidean")[0].numpy()
-    wmd, plan = module.transport(np.ones(5), np.ones(5), cost, with_plan=True)
+    cost = pairwise_cost(x, y, "euclidean")[0].numpy()
+    wmd, plan = transport(np.ones(5), np.ones(5), cost, with_plan=True)
     expected = np.zeros((5, 5))
     expected[perm.numpy(), np.arange(5)] = 0.2  # y_j = x_perm[j]
     assert np.allclose(plan, expected) and abs(wmd) < 1e-7
@@ -196,10 +186,10 @@ def test_known_permutation_is_the_optimal_flow(module):
     # 2->2.1 is optimal, each moving 1/3 of the mass by 0.1, so the WMD is 0.1.
     xs = torch.tensor([[[0.0], [1.0], [2.0]]], dtype=torch.float64)
     ys = torch.tensor([[[2.1], [0.1], [1.1]]], dtype=torch.float64)
-    cost = module.pairwise_cost(xs, ys, "euclidean")[0].numpy()
-    wmd, plan = module.transport(np.ones(3), np.ones(3), cost, with_plan=True)
+    cost = pairwise_cost(xs, ys, "euclidean")[0].numpy()
+    wmd, plan = transport(np.ones(3), np.ones(3), cost, with_plan=True)
     assert np.allclose(plan, np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]]) / 3) and abs(wmd - 0.1) < 1e-12
-    assert abs(module.transport(np.ones(3), np.ones(3), cost ** 2)[0] - 0.01) < 1e-12
+    assert abs(transport(np.ones(3), np.ones(3), cost**2)[0] - 0.01) < 1e-12
 
 
 def test_identical_texts_without_idf_flow_along_the_diagonal(metric, tiny_model_path):
@@ -213,23 +203,6 @@ def test_identical_texts_without_idf_flow_along_the_diagonal(metric, tiny_model_
     flow = np.array(result["alignment"][0]["flow"])
     assert result["alignment"][0]["prediction_tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
     assert np.allclose(flow, np.eye(6) / 6) and abs(result["moverscore"][0] - 1.0) < 1e-7
-
-
-def test_encoder_keeps_requested_layers_from_the_same_pass(tiny_model_path):
-    texts = ["a short one", "and a somewhat longer text than that"]
-    encoder = get_encoder(tiny_model_path, -1)
-    plain = encode(encoder, texts)
-    layered = encode(encoder, texts, layers=[1, 3])
-    assert torch.equal(plain.vectors, layered.vectors) and plain.layer_vectors is None
-    assert torch.equal(layered.layer_vectors[1], layered.vectors) and layered.layers == (1, 3)
-    model = AutoModel.from_pretrained(tiny_model_path).eval()
-    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
-    with torch.no_grad():
-        hidden = model(**tokenizer(texts[1], return_tensors="pt"), output_hidden_states=True).hidden_states
-    rows = slice(int(layered.offsets[1]), int(layered.offsets[2]))
-    assert torch.allclose(layered.layer_vectors[0, rows], hidden[1][0], atol=1e-5)
-    with pytest.raises(ValueError, match="layers must be ints in \\[0, 2\\]"):
-        encode(get_encoder(tiny_model_path, 2), texts, layers=[3])
 
 
 # --- IDF and filters ------------------------------------------------------------------------
@@ -307,9 +280,7 @@ def test_v1_with_v2_settings_gives_v2(metric, tiny_model_path, wmt_pairs):
     predictions, references = (texts[:20] for texts in wmt_pairs)
     common = {"predictions": predictions, "references": references, "model_type": tiny_model_path}
     v2 = metric.compute(version="v2", **common)
-    overridden = metric.compute(
-        version="v1", aggregation="layer", cost="euclidean", score_form="1/(1+wmd)", **common
-    )
+    overridden = metric.compute(version="v1", aggregation="layer", cost="euclidean", score_form="1/(1+wmd)", **common)
     assert np.allclose(v2["moverscore"], overridden["moverscore"], atol=1e-12)
     assert "preset=v1" in overridden["hashcode"] and "preset=v2" in v2["hashcode"]
 
@@ -370,23 +341,41 @@ def test_hashcode_names_every_setting(metric, tiny_model_path):
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"version": "v3"}, ValueError, "version must be one of v2, v1"),
-        ({"variant": "rwmd"}, ValueError, "variant must be one of"),
-        ({"n_gram": 0}, ValueError, "n_gram must be an int >= 1"),
+        ({"version": "v3"}, ValueError, "version must be one of 'v2', 'v1'; got 'v3'"),
+        ({"version": 2}, TypeError, "version must be one of"),
+        ({"variant": "rwmd"}, ValueError, "variant must be one of 'wmd', 'smd'; got 'rwmd'"),
+        ({"aggregation": "mean"}, ValueError, "aggregation must be one of"),
+        ({"n_gram": 0}, ValueError, "n_gram must be an int >= 1, got 0"),
+        ({"n_gram": 2.0}, TypeError, "n_gram must be an int >= 1, got 2.0"),
+        ({"n_gram": True}, TypeError, "n_gram must be an int >= 1"),
         ({"variant": "smd", "n_gram": 2}, ValueError, "n_gram has no effect"),
         ({"cost": "cosine"}, ValueError, "cost must be one of"),
+        ({"cost": 2}, TypeError, "cost must be one of"),
         ({"score_form": "exp"}, ValueError, "score_form must be one of"),
         ({"stop_words": "the"}, TypeError, "stop_words must be a list"),
         ({"remove_subwords": "yes"}, TypeError, "remove_subwords must be True or False"),
+        ({"remove_punctuation": 1}, TypeError, "remove_punctuation must be True or False"),
+        ({"return_alignment": 1}, TypeError, "return_alignment must be True or False"),
+        ({"batch_size": 0}, ValueError, "batch_size must be an int >= 1"),
         ({"idf": "yes"}, TypeError, "idf must be"),
         ({"centering": "mean"}, ValueError, "centering must be one of"),
-        ({"version": "v1", "centering": "corpus"}, ValueError, "aggregation='power_means'"),
+        ({"version": "v1", "centering": "corpus"}, ValueError, "not to an aggregation over layers"),
     ],
 )
-def test_bad_settings_are_clear_errors(metric, tiny_model_path, kwargs, error, message):
+def test_bad_settings_are_clear_errors(tiny_model_path, kwargs, error, message):
     call = {"predictions": ["a cat"], "references": ["the cat"], "model_type": tiny_model_path, **kwargs}
-    with pytest.raises(error, match=message):
-        metric.compute(**call)
+    with pytest.raises(error, match=re.escape(message)):
+        moverscore(**call)
+
+
+def test_function_equals_the_evaluate_module(metric, tiny_model_path, wmt_pairs):
+    predictions, references = (texts[:12] for texts in wmt_pairs)
+    references = [[r, references[(i + 1) % 12]] if i % 3 == 0 else r for i, r in enumerate(references)]
+    for kwargs in ({}, {"version": "v1", "n_gram": 2, "centering": "batch"}, {"variant": "smd"}):
+        call = {"predictions": predictions, "references": references, "model_type": tiny_model_path, **kwargs}
+        ours = moverscore(**call, return_alignment=True)
+        theirs = metric.compute(**call, return_alignment=True)
+        assert ours == theirs
 
 
 def test_no_nan_on_degenerate_inputs(metric, tiny_model_path):

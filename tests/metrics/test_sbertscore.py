@@ -11,14 +11,9 @@ import torch
 import transformers
 
 import moverkit
-from moverkit._core import embedded_model_path, fit_centering
-from moverkit._core.centering import CenteringStats, center_vectors
-from moverkit._core.sentences import (
-    SENTENCE_LAYER,
-    fit_sentence_centering,
-    get_sentence_encoder,
-    split_sentences,
-)
+from moverkit import fit_centering
+from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
+from moverkit.functional.sbertscore import sbertscore
 
 TOL = 1e-6
 
@@ -109,7 +104,7 @@ def test_hand_computed_multi_sentence_example(metric, static_model_path):
     result = metric.compute(
         predictions=["Alpha alpha. Beta beta! Delta delta?"],
         references=["Gamma gamma. Beta beta."],
-        sentence_model=static_model_path,
+        model_type=static_model_path,
         return_alignment=True,
     )
     assert result["precision"][0] == pytest.approx(11 / 15, abs=TOL)
@@ -123,7 +118,7 @@ def test_hand_computed_multi_sentence_example(metric, static_model_path):
     swapped = metric.compute(
         predictions=["Gamma gamma. Beta beta."],
         references=["Alpha alpha. Beta beta! Delta delta?"],
-        sentence_model=static_model_path,
+        model_type=static_model_path,
     )
     assert (swapped["precision"][0], swapped["recall"][0]) == pytest.approx((9 / 10, 11 / 15), abs=TOL)
 
@@ -132,7 +127,7 @@ def test_a_sentence_embedded_as_zero_has_similarity_zero_not_nan(metric, static_
     # "Nothing here." holds no known word: its embedding is the zero vector, similarity 0 to all.
     #   S = [[1], [0]]: P = (1 + 0) / 2 = 1/2, R = 1, F1 = 2 * 1/2 * 1 / (3/2) = 2/3
     result = metric.compute(
-        predictions=["Alpha alpha. Nothing here."], references=["Alpha."], sentence_model=static_model_path
+        predictions=["Alpha alpha. Nothing here."], references=["Alpha."], model_type=static_model_path
     )
     assert (result["precision"][0], result["recall"][0], result["f1"][0]) == pytest.approx((0.5, 1.0, 2 / 3), abs=TOL)
 
@@ -141,13 +136,13 @@ def test_f1_of_opposite_signs_is_the_smaller_score_not_the_harmonic_mean(metric,
     # S = [[cos(a, g), cos(a, z)]] = [[0.6, -1.0]]: P = 0.6, R = (0.6 - 1.0) / 2 = -0.2.
     # 2 P R / (P + R) = -0.24 / 0.4 = -0.6 would fall outside [R, P]; F1 = min(P, R) = -0.2.
     result = metric.compute(
-        predictions=["Alpha alpha."], references=["Gamma gamma. Zeta zeta."], sentence_model=static_model_path
+        predictions=["Alpha alpha."], references=["Gamma gamma. Zeta zeta."], model_type=static_model_path
     )
     assert (result["precision"][0], result["recall"][0], result["f1"][0]) == pytest.approx((0.6, -0.2, -0.2), abs=TOL)
     # R = 0: S = [[-1.0], [0.0]] (alpha, then a sentence of unknown words, against zeta):
     # P = (-1 + 0) / 2 = -0.5, R = max(-1, 0) = 0, F1 = min(P, R) = -0.5.
     result = metric.compute(
-        predictions=["Alpha alpha. Nothing here."], references=["Zeta zeta."], sentence_model=static_model_path
+        predictions=["Alpha alpha. Nothing here."], references=["Zeta zeta."], model_type=static_model_path
     )
     assert (result["precision"][0], result["recall"][0], result["f1"][0]) == pytest.approx((-0.5, 0.0, -0.5), abs=TOL)
 
@@ -215,7 +210,7 @@ def test_centering_modes_match_direct_computation(metric, sbert, mode):
 
 def test_corpus_centering_matches_direct_computation(metric, sbert, tmp_path):
     corpus = ["The weather is nice today. It may rain later.", "Stocks fell.", "It may rain later."]
-    stats = fit_sentence_centering(corpus)
+    stats = fit_centering(corpus, level="sentence")
     # The mean over the 4 sentence occurrences ("It may rain later." twice).
     sentences = ["The weather is nice today.", "It may rain later.", "Stocks fell.", "It may rain later."]
     np.testing.assert_allclose(stats.mean, _embed(sbert, sentences).mean(axis=0), atol=TOL)
@@ -230,7 +225,7 @@ def test_corpus_centering_matches_direct_computation(metric, sbert, tmp_path):
 
 
 def test_corpus_statistic_fitted_on_the_call_equals_batch_centering(metric):
-    stats = fit_sentence_centering(PREDS + REFS)
+    stats = fit_centering(PREDS + REFS, level="sentence")
     batch = metric.compute(predictions=PREDS, references=REFS, centering="batch")
     corpus = metric.compute(predictions=PREDS, references=REFS, centering="corpus", centering_stats=stats)
     np.testing.assert_allclose(batch["f1"], corpus["f1"], atol=TOL)
@@ -241,24 +236,15 @@ def test_token_statistic_is_refused_for_sentence_vectors(metric):
     stats = fit_centering(["one text"])
     with pytest.raises(ValueError, match="layer 6"):
         metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
-    with pytest.raises(ValueError, match="fit_sentence_centering"):
+    with pytest.raises(ValueError, match=r'moverkit\.fit_centering\(texts, level="sentence"\)'):
         metric.compute(predictions=["a"], references=["b"], centering="corpus")
 
 
 def test_sentence_centering_is_refused_with_the_reason(metric):
     with pytest.raises(ValueError, match="centering='sentence'.*zero"):
         metric.compute(predictions=["a"], references=["b"], centering="sentence")
-    with pytest.raises(ValueError, match="none, dim, batch, corpus"):
+    with pytest.raises(ValueError, match="centering must be one of 'none', 'dim', 'batch', 'corpus'; got 'mean'"):
         metric.compute(predictions=["a"], references=["b"], centering="mean")
-
-
-def test_center_vectors_weighs_batch_mean_by_counts():
-    w = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
-    # Mean with counts (3, 1): (0.75, 0.25); v = (0.25, -0.25), (-0.75, 0.75); both of unit length after.
-    v = center_vectors(w, "batch", counts=torch.tensor([3.0, 1.0]))
-    s = 1 / math.sqrt(2)
-    np.testing.assert_allclose(v.numpy(), [[s, -s], [-s, s]], atol=1e-12)
-    assert torch.equal(center_vectors(torch.zeros(1, 2), "none"), torch.zeros(1, 2))
 
 
 # --- splitting -----------------------------------------------------------------------------------
@@ -295,7 +281,7 @@ def test_splitting_other_languages_and_bad_language():
         "Das kostet z. B. 3,50 Euro.",
         "Dann ging er.",
     ]
-    with pytest.raises(ValueError, match="language must be one of"):
+    with pytest.raises(ValueError, match="lang must be one of"):
         split_sentences("Hello. World.", "xx")
 
 
@@ -307,7 +293,7 @@ def test_empty_texts_score_zero_with_a_warning(metric, tiny_model_path):
         result = metric.compute(
             predictions=["", "   ", "A fine text.", ""],
             references=["A reference.", "Another one.", " \t ", ""],
-            sentence_model=tiny_model_path,
+            model_type=tiny_model_path,
         )
     for key in ("precision", "recall", "f1"):
         assert result[key] == [0.0, 0.0, 0.0, 0.0]
@@ -316,7 +302,7 @@ def test_empty_texts_score_zero_with_a_warning(metric, tiny_model_path):
 def test_multiple_references_keep_the_best_of_each(metric, tiny_model_path):
     preds = ["The cat sat. It purred.", "Stocks fell on Monday."]
     refs = [["A cat sat. A dog barked. It rained.", "The cat sat."], ["Markets dropped.", "Stocks fell. Then rose."]]
-    kwargs = {"sentence_model": tiny_model_path}
+    kwargs = {"model_type": tiny_model_path}
     multi = metric.compute(predictions=preds, references=refs, return_alignment=True, **kwargs)
     first = metric.compute(predictions=preds, references=[r[0] for r in refs], **kwargs)
     second = metric.compute(predictions=preds, references=[r[1] for r in refs], **kwargs)
@@ -332,7 +318,7 @@ def test_scores_do_not_depend_on_batch_size_or_on_other_pairs(metric, tiny_model
 
     preds, refs = paragraphs(*wmt_pairs)
     preds, refs = preds[:4], refs[:4]
-    kwargs = {"sentence_model": tiny_model_path}
+    kwargs = {"model_type": tiny_model_path}
     big = metric.compute(predictions=preds, references=refs, batch_size=64, **kwargs)
     small = metric.compute(predictions=preds, references=refs, batch_size=5, **kwargs)
     alone = metric.compute(predictions=preds[3:4], references=refs[3:4], **kwargs)
@@ -344,7 +330,7 @@ def test_scores_do_not_depend_on_batch_size_or_on_other_pairs(metric, tiny_model
 def test_identical_texts_score_one(metric, tiny_model_path):
     texts = ["The cat sat. It purred.", "single"]
     for mode in ("none", "dim", "batch"):
-        result = metric.compute(predictions=texts, references=texts, centering=mode, sentence_model=tiny_model_path)
+        result = metric.compute(predictions=texts, references=texts, centering=mode, model_type=tiny_model_path)
         np.testing.assert_allclose(result["f1"], [1.0, 1.0], atol=1e-12)
 
 
@@ -365,22 +351,25 @@ def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, 
         f"_version={moverkit.__version__}"
         f"(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})"
     )
-    other = metric.compute(predictions=["a"], references=["b"], sentence_model=tiny_model_path)
-    assert other["hashcode"].startswith(f"sbertscore:{Path(tiny_model_path).name}_L-1_no-idf_center=none_")
+    other = metric.compute(predictions=["a"], references=["b"], model_type=tiny_model_path)
+    name = get_sentence_encoder(tiny_model_path).name
+    assert name.startswith(Path(tiny_model_path).name)
+    assert other["hashcode"].startswith(f"sbertscore:{name}_L-1_no-idf_center=none_")
 
 
 def test_sentence_models_are_loaded_once_per_process(tiny_model_path):
     assert get_sentence_encoder() is get_sentence_encoder(embedded_model_path())
-    assert get_sentence_encoder(tiny_model_path) is get_sentence_encoder(tiny_model_path, "cpu")
+    assert get_sentence_encoder(tiny_model_path, "cpu") is get_sentence_encoder(tiny_model_path, "cpu")
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"predictions": ["a"], "references": ["b"], "sentence_model": 3}, TypeError, "sentence_model must be"),
-        ({"predictions": ["a"], "references": ["b"], "sentence_model": "/no/such/dir"}, ValueError, "sentence_model="),
-        ({"predictions": ["a"], "references": ["b"], "language": "xx"}, ValueError, "language must be one of"),
+        ({"predictions": ["a"], "references": ["b"], "model_type": 3}, TypeError, "model_type must be"),
+        ({"predictions": ["a"], "references": ["b"], "model_type": "/no/such/dir"}, ValueError, "model_type="),
+        ({"predictions": ["a"], "references": ["b"], "lang": "xx"}, ValueError, "lang must be one of"),
         ({"predictions": ["a"], "references": ["b"], "batch_size": 0}, ValueError, "batch_size must be"),
+        ({"predictions": ["a"], "references": ["b"], "batch_size": 2.0}, TypeError, "batch_size must be"),
     ],
 )
 def test_bad_settings_get_a_clear_error(metric, kwargs, error, message):
@@ -409,3 +398,19 @@ def test_speed_bench_paragraphs_have_at_least_four_sentences(wmt_pairs):
     preds, refs = paragraphs(*wmt_pairs)
     assert len(preds) == len(refs) == 40
     assert min(len(split_sentences(t)) for t in preds + refs) >= 4
+
+
+# --- the function and the module -----------------------------------------------------------------
+
+
+def test_function_equals_module(metric, tiny_model_path):
+    kwargs = {"model_type": tiny_model_path, "centering": "batch", "return_alignment": True}
+    references = [[r, p] for p, r in zip(PREDS, REFS)]
+    assert sbertscore(PREDS, references, **kwargs) == metric.compute(predictions=PREDS, references=references, **kwargs)
+
+
+def test_module_name_is_the_folder_name(metric):
+    from moverkit import functional
+
+    assert metric.name == "sbertscore"
+    assert functional.sbertscore is sbertscore

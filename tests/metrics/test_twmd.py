@@ -1,4 +1,6 @@
-"""twmd pinned to hand computations, to POT's solvers, to BERTScore's recall, and to its contract."""
+"""twmd pinned to hand computations, to POT through the whole metric, to BERTScore's recall, to
+direct computations of SBERT and CKA, and to its contract. The solvers themselves (the Sinkhorn
+plan, TRWMD's closed form) are pinned in tests/ot/test_sinkhorn.py."""
 
 from __future__ import annotations
 
@@ -11,14 +13,9 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import embedded_model_path, fit_centering, prepare_pairs
-from moverkit.twmd import twmd as math_of  # the module's pure functions, from the same source file
+from moverkit.functional.twmd import family_value, normalized, resolve_params, transport_plan, twmd
 
 VARIANTS = ("twmd", "trwmd", "sbert", "cka")
-
-
-@pytest.fixture(scope="module")
-def metric(load_metric):
-    return load_metric("twmd")
 
 
 @pytest.fixture(scope="module")
@@ -42,29 +39,16 @@ def _masks(*lengths_and_widths):
 
 
 def _params(variant, temperature=None, iterations=1, normalize=True, centering="none"):
-    return math_of.resolve_params(variant, temperature, iterations, normalize, centering)
+    return resolve_params(variant, temperature, iterations, normalize, centering)
 
 
 # --- the hand-computed example -----------------------------------------------------------------
 
-# Reference X1 (rows): r1 = (1, 0), r2 = (0, 1), r3 = (0.6, 0.8); prediction X2 (columns):
-# p1 = (1, 0), p2 = (0.8, 0.6). All unit vectors, so s_ij = <r_i, p_j>:
-#     S = [[1.0, 0.8 ],
-#          [0.0, 0.6 ],
-#          [0.6, 0.96]]
-# T = 0.5, kernel K = exp(+S / T) = exp(2 S):
-#     K = [[e^2.0 = 7.389056, e^1.6  = 4.953032],
-#          [e^0   = 1.000000, e^1.2  = 3.320117],
-#          [e^1.2 = 3.320117, e^1.92 = 6.820958]]
-# Eq. (6), first half: each column to sum 1/L2 = 1/2. Column sums 11.709173 and 15.094108:
-#     xi = K / (2 * colsum) = [[0.315524, 0.164072], [0.042702, 0.109981], [0.141774, 0.225948]]
-# Second half: each row to sum 1/L1 = 1/3. Row sums of xi 0.479596, 0.152682, 0.367722:
-#     pi = xi / (3 * rowsum) = [[0.219299, 0.114035], [0.093225, 0.240108], [0.128516, 0.204818]]
-# C = sum pi * S = 0.219299 + 0.8 * 0.114035 + 0.6 * 0.240108 + 0.6 * 0.128516 + 0.96 * 0.204818
-#   = 0.728325
+# The example of tests/ot/test_sinkhorn.py, worked there by hand: reference X1 (rows) r1 = (1, 0),
+# r2 = (0, 1), r3 = (0.6, 0.8); prediction X2 (columns) p1 = (1, 0), p2 = (0.8, 0.6); T = 0.5, one
+# Sinkhorn step: C(X1, X2) = 0.728325.
 HAND_REF = [[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]
 HAND_PRED = [[1.0, 0.0], [0.8, 0.6]]
-HAND_PLAN = [[0.219299, 0.114035], [0.093225, 0.240108], [0.128516, 0.204818]]
 HAND_C = 0.728325
 
 
@@ -76,19 +60,6 @@ def _numpy_sinkhorn_value(x, y, temperature, iterations):
         plan = plan / (s.shape[1] * plan.sum(0, keepdims=True))
         plan = plan / (s.shape[0] * plan.sum(1, keepdims=True))
     return (plan * s).sum()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_hand_computed_one_sinkhorn_step(dtype):
-    ref, pred = torch.tensor([HAND_REF], dtype=dtype), torch.tensor([HAND_PRED], dtype=dtype)
-    sim = torch.einsum("brd,bpd->brp", ref, pred)
-    rows, cols = torch.ones(1, 3, dtype=torch.bool), torch.ones(1, 2, dtype=torch.bool)
-    plan = math_of.sinkhorn_log_plan(sim, rows, cols, 0.5, 1).exp()[0]
-    np.testing.assert_allclose(plan.numpy(), HAND_PLAN, atol=1e-6)
-    value = math_of.family_value(sim, rows, cols, _params("twmd", 0.5))
-    assert float(value[0]) == pytest.approx(HAND_C, abs=1e-6)
-    # The plan favours similar tokens: r1 sends most of its mass to p1 (s = 1 > 0.8), r2 to p2.
-    assert plan[0, 0] > plan[0, 1] and plan[1, 1] > plan[1, 0]
 
 
 def test_hand_example_normalized_by_its_own_sinkhorn_self_similarities():
@@ -106,23 +77,14 @@ def test_hand_example_normalized_by_its_own_sinkhorn_self_similarities():
     x1[1, :3], x2[1, :3] = clouds[0], clouds[0]
     x1[2, :2], x2[2, :2] = clouds[1], clouds[1]
     rows, cols = _masks((3, 3), (3, 3), (2, 3)), _masks((2, 3), (3, 3), (2, 3))
-    values = math_of.family_value(torch.einsum("brd,bpd->brp", x1, x2), rows, cols, _params("twmd", 0.5))
+    values = family_value(torch.einsum("brd,bpd->brp", x1, x2), rows, cols, _params("twmd", 0.5))
     np.testing.assert_allclose(values.numpy(), [HAND_C, c_rr, c_pp], atol=1e-6)
     own = torch.tensor([c_rr, c_pp], dtype=torch.float64)
-    sim = math_of.normalized(values[:1], own, torch.tensor([0]), torch.tensor([1]))
+    sim = normalized(values[:1], own, torch.tensor([0]), torch.tensor([1]))
     assert float(sim[0]) == pytest.approx(HAND_C / math.sqrt(c_rr * c_pp), abs=1e-6)
 
 
 # --- limits and POT ------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def real_batch(pairs):
-    """Padded token clouds (float64) of 8 real pairs of different lengths, centering none."""
-    data = prepare_pairs(*[p[:8] for p in pairs], centering="none")
-    pred, ref = data.pad_pairs(torch.arange(8))
-    sim = torch.einsum("brd,bpd->brp", ref.vectors.double(), pred.vectors.double())
-    return sim, ref.mask, pred.mask
 
 
 def _unpadded(sim, rows, cols, k):
@@ -130,43 +92,10 @@ def _unpadded(sim, rows, cols, k):
     return s, np.full(s.shape[0], 1 / s.shape[0]), np.full(s.shape[1], 1 / s.shape[1])
 
 
-@pytest.mark.parametrize("temperature", [0.2, 0.1])
-def test_many_iterations_give_pots_entropic_transport_value(real_batch, temperature, one_thread):
-    # POT minimises <pi, M> + reg * sum pi log pi with kernel exp(-M / reg); with M = -S and
-    # reg = T that is Eq. (5) with the sign flipped, so the same plan, and ot.sinkhorn2 returns
-    # <pi, M> (no entropy term) = -C.
-    sim, rows, cols = real_batch
-    ours = math_of.family_value(sim, rows, cols, _params("twmd", temperature, iterations=1000))
-    for k in range(len(sim)):
-        s, a, b = _unpadded(sim, rows, cols, k)
-        pot = ot.sinkhorn2(a, b, -s, temperature, method="sinkhorn_log", numItermax=100_000, stopThr=1e-14)
-        assert float(ours[k]) == pytest.approx(-float(pot), abs=1e-9)
-
-
-def test_small_temperature_and_many_iterations_give_the_exact_wmd(one_thread):
-    # With pi_T the entropic optimum and pi* the exact one (ot.emd2 on M = -S):
-    # <pi*, S> - <pi_T, S> <= T (H(pi_T) - H(pi*)) <= T (log(L1 L2) - log max(L1, L2)) = T log min(L1, L2),
-    # and <pi_T, S> <= <pi*, S> (up to the marginals' convergence error). Three padded problems of
-    # sizes 5x7, 9x4 and 12x12 with random unit vectors (float64).
-    generator = torch.Generator().manual_seed(0)
-    sizes = [(5, 7), (9, 4), (12, 12)]
-    x = torch.nn.functional.normalize(torch.randn(3, 12, 16, generator=generator, dtype=torch.float64) + 0.8, dim=-1)
-    y = torch.nn.functional.normalize(torch.randn(3, 12, 16, generator=generator, dtype=torch.float64) + 0.8, dim=-1)
-    rows, cols = _masks(*[(n1, 12) for n1, _ in sizes]), _masks(*[(n2, 12) for _, n2 in sizes])
-    x, y = x * rows[..., None], y * cols[..., None]
-    sim = torch.einsum("brd,bpd->brp", x, y)
-    temperature = 0.005
-    ours = math_of.family_value(sim, rows, cols, _params("twmd", temperature, iterations=5000))
-    for k, (n1, n2) in enumerate(sizes):
-        s = sim[k, :n1, :n2].numpy()
-        exact = -float(ot.emd2(np.full(n1, 1 / n1), np.full(n2, 1 / n2), -s))
-        gap = exact - float(ours[k])
-        assert -1e-6 <= gap <= temperature * math.log(min(n1, n2))
-
-
-def test_module_with_many_iterations_equals_pot_on_its_own_vectors(metric, pairs):
+@pytest.mark.slow
+def test_module_with_many_iterations_equals_pot_on_its_own_vectors(pairs):
     predictions, references = pairs[0][:4], pairs[1][:4]
-    result = metric.compute(
+    result = twmd(
         predictions=predictions,
         references=references,
         temperature=0.1,
@@ -190,8 +119,9 @@ def _word_recall(alignment):
     return sim.max(axis=0).mean()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("centering", ["none", "batch"])
-def test_trwmd_tends_to_bertscore_recall_as_temperature_goes_to_zero(metric, load_metric, pairs, centering):
+def test_trwmd_tends_to_bertscore_recall_as_temperature_goes_to_zero(load_metric, pairs, centering):
     predictions, references = pairs[0][:20], pairs[1][:20]
     bertscore = load_metric("centered_bertscore").compute(
         predictions=predictions, references=references, centering=centering, return_alignment=True
@@ -200,7 +130,7 @@ def test_trwmd_tends_to_bertscore_recall_as_temperature_goes_to_zero(metric, loa
     n_pred = np.array([len(a["prediction_tokens"]) for a in bertscore["alignment"]])
     temperature = 1e-4
     raw = np.array(
-        metric.compute(
+        twmd(
             predictions=predictions,
             references=references,
             variant="trwmd",
@@ -212,15 +142,15 @@ def test_trwmd_tends_to_bertscore_recall_as_temperature_goes_to_zero(metric, loa
     # 0 <= T log sum_j exp(s_j / T) - max_j s_j <= T log L2, for every reference token.
     gap = raw - word_recall
     assert np.all(gap >= -1e-6) and np.all(gap <= temperature * np.log(n_pred) + 1e-6)
-    normalized = metric.compute(
+    normalized_values = twmd(
         predictions=predictions, references=references, variant="trwmd", temperature=1e-6, centering=centering
     )["trwmd"]
-    np.testing.assert_allclose(normalized, word_recall, atol=1e-5)
+    np.testing.assert_allclose(normalized_values, word_recall, atol=1e-5)
     # centered_bertscore also lets [CLS]/[SEP] of the prediction be a reference token's best match
     # (bert-score's convention); where none is, its recall is Eq. (3) over word tokens too.
     same = np.isclose(bertscore["recall"], word_recall, atol=1e-6)
     assert same.mean() >= 0.6
-    np.testing.assert_allclose(np.asarray(normalized)[same], np.asarray(bertscore["recall"])[same], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(normalized_values)[same], np.asarray(bertscore["recall"])[same], atol=1e-5)
 
 
 # --- SBERT and CKA against direct computations ---------------------------------------------------
@@ -248,17 +178,17 @@ SMALL_PRED = ["the cat sat on the mat .", "a quick brown fox", "economic growth 
 SMALL_REF = ["a cat was sitting on the mat", "the fast brown fox jumps", "growth of the economy slowed"]
 
 
-def test_sbert_is_the_cosine_of_mean_pooled_unit_vectors(metric, raw_vectors):
-    result = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, variant="sbert", centering="none")
+def test_sbert_is_the_cosine_of_mean_pooled_unit_vectors(raw_vectors):
+    result = twmd(predictions=SMALL_PRED, references=SMALL_REF, variant="sbert", centering="none")
     for value, p, r in zip(result["sbert"], SMALL_PRED, SMALL_REF):
         u, v = raw_vectors(p).mean(0), raw_vectors(r).mean(0)
         assert value == pytest.approx(u @ v / np.linalg.norm(u) / np.linalg.norm(v), abs=1e-5)
 
 
-def test_cka_is_linear_cka_of_the_word_sets(metric, raw_vectors):
+def test_cka_is_linear_cka_of_the_word_sets(raw_vectors):
     # Wordset-CKA with the D dimensions as samples: <X1 X1^T, X2 X2^T>_F / (||X1 X1^T||_F ||X2 X2^T||_F)
     # (X: D x L); the paper assumes dimension-mean-centered vectors, which centering="dim" gives.
-    result = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, variant="cka", centering="dim")
+    result = twmd(predictions=SMALL_PRED, references=SMALL_REF, variant="cka", centering="dim")
     for value, p, r in zip(result["cka"], SMALL_PRED, SMALL_REF):
         x1, x2 = raw_vectors(r).T, raw_vectors(p).T  # (D, L); raw_vectors gives unit rows
         # centering="dim" subtracts each token's mean over its dimensions before unit scaling.
@@ -271,13 +201,13 @@ def test_cka_is_linear_cka_of_the_word_sets(metric, raw_vectors):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_a_text_against_itself_scores_one(metric, pairs, variant):
+def test_a_text_against_itself_scores_one(pairs, variant):
     texts = list(pairs[1][:6]) + ["one", "a b"]
     for centering in ("none", "batch"):
-        result = metric.compute(predictions=texts, references=texts, variant=variant, centering=centering)
+        result = twmd(predictions=texts, references=texts, variant=variant, centering=centering)
         np.testing.assert_allclose(result[variant], np.ones(len(texts)), atol=1e-6)
     if variant != "sbert":  # sentence centering empties mean-pooled vectors (the paper leaves it out too)
-        result = metric.compute(predictions=texts, references=texts, variant=variant, centering="sentence")
+        result = twmd(predictions=texts, references=texts, variant=variant, centering="sentence")
         # A one-token text is its own mean: centering makes it the zero vector, which scores 0.
         np.testing.assert_allclose(result[variant], [1.0] * 6 + [0.0, 1.0], atol=1e-6)
 
@@ -296,8 +226,8 @@ def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant, one_th
     sim = sim * rows[:, :, None] * cols[:, None, :]
     for temperature in (1e-3, 1e-6, 1e3):
         params = _params(variant, temperature, iterations=20)
-        values = math_of.family_value(sim, rows, cols, params)
-        plan = math_of.transport_plan(sim, rows, cols, params)
+        values = family_value(sim, rows, cols, params)
+        plan = transport_plan(sim, rows, cols, params)
         assert torch.isfinite(values).all() and torch.isfinite(plan).all()
         assert values[3] == 0 and values[4] == 0
         # twmd: a mean of cosines under a plan of mass 1; trwmd: between the mean best match and
@@ -311,47 +241,45 @@ def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant, one_th
         np.testing.assert_allclose(row_mass[rows[:3]].double().numpy(), 1.0, atol=1e-5)
 
 
-def test_module_is_finite_at_tiny_temperature(metric, pairs):
+def test_module_is_finite_at_tiny_temperature(pairs):
     predictions = list(pairs[0][:8]) + ["", "x"]
     references = list(pairs[1][:8]) + ["a reference", "  "]
     for variant in ("twmd", "trwmd"):
-        values = metric.compute(predictions=predictions, references=references, variant=variant, temperature=1e-3)
+        values = twmd(predictions=predictions, references=references, variant=variant, temperature=1e-3)
         assert all(math.isfinite(v) for v in values[variant])
         assert values[variant][-2:] == [0.0, 0.0]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_empty_and_whitespace_texts_score_zero(metric, variant):
-    result = metric.compute(
-        predictions=["", "   ", "fine text"], references=["a reference", "", " \t "], variant=variant
-    )
+def test_empty_and_whitespace_texts_score_zero(variant):
+    result = twmd(predictions=["", "   ", "fine text"], references=["a reference", "", " \t "], variant=variant)
     assert result[variant] == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.parametrize("centering", ["none", "corpus"])
-def test_scores_do_not_depend_on_what_else_is_in_the_call(metric, pairs, centering):
+def test_scores_do_not_depend_on_what_else_is_in_the_call(pairs, centering):
     predictions, references = pairs[0][:16], pairs[1][:16]
     stats = fit_centering(references[:20]) if centering == "corpus" else None
     kwargs = {"centering": centering, "centering_stats": stats}
-    together = metric.compute(predictions=predictions, references=references, **kwargs)["twmd"]
+    together = twmd(predictions=predictions, references=references, **kwargs)["twmd"]
     pieces = []
     for start, end in ((0, 1), (1, 6), (6, 16)):
-        pieces += metric.compute(
-            predictions=predictions[start:end], references=references[start:end], batch_size=5, **kwargs
-        )["twmd"]
+        pieces += twmd(predictions=predictions[start:end], references=references[start:end], batch_size=5, **kwargs)[
+            "twmd"
+        ]
     np.testing.assert_allclose(pieces, together, atol=1e-6)
 
 
-def test_batch_centering_uses_the_call(metric, pairs):
+def test_batch_centering_uses_the_call(pairs):
     predictions, references = pairs
-    alone = metric.compute(predictions=predictions[:1], references=references[:1])["twmd"][0]
-    together = metric.compute(predictions=predictions[:12], references=references[:12])["twmd"][0]
+    alone = twmd(predictions=predictions[:1], references=references[:1])["twmd"][0]
+    together = twmd(predictions=predictions[:12], references=references[:12])["twmd"][0]
     assert abs(alone - together) > 1e-3
 
 
-def test_default_temperatures_follow_the_paper_by_centering(metric):
+def test_default_temperatures_follow_the_paper_by_centering():
     def code(**kwargs):
-        return metric.compute(predictions=["a b"], references=["a c"], **kwargs)["hashcode"]
+        return twmd(predictions=["a b"], references=["a c"], **kwargs)["hashcode"]
 
     assert "_variant=twmd_temperature=0.1_sinkhorn_iterations=1_normalize=True_" in code()
     assert "_temperature=0.02_" in code(centering="none")
@@ -364,21 +292,23 @@ def test_default_temperatures_follow_the_paper_by_centering(metric):
     assert "temperature" not in code(variant="sbert") and "sinkhorn" not in code(variant="cka")
 
 
-def test_hashcode_names_every_setting(metric):
+def test_hashcode_names_every_setting():
     stats = fit_centering(["x y z"])
-    result = metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
+    result = twmd(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats, max_length=100)
     code = result["hashcode"]
     assert code.startswith(
         "twmd:sentence-transformers/all-MiniLM-L6-v2_L6_no-idf_center=corpus:"
-        f"{stats.digest}_variant=twmd_temperature=0.1_sinkhorn_iterations=1_normalize=True_version="
+        f"{stats.digest}_max_length=100_variant=twmd_temperature=0.1_sinkhorn_iterations=1_normalize=True_version="
     )
     assert "hug_trans=" in code
+    # No max_length: the model's own limit, the one the texts were truncated to.
+    assert "_center=batch_max_length=512_variant=" in twmd(predictions=["a"], references=["b"])["hashcode"]
 
 
-def test_alignment_is_the_plan_behind_the_value(metric):
+def test_alignment_is_the_plan_behind_the_value():
     kwargs = {"predictions": ["a cat sat"], "references": ["the cat sat down"], "centering": "none"}
     for variant in ("twmd", "trwmd", "sbert"):
-        result = metric.compute(variant=variant, normalize=False, return_alignment=True, **kwargs)
+        result = twmd(variant=variant, normalize=False, return_alignment=True, **kwargs)
         aligned = result["alignment"][0]
         assert aligned["prediction_tokens"] == ["a", "cat", "sat"]
         assert aligned["reference_tokens"] == ["the", "cat", "sat", "down"]
@@ -388,14 +318,14 @@ def test_alignment_is_the_plan_behind_the_value(metric):
         np.testing.assert_allclose(plan.sum(axis=0), 0.25, atol=1e-6)
         if variant != "trwmd":  # Eq. (7) adds the entropy of the softmax rows to <plan, S>
             assert (plan * sim).sum() == pytest.approx(result[variant][0], abs=1e-5)
-    twmd = metric.compute(return_alignment=True, **kwargs)["alignment"][0]
-    plan = np.array(twmd["plan"])
+    tempered = twmd(return_alignment=True, **kwargs)["alignment"][0]
+    plan = np.array(tempered["plan"])
     assert plan[1].argmax() == 1 and plan[2].argmax() == 2  # cat -> cat, sat -> sat
-    assert metric.compute(variant="cka", return_alignment=True, **kwargs)["alignment"][0]["plan"] is None
+    assert twmd(variant="cka", return_alignment=True, **kwargs)["alignment"][0]["plan"] is None
 
 
-def test_best_reference_is_kept(metric):
-    result = metric.compute(
+def test_best_reference_is_kept():
+    result = twmd(
         predictions=["the cat sat on the mat"],
         references=[["stock markets fell sharply", "the cat sat on the mat"]],
         return_alignment=True,
@@ -404,28 +334,40 @@ def test_best_reference_is_kept(metric):
     assert result["alignment"][0]["reference_tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
 
 
-def test_tiny_random_model_works(metric, tiny_model_path, pairs):
-    result = metric.compute(predictions=pairs[0][:5], references=pairs[1][:5], model_type=tiny_model_path)
+def test_tiny_random_model_works(tiny_model_path, pairs):
+    result = twmd(predictions=pairs[0][:5], references=pairs[1][:5], model_type=tiny_model_path)
     assert all(math.isfinite(v) and -1 - 1e-6 <= v <= 1 + 1e-6 for v in result["twmd"])
 
 
+def test_function_equals_module(load_metric, pairs):
+    predictions, references = pairs[0][:3], [[r, "an unrelated second reference"] for r in pairs[1][:3]]
+    kwargs = {"variant": "trwmd", "temperature": 0.3, "centering": "none", "return_alignment": True}
+    module = load_metric("twmd").compute(predictions=predictions, references=references, **kwargs)
+    assert twmd(predictions, references, **kwargs) == module
+
+
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, error, message",
     [
-        ({"sinkhorn_iterations": 0}, "sinkhorn_iterations must be an int >= 1"),
-        ({"sinkhorn_iterations": -3}, "sinkhorn_iterations"),
-        ({"sinkhorn_iterations": 1.5}, "sinkhorn_iterations"),
-        ({"sinkhorn_iterations": True}, "sinkhorn_iterations"),
-        ({"temperature": 0}, "temperature must be a finite number > 0"),
-        ({"temperature": -0.1}, "temperature"),
-        ({"temperature": float("nan")}, "temperature"),
-        ({"temperature": float("inf")}, "temperature"),
-        ({"temperature": "0.1"}, "temperature"),
-        ({"variant": "wmd"}, "variant must be one of twmd, trwmd, sbert, cka"),
-        ({"normalize": "yes"}, "normalize"),
-        ({"centering": "mean"}, "centering must be one of"),
+        ({"sinkhorn_iterations": 0}, ValueError, "sinkhorn_iterations must be an int >= 1"),
+        ({"sinkhorn_iterations": -3}, ValueError, "sinkhorn_iterations must be an int >= 1"),
+        ({"sinkhorn_iterations": 1.5}, TypeError, "sinkhorn_iterations must be an int >= 1"),
+        ({"sinkhorn_iterations": True}, TypeError, "sinkhorn_iterations must be an int >= 1"),
+        ({"temperature": 0}, ValueError, "temperature must be a finite number > 0"),
+        ({"temperature": -0.1}, ValueError, "temperature must be a finite number > 0"),
+        ({"temperature": float("nan")}, ValueError, "temperature must be a finite number > 0"),
+        ({"temperature": float("inf")}, ValueError, "temperature must be a finite number > 0"),
+        ({"temperature": "0.1"}, TypeError, "temperature must be a finite number > 0"),
+        ({"variant": "wmd"}, ValueError, "variant must be one of 'twmd', 'trwmd', 'sbert', 'cka'"),
+        ({"variant": 1}, TypeError, "variant must be one of"),
+        ({"normalize": "yes"}, TypeError, "normalize must be True or False"),
+        ({"normalize": 1}, TypeError, "normalize must be True or False"),
+        ({"centering": "mean"}, ValueError, "centering must be one of"),
+        ({"max_length": 0}, ValueError, "max_length must be an int >= 1"),
     ],
 )
-def test_bad_settings_are_clear_errors(metric, kwargs, message):
-    with pytest.raises((ValueError, TypeError), match=message):
-        metric.compute(predictions=["a"], references=["b"], **kwargs)
+def test_bad_settings_are_clear_errors(load_metric, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        twmd(["a"], ["b"], **kwargs)
+    with pytest.raises(error, match=message):
+        load_metric("twmd").compute(predictions=["a"], references=["b"], **kwargs)

@@ -77,7 +77,7 @@ CASES = {
         compute_settings={"lang": "zh", "reg_c": float("inf"), "reg_r": 0.5, "epsilon": 0.02, "idf": True},
         bad_settings={"reg_c": -1.0},
     ),
-    "sbertscore": Case(**PAIRS, settings={"centering": "batch", "language": "de"}, bad_settings={"language": "xx"}),
+    "sbertscore": Case(**PAIRS, settings={"centering": "batch", "lang": "de"}, bad_settings={"lang": "xx"}),
 }
 
 
@@ -105,8 +105,8 @@ def test_app_gives_the_modules_numbers(name, with_settings, client_of, load_metr
     assert table["headers"] == ["#", "prediction", "references", *scores]
     columns = list(zip(*table["data"]))
     assert list(columns[1]) == case.predictions
-    for i, key in enumerate(scores, start=3):
-        assert list(columns[i]) == pytest.approx(scores[key], rel=1e-12, abs=1e-12), key
+    for i, key in enumerate(scores, start=3):  # the table shows 4 decimals
+        assert list(columns[i]) == pytest.approx([round(v, 4) for v in scores[key]], rel=0, abs=1e-12), key
     assert hashcode == expected["hashcode"]
     for key, values in scores.items():
         assert f"{sum(values) / len(values):.4f}" in summary, key
@@ -139,6 +139,22 @@ def test_bad_input_shows_the_modules_error(name, client_of, load_metric):
             client_of(name).predict(**boxes, **settings, api_name="/score")
         assert str(shown.value) == str(expected.value)
         assert "Traceback" not in str(shown.value)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_space_refuses_models_it_does_not_offer_alike_for_any_path(name, client_of, monkeypatch, tmp_path):
+    from gradio_client.exceptions import AppError
+
+    monkeypatch.setenv("SPACE_ID", f"acme/{name}")  # as on the Hub; the page reads it at each press
+    monkeypatch.delenv("MOVERKIT_DEMO_MODELS", raising=False)
+    messages = set()
+    for model in (str(tmp_path), str(tmp_path / "absent"), "some-org/some-model"):
+        with pytest.raises(AppError, match="^this page does not offer the model") as refused:
+            client_of(name).predict(
+                predictions_text="a cat", references_text="the cat", model_type=model, api_name="/score"
+            )
+        messages.add(str(refused.value).replace(repr(model), "MODEL"))
+    assert len(messages) == 1
 
 
 def test_empty_box_is_refused_with_a_message(client_of):

@@ -1,17 +1,27 @@
-"""The demo builder's parts, without a server: parsing the boxes, turning inputs into compute
-arguments, picking the scores, and drawing the heatmap."""
+"""The demo builder's parts, without a server: parsing the boxes and their bounds, turning inputs
+into compute arguments (the model allow-list), picking the scores, the table, the warnings, the
+wiring of the button, and drawing the heatmap."""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
 
+from moverkit._core.encoder import DEFAULT_MODEL
 from moverkit.demo import (
+    DEMO_MODELS_VARIABLE,
     MAX_PREDICTIONS,
+    MAX_REFERENCES,
+    MAX_TEXT_CHARS,
+    MAX_TOTAL_CHARS,
+    MIN_BATCH_TEXTS,
     Heatmap,
     Param,
     Scored,
     heatmap_figure,
+    model_param,
     parse_pairs,
     pick_heatmap,
     score,
@@ -37,6 +47,45 @@ def test_no_prediction_is_refused(text):
 def test_too_many_predictions_are_refused():
     with pytest.raises(ValueError, match=f"at most {MAX_PREDICTIONS}"):
         parse_pairs("a\n" * (MAX_PREDICTIONS + 1), "x\n" * (MAX_PREDICTIONS + 1))
+
+
+@pytest.mark.parametrize("inside", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"])
+def test_lines_end_at_newline_only(inside):
+    # str.splitlines would also break at these, shifting every later pair.
+    assert parse_pairs(f"a{inside}b\nc\r\n", f"x\ny{inside}z") == ([f"a{inside}b", "c"], ["x", f"y{inside}z"])
+
+
+def test_references_per_prediction_are_bounded():
+    line = " ||| ".join(["r"] * MAX_REFERENCES)
+    assert len(parse_pairs("a", line)[1][0]) == MAX_REFERENCES
+    with pytest.raises(
+        ValueError,
+        match=f"^line 2 of the references has {MAX_REFERENCES + 1} references; .* at most {MAX_REFERENCES} per prediction$",
+    ):
+        parse_pairs("a\nb", f"x\n{line} ||| r")
+
+
+@pytest.mark.parametrize(
+    ("predictions", "references", "named"),
+    [
+        ("a\n" + "p" * (MAX_TEXT_CHARS + 1), "x\ny", "prediction 2"),
+        ("a\nb", "x\ny ||| " + "r" * (MAX_TEXT_CHARS + 1), "line 2 of the references"),
+    ],
+)
+def test_characters_per_text_are_bounded(predictions, references, named):
+    assert parse_pairs("p" * MAX_TEXT_CHARS, "x") == (["p" * MAX_TEXT_CHARS], ["x"])
+    with pytest.raises(
+        ValueError,
+        match=f"^{named} has a text of {MAX_TEXT_CHARS + 1:,} characters; .* at most {MAX_TEXT_CHARS:,} per text",
+    ):
+        parse_pairs(predictions, references)
+
+
+def test_characters_per_press_are_bounded():
+    # Every text within its own bound, too many together: 11 texts of 20,000 characters.
+    text = "\n".join(["p" * MAX_TEXT_CHARS] * 11)
+    with pytest.raises(ValueError, match=f"at most {MAX_TOTAL_CHARS:,} characters at a time, got {len(text) * 2:,}"):
+        parse_pairs(text, text)
 
 
 @pytest.mark.parametrize(
@@ -94,15 +143,66 @@ def test_widgets_start_at_the_modules_default():
     assert Param("stop_words", "S", "words").component(gr, ["a", "b"]).value == "a b"
 
 
-class _Module:
-    """Stands in for an evaluate module's compute, to test which outputs are taken as scores."""
+@pytest.fixture
+def served(monkeypatch):
+    """``served(space_id, models)``: the environment of a page run as a Space (SPACE_ID set) or
+    locally (None), with MOVERKIT_DEMO_MODELS set to ``models`` (None: unset)."""
 
-    def __init__(self, result):
-        self.result, self.calls = result, []
+    def environment(space_id, models):
+        for name, value in (("SPACE_ID", space_id), (DEMO_MODELS_VARIABLE, models)):
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+
+    return environment
+
+
+def test_a_local_page_takes_any_model(served):
+    served(None, None)
+    assert model_param().convert(" /any/folder ") == "/any/folder"
+    assert model_param().convert("") is None
+
+
+def test_a_space_takes_only_the_embedded_model_and_does_not_tell_which_paths_exist(served, tmp_path):
+    served("acme/twmd", None)
+    model = model_param()
+    assert model.convert("") is None and model.convert(DEFAULT_MODEL) == DEFAULT_MODEL
+    messages = []
+    for path in (tmp_path, tmp_path / "absent", "/etc", "bert-base-uncased"):
+        with pytest.raises(ValueError, match="^this page does not offer the model") as refused:
+            model.convert(str(path))
+        messages.append(str(refused.value).replace(repr(str(path)), "MODEL"))
+    assert len(set(messages)) == 1 and "only the embedded all-MiniLM-L6-v2" in messages[0]
+
+
+@pytest.mark.parametrize("space_id", [None, "acme/twmd"])
+def test_the_allow_list_comes_from_the_environment(served, space_id):
+    served(space_id, " org/model-a , /models/b ,")
+    model = model_param()
+    assert model.convert("org/model-a") == "org/model-a" and model.convert("/models/b") == "/models/b"
+    with pytest.raises(ValueError, match="also offered: org/model-a, /models/b"):
+        model.convert("/models/c")
+    served(space_id, "*")
+    assert model.convert("/models/c") == "/models/c"
+
+
+class _Module:
+    """Stands in for an evaluate module's compute, to test which outputs are taken as scores; its
+    ``_compute`` signature gives the centering default (``batch`` unless told)."""
+
+    def __init__(self, result, centering="batch"):
+        self.result, self.calls, self.centering = result, [], centering
 
     def compute(self, **kwargs):
         self.calls.append(kwargs)
         return self.result
+
+    @property
+    def _compute(self):
+        def compute(predictions, references, centering=self.centering, temperature=0.1): ...
+
+        return compute
 
 
 def test_scores_are_the_per_prediction_number_lists():
@@ -118,12 +218,38 @@ def test_scores_are_the_per_prediction_number_lists():
             "alignment": alignment,
         }
     )
-    scored = score(module, "p\nq", "r ||| s\nt", {"temperature": 0.1})
+    with pytest.warns(UserWarning, match="batch centering over only 5 distinct texts"):
+        scored = score(module, "p\nq", "r ||| s\nt", {"temperature": 0.1})
     assert module.calls == [
         {"predictions": ["p", "q"], "references": [["r", "s"], ["t"]], "return_alignment": True, "temperature": 0.1}
     ]
     assert scored.scores == {"f1": [0.5, 1.0], "twmd": [1.0, 0.25]}
     assert scored.hashcode == "h" and scored.alignments == alignment
+
+
+@pytest.mark.parametrize(
+    ("texts", "kwargs", "default", "warns"),
+    [
+        (MIN_BATCH_TEXTS - 1, {}, "batch", True),
+        (MIN_BATCH_TEXTS - 1, {"centering": "batch"}, "none", True),
+        (MIN_BATCH_TEXTS, {}, "batch", False),
+        (MIN_BATCH_TEXTS - 1, {"centering": "corpus"}, "batch", False),
+        (MIN_BATCH_TEXTS - 1, {}, "none", False),
+    ],
+)
+def test_batch_centering_of_too_few_texts_warns(texts, kwargs, default, warns):
+    # Distinct non-blank texts count: a repeated text and a blank line add nothing.
+    predictions = [f"t{i}" for i in range(texts)] + ["t0", " "]
+    references = ["t1"] * len(predictions)
+    module = _Module({"f1": [0.5] * len(predictions), "hashcode": "h", "alignment": []}, centering=default)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        score(module, "\n".join(predictions), "\n".join(references), kwargs)
+    messages = [str(w.message) for w in caught]
+    if warns:
+        assert len(messages) == 1 and messages[0].startswith(f"batch centering over only {texts} distinct texts")
+    else:
+        assert messages == []
 
 
 def test_summary_holds_the_means_and_the_table_every_score():
@@ -133,6 +259,17 @@ def test_summary_holds_the_means_and_the_table_every_score():
     table = scored.table()
     assert list(table.columns) == ["#", "prediction", "references", "f1", "recall"]
     assert table["references"].tolist() == ["r", "s ||| t"] and table["f1"].tolist() == [0.5, 1.0]
+
+
+def test_table_scores_have_four_decimals():
+    scored = Scored(["p", "q"], [["r"], ["s"]], {"f1": [0.123456789, -0.98765], "twmd": [1 / 3, 2e-5]}, "h", [])
+    table = scored.table()
+    assert table["f1"].tolist() == [0.1235, -0.9877] and table["twmd"].tolist() == [0.3333, 0.0]
+    # The summary's means keep every digit until they are printed (4 decimals).
+    assert (
+        scored.summary().splitlines()[-1]
+        == f"| mean of 2 | {(0.123456789 - 0.98765) / 2:.4f} | {(1 / 3 + 2e-5) / 2:.4f} |"
+    )
 
 
 def test_heatmap_shows_the_matrix_with_tokens_on_both_axes():
@@ -167,6 +304,36 @@ def test_missing_matrix_falls_back_to_the_next_heatmap():
     cka = {"plan": None, "similarity": [[1.0]]}
     assert pick_heatmap(cka, [plan, similarity], "transport plan") is similarity
     assert pick_heatmap({"plan": [[1.0]], "similarity": [[1.0]]}, [plan, similarity], "cosine similarity") is similarity
+
+
+def _page(metric="centered_bertscore"):
+    from moverkit.demo import build_demo
+
+    return build_demo(
+        metric, title="t", params=[model_param()], heatmaps=[Heatmap("similarity", "s")], examples=[("a", "b")]
+    )
+
+
+def test_the_empty_table_is_headed_by_its_text_columns():
+    pytest.importorskip("gradio")
+    (table,) = [block for block in _page().blocks.values() if getattr(block, "elem_id", None) == "scores"]
+    assert table.value["headers"] == ["#", "prediction", "references"] and table.value["data"] == []
+
+
+def test_the_button_clears_old_results_before_scoring():
+    """The click first empties every output (so that an error, which leaves the outputs as they
+    are, never stands above the previous scores), then scores, whether the clearing ran or not."""
+    pytest.importorskip("gradio")
+    demo = _page()
+    (button,) = [block for block in demo.blocks.values() if getattr(block, "elem_id", None) == "score-button"]
+    (clear,) = [fn for fn in demo.fns.values() if (button._id, "click") in fn.targets]
+    (scoring,) = [fn for fn in demo.fns.values() if fn.trigger_after == clear._id]
+    assert scoring.api_name == "score" and not scoring.trigger_only_on_success
+    assert [block._id for block in clear.outputs] == [block._id for block in scoring.outputs]
+    cleared = dict(zip((getattr(block, "elem_id", None) for block in clear.outputs), clear.fn()))
+    assert cleared["summary"] == "" and cleared["hashcode"] == "" and cleared["heatmap"] is None
+    assert list(cleared["scores"].columns) == ["#", "prediction", "references"] and cleared["scores"].empty
+    assert cleared["shown"].choices == [] and cleared[None] == []  # the alignments kept for redrawing
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,578 @@
+r"""Fine-tuning the encoder of TWMD (and its family) on human judgments.
+
+Chen et al. (2020), Section 6, "Evaluation metrics with fine-tuning" (Table 4): the encoder is
+trained so that the metric's normalized similarity of a (prediction, reference) pair matches the
+human score of the pair, with the L2 loss
+
+.. math::
+
+    \mathcal{L} = \frac{1}{B} \sum_{k=1}^{B} \big(\mathrm{Sim}(X_1^k, X_2^k) - y_k\big)^2,
+    \qquad \mathrm{Sim}(X_1, X_2) = \frac{C(X_1, X_2)}{\sqrt{C(X_1, X_1)\, C(X_2, X_2)}}   \quad\text{(Eq. 1)}
+
+over mini-batches of :math:`B` pairs. :math:`\mathrm{Sim}` is computed by the very code that scores
+at inference: :func:`moverkit._core.prepare_pairs` with a trainable encoder (the forward pass keeps
+autograd), ``batch`` centering over the texts of the training mini-batch (the paper introduced
+batch-mean centering "especially for fine-tuning", Section 5), the tempered Sinkhorn steps of
+:func:`moverkit.ot.sinkhorn_log_plan` (TWMD, Eq. 5-6; the entropy term is what makes WMD
+differentiable) or TRWMD's closed form (Eq. 7), and Eq. (1) (:mod:`moverkit.functional.twmd`).
+
+Targets. Human scores are standardized, then mapped to the metric's range,
+:math:`y = \mu_y + \sigma_y z` (default :math:`0.5 + 0.15 z`: untrained TWMD-b scores of WMT17
+pairs on the embedded model have mean 0.53 and standard deviation 0.10, so the loss starts near
+its floor for a perfectly correlated metric and asks for ranking, not for a shift of scale).
+``standardize="group"`` (default) takes :math:`z` within each group (language pair): WMT's DA
+scores are segment means of per-annotator z-scores whose scale differs between language pairs,
+and the correlation every benchmark reports is taken within one language pair, so the offsets
+between pairs are noise the encoder should not learn; ``"global"`` standardizes over all rows,
+``"none"`` uses the scores as given (then choose ``target_mean=0, target_std=1``).
+
+The loop is transformers' :class:`~transformers.Trainer` (progress bar, checkpoints, seeds,
+AdamW) with the loss above, validation Pearson r (mean over groups) after each epoch, and early
+stopping on it (the best epoch's weights are kept). The result is a model folder
+(``save_pretrained`` of the encoder cut after the layer trained, so that its last layer is that
+layer, and its tokenizer) with a model card; every moverkit metric loads it with
+``model_type=<folder>``, and its hashcode names it (folder name and content digest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ._core import checks, prepare_pairs
+from ._core.encoder import DEFAULT_MODEL, _load_encoder, resolve_device, resolve_model
+from .bench._data import Judgments, read_judgments
+from .functional.twmd import VARIANTS, normalized, pair_values, resolve_params, self_values
+
+TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
+"""Centering modes for training. ``corpus`` is refused: a statistic fitted on the base model no
+longer fits the fine-tuned one (fit one on the result with ``moverkit.fit_centering`` instead)."""
+
+STANDARDIZATIONS = ("group", "global", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneResult:
+    """What :func:`finetune` produced: the model folder and its figures."""
+
+    path: str
+    validation_before: dict | None  # {"pearson", "kendall", "mse"} of the base model on the validation split
+    validation_after: dict | None  # the same for the weights kept (the best epoch)
+    history: list[dict]  # one entry per epoch: epoch, train loss, validation figures, seconds
+    seconds_per_epoch: float
+    n_train: int
+    n_validation: int
+
+
+def finetune(
+    data,
+    output_dir: str | os.PathLike,
+    *,
+    model_type: str | None = None,
+    num_layers: int | None = None,
+    variant: str = "twmd",
+    temperature: float | None = None,
+    sinkhorn_iterations: int = 1,
+    centering: str = "batch",
+    epochs: int = 2,
+    learning_rate: float = 2e-5,
+    batch_size: int = 16,
+    validation_split: float = 0.1,
+    standardize: str = "group",
+    target_mean: float = 0.5,
+    target_std: float = 0.15,
+    early_stopping_patience: int = 1,
+    seed: int = 0,
+    device: str | None = None,
+    max_length: int | None = None,
+    prediction_column: str = "hypothesis",
+    reference_column: str = "reference",
+    score_column: str = "human",
+    group_column: str | None = "lp",
+    keep_checkpoints: bool = False,
+    resume: bool = False,
+    verbose: bool = True,
+) -> FinetuneResult:
+    """Fine-tune an encoder so that ``variant``'s Sim matches human scores (see the module doc).
+
+    ``data`` is a TSV file laid out like WMT17's segment-level DA table (a header row; columns
+    named by ``*_column``) or a :class:`datasets.Dataset` with those columns (``group_column``
+    may be ``None``: one group). Rows with an empty prediction or reference are dropped (their Sim
+    is 0 whatever the encoder). ``validation_split`` (0 <= v < 1) of the rows, drawn with
+    ``seed``, are held out for the validation Pearson r that picks the epoch and stops early; 0
+    trains on everything for ``epochs`` epochs. ``batch_size`` pairs per step; centering, when
+    ``batch``, takes the mean of each mini-batch. Checkpoints go to ``output_dir/checkpoints``
+    (kept with ``keep_checkpoints``; ``resume=True`` continues from the last one).
+    """
+    params = resolve_params(variant, temperature, sinkhorn_iterations, True, centering)
+    checks.one_of("centering", centering, TRAINING_CENTERINGS)
+    checks.one_of("standardize", standardize, STANDARDIZATIONS)
+    epochs = checks.positive_int("epochs", epochs)
+    batch_size = checks.positive_int("batch_size", batch_size)
+    learning_rate = checks.finite_positive_float("learning_rate", learning_rate)
+    validation_split = checks.nonnegative_float("validation_split", validation_split)
+    if validation_split >= 1:
+        raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
+    target_mean = checks.real("target_mean", target_mean, what="a number")
+    target_std = checks.finite_positive_float("target_std", target_std)
+    patience = checks.positive_int("early_stopping_patience", early_stopping_patience)
+    seed = checks.positive_int("seed", seed, minimum=0)
+    checks.optional_positive_int("max_length", max_length)
+    for name, flag in (("keep_checkpoints", keep_checkpoints), ("resume", resume), ("verbose", verbose)):
+        checks.boolean(name, flag)
+
+    judged = _without_empty(load_judgments(data, prediction_column, reference_column, score_column, group_column))
+    targets = target_mean + target_std * standardized(judged.human, judged.groups, standardize)
+    train_rows, valid_rows = split_rows(len(judged.human), validation_split, seed)
+    if len(valid_rows) == 1:
+        raise ValueError("validation_split leaves a single validation pair; a correlation needs at least 2")
+
+    encoder = trainable_encoder(model_type, num_layers, device)
+    scorer = Scorer(encoder, params, centering, max_length)
+    train_set = _dataset(judged, targets, train_rows)
+    valid_set = _dataset(judged, targets, valid_rows) if len(valid_rows) else None
+
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    before = scorer.validate(valid_set) if valid_set is not None else None
+    trainer = _trainer(
+        scorer, train_set, valid_set, output / "checkpoints", epochs, batch_size, learning_rate, patience, seed, verbose
+    )
+    trainer.train(resume_from_checkpoint=True if resume else None)
+
+    history = _history(trainer)
+    after = scorer.validate(valid_set) if valid_set is not None else None
+    encoder.model.save_pretrained(output)
+    encoder.tokenizer.save_pretrained(output)
+    seconds = [entry["seconds"] for entry in history if entry.get("seconds")]
+    result = FinetuneResult(
+        path=str(output),
+        validation_before=before,
+        validation_after=after,
+        history=history,
+        seconds_per_epoch=float(np.mean(seconds)) if seconds else math.nan,
+        n_train=len(train_rows),
+        n_validation=len(valid_rows),
+    )
+    recipe = {
+        "base_model": encoder.name,
+        "layer": encoder.layer,
+        "layers_in_folder": encoder.model.config.num_hidden_layers,
+        "device": str(encoder.device),
+        **params,
+        "centering": centering,
+        "epochs": epochs,
+        "learning_rate": learning_rate,
+        "batch_size": batch_size,
+        "validation_split": validation_split,
+        "standardize": standardize,
+        "target_mean": target_mean,
+        "target_std": target_std,
+        "early_stopping_patience": patience,
+        "seed": seed,
+        "data": str(data) if isinstance(data, (str, os.PathLike)) else f"datasets.Dataset ({len(data)} rows)",
+        "groups": sorted(set(judged.groups)),
+    }
+    (output / "README.md").write_text(model_card(recipe, result), encoding="utf-8")
+    if not keep_checkpoints:
+        shutil.rmtree(output / "checkpoints", ignore_errors=True)
+    return result
+
+
+def trainable_encoder(model_type: str | None = None, num_layers: int | None = None, device: str | None = None):
+    """A fresh :class:`~moverkit._core.Encoder` (not the process-wide cached one, which metrics
+    share) whose forward pass keeps autograd; its block list is cut after the layer used, and its
+    config says so, so that the saved model's last layer is that layer."""
+    name, path = resolve_model(model_type)
+    encoder = dataclasses.replace(_load_encoder(name, path, num_layers, resolve_device(device)), trainable=True)
+    if not encoder.hidden_states_only:
+        encoder.model.config.num_hidden_layers = encoder.layer
+    return encoder
+
+
+class Scorer:
+    """Sim of (prediction, reference) pairs by :mod:`moverkit.functional.twmd`'s code, with
+    autograd through a trainable encoder."""
+
+    def __init__(self, encoder, params: dict, centering: str, max_length: int | None):
+        self.encoder = encoder
+        self.params = params
+        self.centering = centering
+        self.max_length = max_length
+
+    def __call__(self, predictions: Sequence[str], references: Sequence[str]) -> torch.Tensor:
+        """Eq. (1) Sim of every pair, float64, shape (n,); ``batch`` centering over these texts."""
+        data = prepare_pairs(
+            list(predictions),
+            list(references),
+            encoder=self.encoder,
+            centering=self.centering,
+            max_length=self.max_length,
+        )
+        cross = pair_values(data, self.params)
+        return normalized(cross, self_values(data, self.params), data.ref_index, data.pred_index)
+
+    def validate(self, dataset) -> dict:
+        """Pearson r and Kendall tau (means over the groups) and MSE of the validation pairs,
+        scored in one call (``batch`` centering over the whole split, as at inference)."""
+        model = self.encoder.model
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            scores = self(dataset["prediction"], dataset["reference"]).cpu().numpy()
+        model.train(was_training)
+        return correlations(scores, np.asarray(dataset["label"]), dataset["group"])
+
+
+def correlations(scores: np.ndarray, targets: np.ndarray, groups: Sequence[str]) -> dict:
+    """``{"pearson", "kendall"}``: means over the groups of at least 3 pairs of the per-group
+    correlations (the benchmarks' protocol), and ``"mse"`` over all pairs."""
+    from scipy import stats
+
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    pearson, kendall = [], []
+    for members in by_group.values():
+        if len(members) >= 3:
+            pearson.append(stats.pearsonr(scores[members], targets[members])[0])
+            kendall.append(stats.kendalltau(scores[members], targets[members])[0])
+    if not pearson:  # only tiny groups: correlate over everything
+        pearson.append(stats.pearsonr(scores, targets)[0])
+        kendall.append(stats.kendalltau(scores, targets)[0])
+    return {
+        "pearson": float(np.nanmean(pearson)),
+        "kendall": float(np.nanmean(kendall)),
+        "mse": float(np.mean((scores - targets) ** 2)),
+    }
+
+
+def load_judgments(data, prediction: str, reference: str, score: str, group: str | None) -> Judgments:
+    """(group, prediction, reference, human score) rows from a TSV path or a ``datasets.Dataset``."""
+    if isinstance(data, (str, os.PathLike)):
+        if group is None:
+            raise ValueError("a TSV needs a group column (group_column), e.g. the language pair")
+        return read_judgments(data, group=group, prediction=prediction, reference=reference, human=score)
+    import datasets
+
+    if not isinstance(data, datasets.Dataset):
+        raise TypeError(f"data must be a TSV path or a datasets.Dataset, got {type(data).__name__}")
+    wanted = [c for c in (prediction, reference, score, group) if c is not None]
+    missing = [c for c in wanted if c not in data.column_names]
+    if missing:
+        raise ValueError(f"the dataset lacks the column(s) {', '.join(missing)}; it has {data.column_names}")
+    groups = [str(g) for g in data[group]] if group is not None else ["all"] * len(data)
+    return Judgments(groups, list(data[prediction]), list(data[reference]), [float(s) for s in data[score]])
+
+
+def _without_empty(judged: Judgments) -> Judgments:
+    keep = [i for i, (p, r) in enumerate(zip(judged.predictions, judged.references)) if p.strip() and r.strip()]
+    if len(keep) < 2:
+        raise ValueError(f"fine-tuning needs at least 2 pairs with non-empty texts, got {len(keep)}")
+    if any(not math.isfinite(judged.human[i]) for i in keep):
+        raise ValueError("every human score must be a finite number")
+    return Judgments(*([column[i] for i in keep] for column in dataclasses.astuple(judged)))
+
+
+def standardized(scores: Sequence[float], groups: Sequence[str], how: str) -> np.ndarray:
+    r""":math:`z = (s - \bar s) / \sigma_s` within each group (``group``), over all rows
+    (``global``), or the scores as given (``none``); a constant group gets 0."""
+    values = np.asarray(scores, dtype=np.float64)
+    if how == "none":
+        return values
+    keys = np.asarray(groups) if how == "group" else np.zeros(len(values))
+    z = np.zeros_like(values)
+    for key in np.unique(keys):
+        members = keys == key
+        spread = values[members].std()
+        z[members] = (values[members] - values[members].mean()) / spread if spread > 0 else 0.0
+    return z
+
+
+def split_rows(n: int, validation_split: float, seed: int) -> tuple[list[int], list[int]]:
+    """A seeded random split of ``range(n)`` into training and validation rows."""
+    order = np.random.default_rng(seed).permutation(n)
+    n_valid = int(round(validation_split * n))
+    if n - n_valid < 1:
+        raise ValueError(f"validation_split={validation_split} leaves no training pair of {n}")
+    return sorted(order[n_valid:].tolist()), sorted(order[:n_valid].tolist())
+
+
+def _dataset(judged: Judgments, targets: np.ndarray, rows: list[int]):
+    import datasets
+
+    return datasets.Dataset.from_dict(
+        {
+            "prediction": [judged.predictions[i] for i in rows],
+            "reference": [judged.references[i] for i in rows],
+            "label": [float(targets[i]) for i in rows],
+            "group": [judged.groups[i] for i in rows],
+        }
+    )
+
+
+def _collate(rows: list[dict]) -> dict:
+    return {
+        "predictions": [r["prediction"] for r in rows],
+        "references": [r["reference"] for r in rows],
+        "labels": torch.tensor([r["label"] for r in rows], dtype=torch.float64),
+    }
+
+
+def _trainer(scorer, train_set, valid_set, checkpoints, epochs, batch_size, learning_rate, patience, seed, verbose):
+    """transformers' Trainer on the encoder's model, with the MSE-of-Sim loss and validation by
+    the scorer (Pearson r picks the best epoch; early stopping after ``patience`` worse epochs)."""
+    from transformers import EarlyStoppingCallback, Trainer, TrainerCallback, TrainingArguments
+
+    class SimilarityTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            scores = scorer(inputs["predictions"], inputs["references"])
+            loss = torch.nn.functional.mse_loss(scores, inputs["labels"].to(scores)).float()
+            return (loss, scores) if return_outputs else loss
+
+        def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix="eval"):
+            figures = scorer.validate(self.eval_dataset if eval_dataset is None else eval_dataset)
+            metrics = {f"{metric_key_prefix}_{key}": value for key, value in figures.items()}
+            self.log(metrics)
+            self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+            return metrics
+
+    class EpochTimer(TrainerCallback):
+        """Wall seconds of each epoch's training steps (evaluation and checkpoints excluded)."""
+
+        def on_epoch_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, args, state, control, **kwargs):
+            state.log_history.append({"epoch": round(state.epoch), "epoch_seconds": time.perf_counter() - self.start})
+
+    validate = valid_set is not None
+    args = TrainingArguments(
+        output_dir=str(checkpoints),
+        num_train_epochs=epochs,
+        per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate,
+        lr_scheduler_type="constant",
+        weight_decay=0.01,
+        eval_strategy="epoch" if validate else "no",
+        save_strategy="epoch",
+        save_total_limit=1,
+        load_best_model_at_end=validate,
+        metric_for_best_model="pearson" if validate else None,
+        greater_is_better=True,
+        logging_steps=10,
+        seed=seed,
+        data_seed=seed,
+        remove_unused_columns=False,
+        label_names=["labels"],
+        report_to="none",
+        disable_tqdm=not verbose,
+        use_cpu=scorer.encoder.device.type == "cpu",
+        dataloader_num_workers=0,
+    )
+    return SimilarityTrainer(
+        model=scorer.encoder.model,
+        args=args,
+        train_dataset=train_set,
+        eval_dataset=valid_set,
+        data_collator=_collate,
+        processing_class=scorer.encoder.tokenizer,
+        callbacks=[EpochTimer(), *([EarlyStoppingCallback(early_stopping_patience=patience)] if validate else [])],
+    )
+
+
+def _history(trainer) -> list[dict]:
+    """One entry per epoch from the trainer's log: mean training loss, validation figures, seconds."""
+    epochs: dict[int, dict] = {}
+    losses: dict[int, list[float]] = {}
+    for entry in trainer.state.log_history:
+        epoch = math.ceil(entry.get("epoch", 0) - 1e-9)
+        if "loss" in entry:
+            losses.setdefault(epoch, []).append(entry["loss"])
+        if "epoch_seconds" in entry:
+            epochs.setdefault(entry["epoch"], {})["seconds"] = entry["epoch_seconds"]
+        for key in ("eval_pearson", "eval_kendall", "eval_mse"):
+            if key in entry:
+                epochs.setdefault(epoch, {})[key.removeprefix("eval_")] = entry[key]
+    for epoch, values in losses.items():
+        epochs.setdefault(epoch, {})["train_loss"] = float(np.mean(values))
+    return [{"epoch": epoch, **epochs[epoch]} for epoch in sorted(epochs) if epoch > 0]
+
+
+def model_card(recipe: dict, result: FinetuneResult) -> str:
+    """The model folder's README.md: what it is, how to use it, how it was trained, its figures."""
+    name = Path(result.path).resolve().name
+    variant = recipe["variant"]
+    t = f", T = {recipe['temperature']}" if "temperature" in recipe else ""
+    steps = f", {recipe['sinkhorn_iterations']} Sinkhorn step(s)" if "sinkhorn_iterations" in recipe else ""
+
+    def figures(v):
+        return (
+            "n/a"
+            if v is None
+            else f"Pearson r {100 * v['pearson']:.1f}, Kendall tau {100 * v['kendall']:.1f}, MSE {v['mse']:.4f}"
+        )
+
+    rows = "\n".join(
+        f"| {e['epoch']} | {e.get('train_loss', math.nan):.4f} | "
+        + (f"{100 * e['pearson']:.1f} | {100 * e['kendall']:.1f}" if "pearson" in e else "n/a | n/a")
+        + f" | {e.get('seconds', math.nan):.0f} |"
+        for e in result.history
+    )
+    base = recipe["base_model"]
+    layer = recipe["layer"]
+    if recipe["layers_in_folder"] == layer:
+        cut = f"cut after layer {layer} (the layer the metric reads; it is this folder's last layer, the default)"
+        layer_arg = ""
+    else:  # no block list was found to cut: the folder keeps every layer
+        cut = f"read at layer {layer} of {recipe['layers_in_folder']} (pass num_layers={layer})"
+        layer_arg = f", num_layers={layer}"
+    return f"""---
+library_name: transformers
+base_model: {base}
+tags:
+- moverkit
+- {variant}
+- text-generation-evaluation
+---
+
+# {name}: {base} fine-tuned for moverkit's {variant}
+
+The encoder of {base}, {cut}, fine-tuned on human judgments with the loss of Chen et al. (2020),
+Section 6, "Evaluation metrics with fine-tuning":
+`Loss = MSE(Sim(X1, X2), y)`, Sim being {variant}'s normalized similarity (Eq. 1){t}{steps},
+with `{recipe["centering"]}` centering (over each training mini-batch of {recipe["batch_size"]} pairs).
+
+## How to use
+
+Every moverkit metric loads this folder as its model; the hashcode names it (folder name and a
+digest of its files):
+
+```python
+from moverkit import functional
+functional.twmd(predictions, references, model_type="{result.path}"{layer_arg}, variant="{variant}", centering="{recipe["centering"]}")
+```
+
+## Training
+
+- Data: {recipe["data"]}; groups {", ".join(recipe["groups"])}; {result.n_train} training pairs,
+  {result.n_validation} validation pairs (a random {recipe["validation_split"]:.0%} of the rows, seed {recipe["seed"]}).
+- Targets: human scores standardized `{recipe["standardize"]}` (z-scores {"within each group" if recipe["standardize"] == "group" else "over all rows" if recipe["standardize"] == "global" else "not: used as given"}),
+  mapped to y = {recipe["target_mean"]} + {recipe["target_std"]} z.
+- Loop: transformers' Trainer, AdamW, learning rate {recipe["learning_rate"]} (constant),
+  weight decay 0.01, batch size {recipe["batch_size"]}, up to {recipe["epochs"]} epoch(s), early
+  stopping on validation Pearson r (patience {recipe["early_stopping_patience"]}; the best epoch's weights kept), seed {recipe["seed"]}.
+- Time: {result.seconds_per_epoch:.0f} s per epoch (training steps) on {recipe["device"]}.
+
+## Validation
+
+Per-group Pearson r and Kendall tau (x100), averaged over the groups, of {variant} against the
+standardized human scores of the validation pairs:
+
+- before fine-tuning: {figures(result.validation_before)}
+- after (weights kept): {figures(result.validation_after)}
+
+| epoch | training loss | Pearson r | Kendall tau | seconds |
+|---|---|---|---|---|
+{rows}
+
+## Recipe
+
+```json
+{json.dumps(recipe, indent=2)}
+```
+
+## Limitations
+
+A metric trained on human ratings of one domain (here: {", ".join(recipe["groups"])}) is evaluated
+on another domain at the user's risk: the gains measured on held-out language pairs of the same
+task need not carry over to other tasks, genres or rating protocols, and the fine-tuned encoder
+inherits the biases of the ratings it was trained on. Report the hashcode with every number.
+"""
+
+
+def register(commands) -> None:
+    """Add ``moverkit finetune`` to the CLI's subparsers."""
+    parser = commands.add_parser(
+        "finetune", help="fine-tune the encoder of twmd on human judgments (Chen et al. 2020, Section 6)"
+    )
+    parser.add_argument(
+        "--data", required=True, type=Path, help="TSV with a header: group, prediction, reference, human score"
+    )
+    parser.add_argument("--out", required=True, type=Path, help="folder to write the fine-tuned model and its card to")
+    parser.add_argument(
+        "--model", help=f"base model, Hugging Face id or local path (default: the embedded {DEFAULT_MODEL})"
+    )
+    parser.add_argument(
+        "--num-layers", type=int, help="layer to train and keep (default: tuned per model, else the last)"
+    )
+    parser.add_argument("--variant", default="twmd", choices=VARIANTS)
+    parser.add_argument("--temperature", type=float, help="T of twmd/trwmd (default: the paper's for the centering)")
+    parser.add_argument("--sinkhorn-iterations", type=int, default=1)
+    parser.add_argument("--centering", default="batch", choices=TRAINING_CENTERINGS)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--learning-rate", type=float, default=2e-5)
+    parser.add_argument("--batch-size", type=int, default=16, help="pairs per training step")
+    parser.add_argument("--validation-split", type=float, default=0.1, help="share of rows held out (0: none)")
+    parser.add_argument("--standardize", default="group", choices=STANDARDIZATIONS, help="z-scores per group or global")
+    parser.add_argument("--target-mean", type=float, default=0.5)
+    parser.add_argument("--target-std", type=float, default=0.15)
+    parser.add_argument("--patience", type=int, default=1, help="epochs without validation gain before stopping")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
+    parser.add_argument("--max-length", type=int, help="truncate texts to this many tokens")
+    parser.add_argument("--prediction-column", default="hypothesis")
+    parser.add_argument("--reference-column", default="reference")
+    parser.add_argument("--score-column", default="human")
+    parser.add_argument("--group-column", default="lp")
+    parser.add_argument("--keep-checkpoints", action="store_true")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT/checkpoints")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    result = finetune(
+        args.data,
+        args.out,
+        model_type=args.model,
+        num_layers=args.num_layers,
+        variant=args.variant,
+        temperature=args.temperature,
+        sinkhorn_iterations=args.sinkhorn_iterations,
+        centering=args.centering,
+        epochs=args.epochs,
+        learning_rate=args.learning_rate,
+        batch_size=args.batch_size,
+        validation_split=args.validation_split,
+        standardize=args.standardize,
+        target_mean=args.target_mean,
+        target_std=args.target_std,
+        early_stopping_patience=args.patience,
+        seed=args.seed,
+        device=args.device,
+        max_length=args.max_length,
+        prediction_column=args.prediction_column,
+        reference_column=args.reference_column,
+        score_column=args.score_column,
+        group_column=args.group_column,
+        keep_checkpoints=args.keep_checkpoints,
+        resume=args.resume,
+        verbose=not args.quiet,
+    )
+    for label, figures in (("before", result.validation_before), ("after", result.validation_after)):
+        if figures is not None:
+            print(f"validation {label}\tpearson {figures['pearson']:.4f}\tkendall {figures['kendall']:.4f}")
+    print(f"seconds per epoch\t{result.seconds_per_epoch:.1f}")
+    print(f"model written to {result.path} (load it with model_type={result.path!r})")
+    return 0

@@ -1,0 +1,19 @@
+"""Every metric as a plain function, as torchmetrics' ``functional``: the same arguments and the
+same result dict as the evaluate module's ``compute``, without evaluate's Arrow round trip::
+
+    from moverkit import functional
+    functional.twmd(predictions=["a cat sat"], references=["the cat sat"])["twmd"]
+
+Each evaluate module (``moverkit.load(name)``) is documentation plus a ``_compute`` that calls the
+function of the same name here.
+"""
+
+from __future__ import annotations
+
+from .centered_bertscore import centered_bertscore
+from .lazy_emd import lazy_emd
+from .moverscore import moverscore
+from .sbertscore import sbertscore
+from .twmd import twmd
+
+__all__ = ["centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd"]

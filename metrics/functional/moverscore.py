@@ -1,0 +1,487 @@
+r"""MoverScore (Zhao et al., 2019, Section 3): word mover (n-grams) and sentence mover distances on
+contextual embeddings.
+
+With prediction units :math:`x_i` (weights :math:`f_x`, summing to 1), reference units :math:`y_j`
+(weights :math:`f_y`) and the Euclidean distance between L2-normalised unit embeddings as cost:
+
+.. math::
+
+    \mathrm{WMD} = \min_{F \ge 0} \sum_{ij} F_{ij} \lVert E(x_i) - E(y_j) \rVert
+    \quad \text{s.t.}\quad F 1 = f_x, \; F^\top 1 = f_y
+
+    \mathrm{moverscore} = \frac{1}{1 + \mathrm{WMD}} \;(\text{v2})
+    \quad\text{or}\quad 1 - \mathrm{WMD} \;(\text{v1, the paper})
+
+An n-gram's embedding is the IDF-weighted sum of its tokens' embeddings and its weight the sum of
+their IDFs (Eqs. 1-2); the sentence mover (``variant="smd"``) makes the whole text one unit. Token
+vectors come from one layer or from the power means of the last five (Eq. 5). Every EMD is solved
+exactly (POT's network simplex, float64).
+
+References
+----------
+.. [1] W. Zhao, M. Peyrard, F. Liu, Y. Gao, C. M. Meyer, S. Eger. MoverScore: Text Generation
+   Evaluating with Contextualized Embeddings and Earth Mover Distance. EMNLP-IJCNLP 2019.
+.. [2] X. Chen, N. Ding, T. Levinboim, R. Soricut. Improving Text Generation Evaluation with Batch
+   Centering and Tempered Word Mover Distance. Eval4NLP 2020 (MoverScore-b: ``centering="batch"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache, partial
+
+import numpy as np
+import ot
+import torch
+
+from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs
+from moverkit._core.batching import pad, pair_buckets
+from moverkit._core.idf import idf_tag
+
+PRESETS = {
+    "v2": {
+        "variant": "wmd",
+        "n_gram": 1,
+        "aggregation": "layer",
+        "idf": True,
+        "stop_words": (),
+        "remove_subwords": True,
+        "remove_punctuation": True,
+        "cost": "euclidean",
+        "score_form": "1/(1+wmd)",
+    },
+    "v1": {
+        "variant": "wmd",
+        "n_gram": 1,
+        "aggregation": "power_means",
+        "idf": True,
+        "stop_words": (),
+        "remove_subwords": True,
+        "remove_punctuation": True,
+        "cost": "sqeuclidean",
+        "score_form": "1-wmd",
+    },
+}
+"""The two public configurations (``version``): ``moverscore_v2.py`` and ``moverscore.py`` of the
+authors' release (github.com/AIPHES/emnlp19-moverscore)."""
+
+CHOICES = {
+    "variant": ("wmd", "smd"),
+    "aggregation": ("layer", "power_means"),
+    "cost": ("euclidean", "sqeuclidean"),
+    "score_form": ("1/(1+wmd)", "1-wmd"),
+}
+
+POWER_MEAN_LAYERS = 5
+"""Power means run over the last five layers (Section 3.3, "Aggregation")."""
+
+COST_ELEMENTS = 1 << 22
+"""Entries of one padded batch of cost matrices (pairs x prediction units x reference units; 32 MiB in float64)."""
+
+EMD_MAX_ITER = 10_000_000
+"""The network simplex stops at this many iterations (POT's default, 1e5, can be too few for two
+512-token texts, and then the plan is not optimal)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """A resolved MoverScore configuration: a preset with the user's overrides, checked."""
+
+    version: str
+    variant: str
+    n_gram: int
+    aggregation: str
+    idf: bool | Mapping
+    prediction_idf: bool | Mapping
+    stop_words: frozenset
+    remove_subwords: bool
+    remove_punctuation: bool
+    cost: str
+    score_form: str
+
+
+def resolve_config(version: str = "v2", **overrides) -> Config:
+    """The preset ``version`` with every override that is not None; errors name the argument
+    (a wrong type is a ``TypeError``, a wrong value a ``ValueError``)."""
+    checks.one_of("version", version, tuple(PRESETS))
+    given = {key: value for key, value in overrides.items() if value is not None}
+    values = {**PRESETS[version], **given}
+    for key, allowed in CHOICES.items():
+        checks.one_of(key, values[key], allowed)
+    n_gram = checks.positive_int("n_gram", values["n_gram"])
+    if values["variant"] == "smd" and "n_gram" in given:
+        raise ValueError("n_gram has no effect with variant='smd' (the sentence is one unit); leave it out")
+    for key in ("remove_subwords", "remove_punctuation"):
+        checks.boolean(key, values[key])
+    stop_words = values["stop_words"]
+    if isinstance(stop_words, str) or not all(isinstance(w, str) for w in stop_words):
+        raise TypeError("stop_words must be a list of strings")
+    idf = check_idf(values["idf"])
+    prediction_idf = check_idf(given.get("prediction_idf", idf), "prediction_idf")
+    return Config(
+        version=version,
+        variant=values["variant"],
+        n_gram=n_gram,
+        aggregation=values["aggregation"],
+        idf=idf,
+        prediction_idf=prediction_idf,
+        stop_words=frozenset(stop_words),
+        remove_subwords=values["remove_subwords"],
+        remove_punctuation=values["remove_punctuation"],
+        cost=values["cost"],
+        score_form=values["score_form"],
+    )
+
+
+def moverscore(
+    predictions,
+    references,
+    *,
+    version: str = "v2",
+    variant: str | None = None,
+    n_gram: int | None = None,
+    aggregation: str | None = None,
+    model_type: str | None = None,
+    num_layers: int | None = None,
+    idf: bool | Mapping | None = None,
+    prediction_idf: bool | Mapping | None = None,
+    stop_words: list[str] | None = None,
+    remove_subwords: bool | None = None,
+    remove_punctuation: bool | None = None,
+    cost: str | None = None,
+    score_form: str | None = None,
+    centering: str = "none",
+    centering_stats=None,
+    batch_size: int = 64,
+    device: str | None = None,
+    verbose: bool = False,
+    max_length: int | None = None,
+    return_alignment: bool = False,
+) -> dict:
+    """MoverScore of every prediction against its best reference (the highest score), and the
+    ``hashcode``; with ``return_alignment``, the units, optimal flow and cost matrix of each
+    prediction and its best reference. The arguments are those of
+    ``moverkit.load("moverscore").compute``."""
+    config = resolve_config(
+        version,
+        variant=variant,
+        n_gram=n_gram,
+        aggregation=aggregation,
+        idf=idf,
+        prediction_idf=prediction_idf,
+        stop_words=stop_words,
+        remove_subwords=remove_subwords,
+        remove_punctuation=remove_punctuation,
+        cost=cost,
+        score_form=score_form,
+    )
+    checks.positive_int("batch_size", batch_size)
+    checks.boolean("verbose", verbose)
+    checks.optional_positive_int("max_length", max_length)
+    checks.boolean("return_alignment", return_alignment)
+    filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
+    over_layers = config.aggregation == "power_means"
+    data = prepare_pairs(
+        predictions,
+        references,
+        model_type=model_type,
+        num_layers=-1 if num_layers is None else num_layers,  # the last layer, as the releases
+        device=device,
+        batch_size=batch_size,
+        max_length=max_length,
+        verbose=verbose,
+        idf=config.idf,
+        prediction_idf=config.prediction_idf,
+        drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
+        centering=centering,
+        centering_stats=centering_stats,
+        layers=POWER_MEAN_LAYERS if over_layers else None,
+        layer_aggregation=power_means if over_layers else None,
+    )
+    pred, ref = side_units(data, config)
+    scores = score_pairs(data, pred, ref, config)
+    best_scores, best = best_per_group(scores, data.group, data.n_predictions)
+    results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config)}
+    if return_alignment:
+        results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
+    return results
+
+
+def hashcode(data: PairData, config: Config) -> str:
+    """The resolved configuration, the layers used and the stop list's digest (:func:`~moverkit._core.get_hash`)."""
+    stop = "none"
+    if config.stop_words:
+        stop = hashlib.sha1("\n".join(sorted(config.stop_words)).encode()).hexdigest()[:10]
+    return pair_hash(
+        "moverscore",
+        data,
+        preset=config.version,
+        variant=config.variant,
+        n_gram=config.n_gram if config.variant == "wmd" else "all",
+        aggregation=config.aggregation,
+        layers="-".join(map(str, data.layers)),
+        prediction_idf=idf_tag(config.prediction_idf),
+        stop_words=stop,
+        remove_subwords=config.remove_subwords,
+        remove_punctuation=config.remove_punctuation,
+        cost=config.cost,
+        score_form=config.score_form,
+    )
+
+
+def power_means(layer_vectors: torch.Tensor) -> torch.Tensor:
+    r"""Concatenated power means over layers, Eq. (5) with :math:`p \in \{-\infty, 1, +\infty\}`:
+
+    .. math::
+
+        E(x_i) = \min_l z_{i,l} \oplus \tfrac{1}{L}\textstyle\sum_l z_{i,l} \oplus \max_l z_{i,l}
+
+    (elementwise min, mean, max; Eq. (4) at :math:`p = -\infty, 1, +\infty`). ``layer_vectors``
+    has shape (L, n_tokens, D), each layer already centered and L2-normalised; returns
+    (n_tokens, 3 D), not normalised again (Eq. (1) sums them as they are, as the release does).
+    """
+    return torch.cat([layer_vectors.amin(0), layer_vectors.mean(0), layer_vectors.amax(0)], dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Filters and weights
+
+
+@lru_cache(maxsize=8)
+def _subword_marker(tokenizer) -> tuple[str, bool]:
+    """How the tokenizer marks word pieces: ``("##", True)`` for WordPiece (the marker starts a
+    continuation), ``("Ġ", False)`` or ``("▁", False)`` for byte-level BPE and SentencePiece (the
+    marker starts a word)."""
+    vocab = tokenizer.get_vocab()
+    for marker, continuation in (("##", True), ("Ġ", False), ("▁", False)):
+        if sum(token.startswith(marker) for token in vocab) > len(vocab) // 100:
+            return marker, continuation
+    return "", False
+
+
+def dropped_tokens(tokens: list[str], special: list[bool], tokenizer, config: Config) -> list[bool]:
+    """Which tokens the filters leave out (special tokens never: they weigh 0 already); the
+    ``drop_tokens`` filter of :func:`~moverkit._core.prepare_pairs`.
+
+    As the release: a subword piece is a token containing ``##`` (WordPiece); punctuation is a
+    token made only of ``string.punctuation``; a stop word is a token in ``stop_words``.
+    """
+    marker, continuation = _subword_marker(tokenizer)
+    if config.remove_subwords and not marker:
+        raise ValueError(f"remove_subwords: cannot tell word pieces of {type(tokenizer).__name__}; pass False")
+    dropped = []
+    first_word = True
+    for token, is_special in zip(tokens, special):
+        if is_special:
+            dropped.append(False)
+            continue
+        has_marker = token.startswith(marker) if marker else False
+        word = token[len(marker) :] if has_marker else token
+        subword = has_marker if continuation else (not has_marker and not first_word)
+        first_word = False
+        dropped.append(
+            (config.remove_subwords and subword)
+            or (config.remove_punctuation and bool(word) and all(c in string.punctuation for c in word))
+            or word in config.stop_words
+            or token in config.stop_words
+        )
+    return dropped
+
+
+def uniform_if_massless(data: PairData, weights: torch.Tensor, used: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Weight 1 on the kept non-special tokens of every text whose ``weights`` sum to 0 although
+    it keeps some token (each of its tokens has IDF 0: it occurs in every text the IDF was fitted
+    on, as with a single pair), instead of an empty distribution; returns the weights and how many
+    of the texts in ``used`` changed."""
+    clouds = data.clouds
+    text_of = clouds.text_index()
+    candidates = data.kept & ~clouds.special
+    mass = torch.zeros(len(clouds.texts), dtype=weights.dtype, device=weights.device).index_add_(0, text_of, weights)
+    n_candidates = torch.zeros_like(mass).index_add_(0, text_of, candidates.to(weights.dtype))
+    massless = (mass == 0) & (n_candidates > 0)
+    weights = torch.where(massless[text_of] & candidates, torch.ones_like(weights), weights)
+    return weights, int(massless[torch.unique(used)].sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# Units (tokens, n-grams or the sentence), costs and exact transport
+
+
+@dataclass(frozen=True)
+class Units:
+    """The transport units of every text on one side (prediction or reference), stored flat:
+    text ``t`` owns rows ``offsets[t]:offsets[t + 1]``; only units of positive weight are kept.
+    Unit ``u`` spans the kept tokens ``first[u]:last[u]`` (indices into ``tokens``)."""
+
+    vectors: torch.Tensor  # (n_units, D), L2-normalised
+    weights: torch.Tensor  # (n_units,), float64, > 0
+    offsets: torch.Tensor  # (n_texts + 1,)
+    first: torch.Tensor  # (n_units,)
+    last: torch.Tensor  # (n_units,)
+    tokens: torch.Tensor  # (n_kept,) flat token rows of the kept tokens, in text order
+
+    def counts(self, texts: torch.Tensor) -> torch.Tensor:
+        return self.offsets[texts + 1] - self.offsets[texts]
+
+    def pad(self, texts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The units of ``texts`` padded to one length: vectors (B, L, D) and weights (B, L), zero at padding."""
+        _, vectors, weights = pad(self.offsets, texts, self.vectors, self.weights)
+        return vectors, weights
+
+
+def text_units(data: PairData, weights: torch.Tensor, texts: torch.Tensor, n: int | None) -> Units:
+    r"""The units of the texts ``texts`` (indices into ``data.clouds``), Eqs. (1)-(2):
+
+    .. math::
+
+        E(x_i^n) = \sum_{k=i}^{i+n-1} \mathrm{idf}(x_k) E(x_k), \qquad
+        f_{x_i^n} \propto \sum_{k=i}^{i+n-1} \mathrm{idf}(x_k)
+
+    over windows of ``n`` consecutive kept tokens (``data.kept``; special tokens stay, with
+    weight 0, as in the release), stride 1; a text with fewer than ``n`` kept tokens is one unit,
+    and ``n=None`` (the sentence mover) makes every text one unit. Unit embeddings are
+    L2-normalised; units of weight 0 are left out (they carry no mass). Each text is done once,
+    not once per pair.
+    """
+    clouds, keep = data.clouds, data.kept
+    n_texts = len(clouds.texts)
+    in_side = torch.zeros(n_texts, dtype=torch.bool, device=keep.device)
+    in_side[texts] = True
+    text_of = clouds.text_index()
+    rows = torch.nonzero(keep & in_side[text_of]).flatten()
+    text = text_of[rows]
+    w = weights[rows].double()
+    v = clouds.vectors[rows]
+    n_kept = torch.bincount(text, minlength=n_texts)
+    kept_start = torch.cumsum(n_kept, 0) - n_kept
+    if n is None:
+        has_tokens = n_kept > 0
+        first, last = kept_start[has_tokens], (kept_start + n_kept)[has_tokens]
+        unit_weights = w.new_zeros(n_texts).index_add_(0, text, w)[has_tokens]
+        unit_vectors = v.new_zeros(n_texts, v.shape[1]).index_add_(0, text, w.to(v.dtype)[:, None] * v)[has_tokens]
+    else:
+        local = torch.arange(len(rows), device=rows.device) - kept_start[text]
+        first = torch.nonzero((local + n <= n_kept[text]) | (local == 0)).flatten()
+        last = torch.minimum(first + n, (kept_start + n_kept)[text[first]])
+        # u = units, k = position in the window (at most n), d = dimension
+        window = first[:, None] + torch.arange(n, device=rows.device)[None, :]
+        inside = window < last[:, None]
+        window = torch.where(inside, window, first[:, None])
+        window_weights = w[window] * inside
+        unit_weights = window_weights.sum(1)
+        unit_vectors = torch.einsum("uk,ukd->ud", window_weights.to(v.dtype), v[window])
+    positive = unit_weights > 0
+    offsets = torch.zeros(n_texts + 1, dtype=torch.long, device=rows.device)
+    torch.cumsum(torch.bincount(text[first][positive], minlength=n_texts), 0, out=offsets[1:])
+    return Units(
+        vectors=torch.nn.functional.normalize(unit_vectors[positive], dim=-1),
+        weights=unit_weights[positive],
+        offsets=offsets,
+        first=first[positive],
+        last=last[positive],
+        tokens=rows,
+    )
+
+
+def side_units(data: PairData, config: Config) -> tuple[Units, Units]:
+    """The units of the predictions (with their weights) and of the references (with theirs).
+
+    A text whose kept tokens all weigh 0 would leave an empty distribution; its kept tokens are
+    weighted uniformly instead (:func:`uniform_if_massless`), with a warning.
+    """
+    pred_weights, n_pred = uniform_if_massless(data, data.pred_weights, data.pred_index)
+    ref_weights, n_ref = uniform_if_massless(data, data.ref_weights, data.ref_index)
+    if n_pred or n_ref:
+        warnings.warn(
+            f"{n_pred} prediction(s) and {n_ref} reference(s) have IDF 0 on every token kept (each token occurs "
+            "in every text the IDF was fitted on, as with a single pair); they are weighted uniformly instead. "
+            "Score more pairs in one call, or pass idf=False.",
+            stacklevel=3,
+        )
+    n = None if config.variant == "smd" else config.n_gram
+    return (
+        text_units(data, pred_weights, data.pred_index, n),
+        text_units(data, ref_weights, data.ref_index, n),
+    )
+
+
+def pairwise_cost(x: torch.Tensor, y: torch.Tensor, cost: str) -> torch.Tensor:
+    """Euclidean (or squared Euclidean) distances between the units of each pair, float64:
+    (B, n, D), (B, m, D) -> (B, n, m). Float64 keeps the distance of near-identical vectors
+    from drowning in the rounding of ``|x|^2 + |y|^2 - 2 x.y``."""
+    x, y = x.double(), y.double()
+    # b = pairs, n = prediction units, m = reference units, d = dimension
+    sq = (x * x).sum(-1)[:, :, None] + (y * y).sum(-1)[:, None, :] - 2 * torch.einsum("bnd,bmd->bnm", x, y)
+    sq = sq.clamp_min(0.0)
+    return sq if cost == "sqeuclidean" else sq.sqrt()
+
+
+def transport(a: np.ndarray, b: np.ndarray, cost: np.ndarray, with_plan: bool = False):
+    r"""Exact EMD (POT's network simplex, float64) between weights ``a`` and ``b`` (normalised
+    here to sum 1) under ``cost``: ``(wmd, plan)``, the plan only ``with_plan``.
+
+    .. math::
+
+        \mathrm{WMD} = \min_{F \ge 0} \langle C, F \rangle
+        \quad \text{s.t.}\quad F 1 = a, \; F^\top 1 = b
+    """
+    a, b, cost = a / a.sum(), b / b.sum(), np.ascontiguousarray(cost)
+    if with_plan:
+        plan = ot.emd(a, b, cost, numItermax=EMD_MAX_ITER)
+        return float((plan * cost).sum()), plan
+    return float(ot.emd2(a, b, cost, numItermax=EMD_MAX_ITER)), None
+
+
+def to_score(distance: float | None, score_form: str) -> float:
+    """``1/(1+d)`` or ``1-d``; 0.0 for a pair with an empty side (documented value)."""
+    if distance is None:
+        return 0.0
+    return 1.0 / (1.0 + distance) if score_form == "1/(1+wmd)" else 1.0 - distance
+
+
+def score_pairs(data: PairData, pred: Units, ref: Units, config: Config) -> torch.Tensor:
+    """MoverScore of every pair: costs batched (one tensor operation per bucket of pairs of
+    similar unit counts, :data:`COST_ELEMENTS` entries at most), then one exact solve per pair."""
+    n_pred, n_ref = pred.counts(data.pred_index).cpu(), ref.counts(data.ref_index).cpu()
+    scores = np.zeros(len(data.pred_index))
+    for batch in pair_buckets(n_pred, n_ref, COST_ELEMENTS):
+        x, a = pred.pad(data.pred_index[batch.to(data.pred_index.device)])
+        y, b = ref.pad(data.ref_index[batch.to(data.ref_index.device)])
+        cost = pairwise_cost(x, y, config.cost).cpu().numpy()
+        a, b = a.cpu().numpy(), b.cpu().numpy()
+        for row, k in enumerate(batch.tolist()):
+            p, r = int(n_pred[k]), int(n_ref[k])
+            distance = transport(a[row, :p], b[row, :r], cost[row, :p, :r])[0] if p and r else None
+            scores[k] = to_score(distance, config.score_form)
+    return torch.from_numpy(scores)
+
+
+def unit_labels(data: PairData, units: Units, text: int) -> list[str]:
+    """Names of the units of ``text``: the kept tokens each spans, joined by spaces."""
+    ids, offset = data.clouds.token_ids[text], int(data.clouds.offsets[text])
+    rows = units.tokens.tolist()
+    span = slice(int(units.offsets[text]), int(units.offsets[text + 1]))
+    labels = []
+    for i, j in zip(units.first[span].tolist(), units.last[span].tolist()):
+        labels.append(" ".join(data.clouds.tokenizer.convert_ids_to_tokens([ids[r - offset] for r in rows[i:j]])))
+    return labels
+
+
+def alignment(data: PairData, pred: Units, ref: Units, pair: int, config: Config) -> dict:
+    """Units of one pair (those with positive weight), the optimal flow and the cost matrix."""
+    t_pred, t_ref = data.pred_index[pair : pair + 1], data.ref_index[pair : pair + 1]
+    if int(pred.counts(t_pred)[0]) == 0 or int(ref.counts(t_ref)[0]) == 0:
+        return {"prediction_tokens": [], "reference_tokens": [], "flow": [], "cost": []}
+    (x, a), (y, b) = pred.pad(t_pred), ref.pad(t_ref)
+    cost = pairwise_cost(x, y, config.cost)[0].cpu().numpy()
+    _, plan = transport(a[0].cpu().numpy(), b[0].cpu().numpy(), cost, with_plan=True)
+    return {
+        "prediction_tokens": unit_labels(data, pred, int(t_pred[0])),
+        "reference_tokens": unit_labels(data, ref, int(t_ref[0])),
+        "flow": plan.tolist(),
+        "cost": cost.tolist(),
+    }

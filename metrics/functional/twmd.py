@@ -1,0 +1,195 @@
+r"""Tempered Word Mover Distance (TWMD, TRWMD) and its family (SBERT, Wordset-CKA) on centered
+token vectors, as a plain function (Chen et al., 2020).
+
+Every member is a similarity C between the token clouds X1 (the reference, L1 tokens) and X2 (the
+prediction, L2 tokens), normalized as in Eq. (1):
+:math:`\mathrm{Sim}(X_1, X_2) = C(X_1, X_2) / \sqrt{C(X_1, X_1)\, C(X_2, X_2)}`, with the cosines
+:math:`s_{ij} = \langle x_1^i, x_2^j \rangle` of unit vectors:
+
+- twmd (Eq. 5, 6): :math:`C = \sum_{ij} \pi_{ij} s_{ij}`, :math:`\pi` after a few Sinkhorn steps
+  (:func:`moverkit.ot.sinkhorn_log_plan`);
+- trwmd (Eq. 7): :math:`C = \frac{T}{L_1} \sum_i \log \sum_j e^{s_{ij}/T}` (:func:`moverkit.ot.trwmd_value`);
+- sbert: :math:`C = \langle \bar x_1, \bar x_2 \rangle`, the cosine of mean-pooled vectors after Eq. (1);
+- cka (Wordset-CKA): :math:`C = \sum_{ij} s_{ij}^2`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
+from moverkit.ot import sinkhorn_log_plan, trwmd_value
+
+__all__ = ["twmd"]
+
+VARIANTS = ("twmd", "trwmd", "sbert", "cka")
+
+# Chen et al. (2020), Section 6.2: temperatures tuned on WMT15-16 (RoBERTa), without centering and
+# with batch centering. Centering by a mean (batch, corpus, sentence) moves the cosines from about
+# [0.3, 1] to about [-0.3, 1]; "dim" changes them very little (paper, Section 5 and Table 1).
+DEFAULT_TEMPERATURES = {
+    "twmd": {"uncentered": 0.02, "centered": 0.10},
+    "trwmd": {"uncentered": 0.02, "centered": 0.15},
+}
+MEAN_CENTERINGS = ("sentence", "batch", "corpus")
+
+
+def twmd(
+    predictions,
+    references,
+    *,
+    variant: str = "twmd",
+    temperature: float | None = None,
+    sinkhorn_iterations: int = 1,
+    normalize: bool = True,
+    model_type: str | None = None,
+    num_layers: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    verbose: bool = False,
+    centering: str = "batch",
+    centering_stats=None,
+    max_length: int | None = None,
+    return_alignment: bool = False,
+) -> dict:
+    """Score each prediction against its reference(s) with the chosen member of the family.
+
+    The arguments and the result are those of ``moverkit.load("twmd").compute`` (documented in
+    its card): ``{variant: [one float per prediction, higher is closer, 1 for identical texts,
+    0 for an empty side], "hashcode": str}``, plus ``"alignment"`` with ``return_alignment``.
+    With several references per prediction, the best score is kept.
+    """
+    params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering)
+    checks.optional_positive_int("max_length", max_length)
+    data = prepare_pairs(
+        predictions,
+        references,
+        model_type=model_type,
+        num_layers=num_layers,
+        device=device,
+        batch_size=batch_size,
+        max_length=max_length,
+        verbose=verbose,
+        centering=centering,
+        centering_stats=centering_stats,
+    )
+    scores = pair_values(data, params)
+    if normalize:
+        scores = normalized(scores, self_values(data, params), data.ref_index, data.pred_index)
+    best, which = best_per_group(scores, data.group, data.n_predictions)
+    results = {
+        variant: best.tolist(),
+        "hashcode": pair_hash("twmd", data, **params),
+    }
+    if return_alignment:
+        results["alignment"] = [alignment(data, int(k), params) for k in which]
+    return results
+
+
+def resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering) -> dict:
+    """The variant's parameters, checked and with defaults filled in, in hashcode order.
+
+    A variant lists only the parameters it uses: twmd (temperature, Sinkhorn steps), trwmd
+    (temperature), sbert and cka (neither). ``temperature=None`` takes :data:`DEFAULT_TEMPERATURES`
+    for the centering mode.
+    """
+    checks.one_of("variant", variant, VARIANTS)
+    iterations = checks.positive_int("sinkhorn_iterations", sinkhorn_iterations)
+    if temperature is not None:
+        temperature = checks.finite_positive_float(
+            "temperature", temperature, hint=" (or None for the paper's default)"
+        )
+    checks.boolean("normalize", normalize)
+    params = {"variant": variant}
+    if variant in DEFAULT_TEMPERATURES:
+        if temperature is None:
+            temperature = DEFAULT_TEMPERATURES[variant]["centered" if centering in MEAN_CENTERINGS else "uncentered"]
+        params["temperature"] = float(temperature)
+    if variant == "twmd":
+        params["sinkhorn_iterations"] = iterations
+    params["normalize"] = normalize
+    return params
+
+
+def pair_values(data, params) -> torch.Tensor:
+    """C(reference, prediction) of every pair, float64, shape (n_pairs,)."""
+    values = torch.zeros(len(data.pred_index), dtype=torch.float64, device=data.pred_index.device)
+    for batch in data.batches():
+        pred, ref = data.pad_pairs(batch)
+        values[batch] = family_value(similarity(ref, pred), ref.mask, pred.mask, params)
+    return values
+
+
+def self_values(data, params) -> torch.Tensor:
+    """C(X, X) of every text that takes part, by the same procedure as the pairs (Eq. 1), indexed
+    like ``data.clouds``; texts taking no part keep 0."""
+    texts = torch.unique(torch.cat([data.pred_index, data.ref_index]))
+    as_pairs = dataclasses.replace(data, pred_index=texts, ref_index=texts, group=torch.arange(len(texts)))
+    values = torch.zeros(len(data.clouds.texts), dtype=torch.float64, device=texts.device)
+    values[texts] = pair_values(as_pairs, params)
+    return values
+
+
+def normalized(cross: torch.Tensor, own: torch.Tensor, ref_index: torch.Tensor, pred_index: torch.Tensor):
+    r"""Eq. (1): :math:`C(X_1, X_2) / \sqrt{C(X_1, X_1) C(X_2, X_2)}`; 0 where a self-similarity is
+    not positive (an empty text, or vectors that centering turned to zero)."""
+    denominator = own[ref_index].clamp_min(0) * own[pred_index].clamp_min(0)
+    # Clamp before the square root: at a zero denominator sqrt's gradient would be 0/0 = NaN (fine-tuning).
+    return torch.where(denominator > 0, cross / denominator.clamp_min(1e-300).sqrt(), 0.0)
+
+
+def similarity(ref, pred) -> torch.Tensor:
+    """Token similarities s_ij = <x1_i, x2_j> of padded clouds (cosines: the vectors are unit)."""
+    # b = pairs, r = reference tokens (X1, rows), p = prediction tokens (X2, columns), d = dimension
+    return torch.einsum("brd,bpd->brp", ref.vectors, pred.vectors)
+
+
+def family_value(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, params: dict) -> torch.Tensor:
+    """C(X1, X2) of the variant ``params["variant"]`` for a padded batch, float64, shape (B,); 0
+    where a side is empty (sums run in float64).
+
+    ``sim`` (B, L1, L2) holds s_ij, zero at padding; ``rows`` (B, L1) and ``cols`` (B, L2) mark the
+    real tokens of X1 (reference) and X2 (prediction).
+    """
+    variant = params["variant"]
+    if variant == "twmd":
+        log_plan = sinkhorn_log_plan(sim, rows, cols, params["temperature"], params["sinkhorn_iterations"])
+        return (log_plan.exp() * sim).sum((1, 2), dtype=torch.float64)
+    if variant == "trwmd":
+        return trwmd_value(sim, rows, cols, params["temperature"])
+    n_rows, n_cols = rows.sum(1), cols.sum(1)
+    if variant == "sbert":
+        return sim.sum((1, 2), dtype=torch.float64) / (n_rows * n_cols).clamp_min(1)
+    return sim.square().sum((1, 2), dtype=torch.float64)
+
+
+def transport_plan(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, params: dict) -> torch.Tensor | None:
+    """The plan behind C for a padded batch, (B, L1, L2), summing to 1 per pair (None for cka)."""
+    variant = params["variant"]
+    if variant == "twmd":
+        return sinkhorn_log_plan(sim, rows, cols, params["temperature"], params["sinkhorn_iterations"]).exp()
+    live = rows[:, :, None] & cols[:, None, :]
+    if variant == "trwmd":
+        logits = (sim / params["temperature"]).masked_fill(~live, -math.inf)
+        plan = torch.softmax(logits, dim=2).nan_to_num(0.0)
+        return plan / rows.sum(1).clamp_min(1)[:, None, None]
+    if variant == "sbert":
+        return live / (rows.sum(1) * cols.sum(1)).clamp_min(1)[:, None, None]
+    return None
+
+
+def alignment(data, pair: int, params: dict) -> dict:
+    """Tokens of a pair (special tokens left out), cosine matrix and plan, rows = prediction tokens."""
+    pred, ref = data.pad_pairs(torch.tensor([pair], device=data.pred_index.device))
+    n_ref, n_pred = int(ref.mask.sum()), int(pred.mask.sum())
+    sim = similarity(ref, pred)
+    plan = transport_plan(sim, ref.mask, pred.mask, params)
+    return {
+        "prediction_tokens": data.clouds.scored_tokens(int(data.pred_index[pair])),
+        "reference_tokens": data.clouds.scored_tokens(int(data.ref_index[pair])),
+        "similarity": sim[0, :n_ref, :n_pred].T.cpu().double().tolist(),
+        "plan": None if plan is None else plan[0, :n_ref, :n_pred].T.cpu().double().tolist(),
+    }

@@ -1,0 +1,239 @@
+"""Lazy-EMD's batched unbalanced Sinkhorn (moverkit.ot.unbalanced), pinned to POT's
+sinkhorn_unbalanced (reg_type="entropy"), to Theorem 2's closed form, and to its extreme penalties
+(ot.emd2, precision's and recall's softmins)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import ot
+import pytest
+import torch
+from scipy.optimize import brentq
+
+from moverkit.ot import transport_plan, unbalanced, unbalanced_sinkhorn
+
+PRESET_EN = (0.23, 0.31)
+
+
+def _pot_lazy_emd(cost, a, b, epsilon, reg_c, reg_r, reg_type="entropy"):
+    """<C, P*> by POT's unbalanced Sinkhorn, run to convergence."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # POT warns that reg_type="entropy" overwrites c
+        plan = ot.unbalanced.sinkhorn_unbalanced(
+            a, b, cost, epsilon, (reg_c, reg_r), method="sinkhorn", reg_type=reg_type, numItermax=10**6, stopThr=1e-14
+        )
+    return plan
+
+
+# --- random padded problems ------------------------------------------------------------------
+
+
+def _random_problems(seed, count=24, largest=8, zero_mass=True):
+    """Costs in [0, 2] (cosine distances' range) and masses summing to 1, some with a zero mass."""
+    rng = np.random.default_rng(seed)
+    problems = []
+    for _ in range(count):
+        n, m = rng.integers(1, largest + 1, size=2)
+        cost = rng.uniform(0.0, 2.0, (n, m))
+        a, b = rng.uniform(0.1, 1.0, n), rng.uniform(0.1, 1.0, m)
+        if zero_mass and n > 2:
+            a[0] = 0.0  # a token of weight 0 (IDF 0): its row must stay empty
+        problems.append((cost, a / a.sum(), b / b.sum()))
+    return problems
+
+
+def _padded(problems, dtype=torch.float64):
+    """One batch: costs padded with 1 (what zero vectors give), masses with 0."""
+    n = max(c.shape[0] for c, _, _ in problems)
+    m = max(c.shape[1] for c, _, _ in problems)
+    cost = torch.ones(len(problems), n, m, dtype=dtype)
+    a = torch.zeros(len(problems), n, dtype=dtype)
+    b = torch.zeros(len(problems), m, dtype=dtype)
+    for k, (c, ak, bk) in enumerate(problems):
+        cost[k, : c.shape[0], : c.shape[1]] = torch.from_numpy(c)
+        a[k, : len(ak)] = torch.from_numpy(ak)
+        b[k, : len(bk)] = torch.from_numpy(bk)
+    return cost, a, b
+
+
+def _solve(problems, epsilon, reg_c, reg_r, dtype=torch.float64, **kwargs):
+    """Plans of our batched solver, cropped to each problem, float64 numpy."""
+    cost, a, b = _padded(problems, dtype)
+    solved = unbalanced_sinkhorn(cost, a, b, epsilon, reg_c, reg_r, **kwargs)
+    plan = transport_plan(cost, a, b, solved, epsilon)
+    return [plan[k, : c.shape[0], : c.shape[1]].double().numpy() for k, (c, _, _) in enumerate(problems)], solved
+
+
+SETTINGS = [
+    (0.009, *PRESET_EN),  # the paper's "en" preset
+    (0.009, 0.018, 0.97),  # "zh"
+    (0.05, 0.5, 2.0),
+    (0.05, math.inf, 0.3),  # a hard prediction marginal
+    (0.1, 1.0, math.inf),  # a hard reference marginal
+    (0.1, math.inf, math.inf),  # balanced entropic OT
+    (0.01, 1e-9, 1e9),  # tiny and huge penalties
+]
+
+
+@pytest.mark.parametrize("epsilon, reg_c, reg_r", SETTINGS)
+def test_batched_solver_equals_pot_sinkhorn_unbalanced_entropy(epsilon, reg_c, reg_r):
+    problems = _random_problems(seed=0)
+    ours, solved = _solve(problems, epsilon, reg_c, reg_r, tol=1e-12, max_iter=10**5)
+    assert bool(solved.converged.all())
+    for plan, (cost, a, b) in zip(ours, problems):
+        theirs = _pot_lazy_emd(cost, a, b, epsilon, reg_c, reg_r)
+        np.testing.assert_allclose(plan, theirs, rtol=0, atol=1e-10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = ot.unbalanced.sinkhorn_unbalanced2(
+                a, b, cost, epsilon, (reg_c, reg_r), reg_type="entropy", numItermax=10**6, stopThr=1e-14
+            )
+        assert abs(float((plan * cost).sum()) - float(value)) <= 1e-10
+        if a[0] == 0:
+            assert np.all(plan[0] == 0)  # no mass leaves a token of weight 0
+
+
+def test_entropic_term_is_pots_entropy_not_its_kl():
+    """The release iterates u = (a / K v)^(lambda / (lambda + eps)) with K = exp(-C / eps): the
+    entropic term KL(P | 1 1^T), POT's reg_type="entropy". POT's default since 0.9.5,
+    reg_type="kl", regularizes towards a b^T instead: a different plan, which we must not match."""
+    problems = _random_problems(seed=1, count=6, zero_mass=False)
+    ours, _ = _solve(problems, 0.009, *PRESET_EN, tol=1e-12)
+    for plan, (cost, a, b) in zip(ours, problems):
+        entropy = _pot_lazy_emd(cost, a, b, 0.009, *PRESET_EN, reg_type="entropy")
+        kl = _pot_lazy_emd(cost, a, b, 0.009, *PRESET_EN, reg_type="kl")
+        assert np.abs(plan - entropy).max() <= 1e-10
+        assert np.abs(plan - kl).max() >= 1e-3 * plan.max()
+
+
+def test_overrelaxation_safeguard_recovers_from_a_diverging_factor(monkeypatch):
+    """With omega = 1.99 the over-relaxed updates overshoot; the safeguard must bring every
+    problem back to plain Sinkhorn and still reach POT's plan."""
+    monkeypatch.setattr(unbalanced, "overrelaxation", lambda phi_c, phi_r: 1.99)
+    problems = _random_problems(seed=2)
+    ours, solved = _solve(problems, 0.009, *PRESET_EN, tol=1e-12, max_iter=10**5)
+    assert bool(solved.converged.all())
+    for plan, (cost, a, b) in zip(ours, problems):
+        assert np.abs(plan - _pot_lazy_emd(cost, a, b, 0.009, *PRESET_EN)).max() <= 1e-10
+
+
+def test_float32_and_extreme_parameters_give_finite_plans():
+    """eps = 0.009 on costs up to 2 puts exp(-C / eps) at e^-222, below float32's range: the
+    stabilized kernels must still give POT's float64 answer to float32 precision."""
+    problems = _random_problems(seed=3)
+    ours32, solved = _solve(problems, 0.009, *PRESET_EN, dtype=torch.float32)
+    assert bool(solved.converged.all())
+    for plan, (cost, a, b) in zip(ours32, problems):
+        assert np.isfinite(plan).all()
+        assert (
+            abs(float((plan * cost).sum()) - float((_pot_lazy_emd(cost, a, b, 0.009, *PRESET_EN) * cost).sum())) <= 1e-4
+        )
+    for epsilon, reg_c, reg_r in [(1e-5, 1e-12, 1e12), (1e-5, 1e12, 1e-12), (0.009, 0.0, 0.0), (1e-4, 1e-3, 1e3)]:
+        for dtype in (torch.float32, torch.float64):
+            plans, _ = _solve(problems, epsilon, reg_c, reg_r, dtype=dtype, max_iter=2000)
+            assert all(np.isfinite(p).all() and (p >= 0).all() for p in plans)
+
+
+# --- Theorem 2: one reference token ----------------------------------------------------------
+#
+# One reference token of mass 1, candidate masses w_i, costs c_i, plan p (a column). With the
+# entropic term, stationarity of
+#     sum_i c_i p_i + eps sum_i (p_i log p_i - p_i + 1) + lc sum_i (p_i log(p_i / w_i) - p_i + w_i)
+#       + lr (s log s - s + 1),   s = sum_i p_i,
+# in p_i reads c_i + eps log p_i + lc log(p_i / w_i) + lr log s = 0, so
+#     p_i = w_i^(lc / (lc + eps)) exp(-(c_i + lr A) / (lc + eps)),   A = log s.
+# Summing: s = Q exp(-lr A / (lc + eps)) with Q = sum_i w_i^(lc/(lc+eps)) exp(-c_i / (lc + eps)),
+# so A = (lc + eps) log Q / (lc + eps + lr). At eps = 0 this is Theorem 2, Eq. (12)-(13):
+#     p_i = exp(-c_i / lc - (lr / lc) A) w_i,   A = log sum_i p_i.
+
+
+def _theorem_2_entropic(c, w, lc, lr, eps):
+    phi = lc / (lc + eps)
+    log_q = phi * np.log(w) - c / (lc + eps)
+    big_a = (lc + eps) * np.logaddexp.reduce(log_q) / (lc + eps + lr)
+    return np.exp(log_q - lr * big_a / (lc + eps))
+
+
+def _theorem_2_paper(c, w, lc, lr):
+    """Eq. (12)-(13) as printed: A solves A = log sum_i w_i exp(-c_i / lc - (lr / lc) A)."""
+    big_a = brentq(lambda x: x - np.log(np.sum(w * np.exp(-c / lc - lr / lc * x))), -100, 100)
+    return w * np.exp(-c / lc - lr / lc * big_a)
+
+
+@pytest.mark.parametrize("lc, lr", [PRESET_EN, (0.018, 0.97), (0.5, 0.05)])
+@pytest.mark.parametrize("eps", [0.009, 0.05])
+def test_theorem_2_closed_form_with_the_entropic_term(lc, lr, eps):
+    rng = np.random.default_rng(4)
+    c, w = rng.uniform(0.05, 1.5, 7), rng.uniform(0.1, 1.0, 7)
+    w /= w.sum()
+    (plan,), _ = _solve([(c[:, None], w, np.ones(1))], eps, lc, lr, tol=1e-12, max_iter=10**5)
+    np.testing.assert_allclose(plan[:, 0], _theorem_2_entropic(c, w, lc, lr, eps), rtol=1e-9, atol=0)
+
+
+def test_theorem_2_as_printed_is_the_small_epsilon_limit():
+    rng = np.random.default_rng(5)
+    c, w = rng.uniform(0.05, 1.5, 6), rng.uniform(0.1, 1.0, 6)
+    w /= w.sum()
+    paper = _theorem_2_paper(c, w, *PRESET_EN)
+    gaps = []
+    for eps in (1e-3, 1e-4):
+        (plan,), _ = _solve([(c[:, None], w, np.ones(1))], eps, *PRESET_EN, tol=1e-10, max_iter=10**5)
+        gaps.append(np.abs(np.log(plan[:, 0] / paper)).max())
+    # log p_i moves by O(eps): (phi - 1) log w_i and the 1 / (lc + eps) factors, about 20 eps here.
+    assert gaps[1] <= 0.01
+    assert gaps[0] / gaps[1] == pytest.approx(10, rel=0.2)
+
+
+# --- the extreme penalties: EMD, precision and recall (Section 4) ------------------------------
+
+
+def test_free_reference_marginal_is_a_softmin_per_prediction_token():
+    """reg_r = 0 frees the reference side: g = 0, and f_i = eps (log a_i - LSE_j(-C_ij / eps)),
+    so P_ij = a_i softmax_j(-C_ij / eps) (reg_c = inf), the entropic form of precision's argmax."""
+    problems = _random_problems(seed=6)
+    ours, _ = _solve(problems, 0.05, math.inf, 0.0)
+    for plan, (cost, a, _) in zip(ours, problems):
+        softmax = np.exp(-cost / 0.05) / np.exp(-cost / 0.05).sum(1, keepdims=True)
+        np.testing.assert_allclose(plan, a[:, None] * softmax, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("eps", [1e-2, 1e-4])
+def test_extreme_penalties_bound_one_minus_precision_and_recall(eps):
+    """For each row, min_j c_ij <= <c_i, softmax(-c_i / eps)> <= min_j c_ij + eps log m (Gibbs'
+    variational principle), so 0 <= lazy(inf, 0) - (1 - P) <= eps log m with P = sum_i a_i max_j S_ij."""
+    for cost, a, b in _random_problems(seed=7, zero_mass=False):
+        (p_plan,), _ = _solve([(cost, a, b)], eps, math.inf, 0.0)
+        (r_plan,), _ = _solve([(cost, a, b)], eps, 0.0, math.inf)
+        one_minus_p = float(a @ cost.min(1))
+        one_minus_r = float(b @ cost.min(0))
+        # 1e-9: the plan's exponent (f_i - C_ij) / eps carries float64 rounding amplified by 1 / eps
+        assert -1e-9 <= float((p_plan * cost).sum()) - one_minus_p <= eps * math.log(cost.shape[1]) + 1e-9
+        assert -1e-9 <= float((r_plan * cost).sum()) - one_minus_r <= eps * math.log(cost.shape[0]) + 1e-9
+
+
+def _entropy(p):
+    return float(-(p[p > 0] * np.log(p[p > 0])).sum())
+
+
+def _emd_gap_bounds(plan, cost, a, b, eps):
+    """With both marginals hard the plan is a coupling, so <C, P_eps> >= EMD; and since P_eps
+    minimizes <C, P> - eps H(P) over couplings, <C, P_eps> - EMD <= eps (H(P_eps) - H(P_emd))."""
+    emd_plan = ot.emd(a, b, cost)
+    gap = float((plan * cost).sum()) - float((emd_plan * cost).sum())
+    return gap, eps * (_entropy(plan) - _entropy(emd_plan))
+
+
+@pytest.mark.parametrize("eps", [1e-2, 1e-3])
+def test_hard_marginals_approach_emd2_from_above(eps):
+    problems = _random_problems(seed=8, largest=6, zero_mass=False)
+    ours, solved = _solve(problems, eps, math.inf, math.inf, tol=1e-10, max_iter=10**5)
+    assert bool(solved.converged.all())
+    for plan, (cost, a, b) in zip(ours, problems):
+        np.testing.assert_allclose(plan.sum(1), a, atol=1e-9)
+        gap, bound = _emd_gap_bounds(plan, cost, a, b, eps)
+        assert abs(ot.emd2(a, b, cost) - float((ot.emd(a, b, cost) * cost).sum())) <= 1e-12
+        assert -1e-9 <= gap <= bound + 1e-9
+        assert bound <= eps * min(_entropy(a), _entropy(b)) + 1e-9
