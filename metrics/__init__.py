@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from ._core.cache import set_cache
     from ._core.centering import fit_centering
     from ._core.registry import release
+    from ._core.streaming import set_memory_budget
 
 __version__ = "0.1.0"
 
@@ -43,30 +45,56 @@ def load(name: str, **kwargs):
 
 
 def map_scores(metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
-    """A function for ``datasets.Dataset.map(..., batched=True)`` that adds the metric's
-    per-example scores as columns (``hashcode``, one string per call, is kept on the function as
-    ``.hashcode`` instead: ``map`` needs one value per row)::
+    """A function for ``datasets.Dataset.map`` that adds the metric's per-example scores as
+    columns (``hashcode``, one string per call, is the function's ``.hashcode`` instead: ``map``
+    needs one value per row)::
 
         score = moverkit.map_scores(metric, "hyp", "ref", centering="corpus", centering_stats=stats)
-        ds = ds.map(score, batched=True, batch_size=256)
+        ds = ds.map(score, batched=True, batch_size=256, num_proc=2)
+        score.hashcode
 
-    Each map batch is one ``compute`` call, so ``centering="batch"`` would take the mean of each
-    map batch; use ``"corpus"`` (a statistic fitted once) for scores that do not depend on batching.
+    ``metric`` is a loaded moverkit metric or its name; ``compute_kwargs`` are its ``compute``
+    arguments. The function is picklable and fork-safe (``num_proc`` works after any ``compute``
+    or ``fit_centering`` in the parent), has a stable fingerprint (an identical second ``map``
+    loads from the datasets cache), works with ``batched=False``, and with ``with_rank=True``
+    puts worker ``k`` on GPU ``k`` (see :class:`moverkit._core.mapping.MapScores`).
+
+    Each map batch is one call, so ``centering="batch"`` would take the mean of each map batch;
+    use ``"corpus"`` (a statistic fitted once) for scores that do not depend on batching.
     """
+    from ._core.mapping import MapScores
 
-    def score(batch):
-        result = metric.compute(predictions=batch[predictions], references=batch[references], **compute_kwargs)
-        score.hashcode = result["hashcode"]
-        return {key: value for key, value in result.items() if isinstance(value, list)}
+    name = metric if isinstance(metric, str) else getattr(metric, "name", None)
+    if name not in METRICS:
+        raise ValueError(f"map_scores takes a moverkit metric or one of {', '.join(METRICS)}, got {metric!r}")
+    return MapScores(name, predictions, references, compute_kwargs)
 
-    score.hashcode = None
-    return score
+
+def means(result: dict) -> dict:
+    """The corpus mean of every per-example score of a ``compute`` result, one float per key:
+    ``{"precision": 0.91, "recall": 0.90, "f1": 0.90}``. What a training loop logs
+    (``compute_metrics`` of a ``transformers`` Trainer returns it as is): ``hashcode`` and
+    ``alignment`` are left out, and so is a key with no examples (rather than a NaN)."""
+    import math
+
+    return {
+        key: math.fsum(values) / len(values)
+        for key, values in result.items()
+        if isinstance(values, list) and values and all(isinstance(v, (int, float)) for v in values)
+    }
 
 
 # The functions themselves (their signatures and docs), imported on first use so that
 # ``import moverkit`` stays light (no torch, no transformers): ``fit_centering`` fits the ``corpus``
-# centering statistic of token or sentence vectors; ``release`` frees every loaded model.
-_LAZY = {"fit_centering": "._core.centering", "release": "._core.registry"}
+# centering statistic of token or sentence vectors; ``release`` frees every loaded model;
+# ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks);
+# ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties.
+_LAZY = {
+    "fit_centering": "._core.centering",
+    "release": "._core.registry",
+    "set_memory_budget": "._core.streaming",
+    "set_cache": "._core.cache",
+}
 
 
 def __getattr__(name: str):
@@ -77,4 +105,15 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["METRICS", "__version__", "fit_centering", "load", "map_scores", "module_path", "release"]
+__all__ = [
+    "METRICS",
+    "__version__",
+    "fit_centering",
+    "load",
+    "map_scores",
+    "means",
+    "module_path",
+    "release",
+    "set_cache",
+    "set_memory_budget",
+]

@@ -2,6 +2,7 @@
 
     moverkit score --metric centered_bertscore --predictions hyp.txt --references ref.txt --out scores.jsonl
     moverkit fit-centering --texts corpus.txt --out stats.npz
+    moverkit fit-baseline --texts corpus.txt --out baseline.csv
     moverkit bench correlation --data wmt17_seg_da_to_en.tsv
     moverkit bench speed --data wmt17_seg_da_to_en.tsv
     moverkit publish --dry-run OUTDIR
@@ -83,6 +84,21 @@ def _parser() -> argparse.ArgumentParser:
     _add_encoder_options(fit)
     fit.set_defaults(run=_fit_centering)
 
+    base = commands.add_parser(
+        "fit-baseline",
+        help="fit a rescaling baseline (bert-score's LAYER,P,R,F csv): mean centered_bertscore of random text pairs",
+    )
+    base.add_argument("--texts", required=True, type=Path, help="one text per line; pairs are drawn from them")
+    base.add_argument("--out", required=True, type=Path, help="where to write the baseline (.csv)")
+    base.add_argument("--centering", default="none", help="none, dim, sentence or batch (default: none)")
+    base.add_argument("--pairs", type=int, default=1000, help="random pairs (default: 1000)")
+    base.add_argument("--seed", type=int, default=0, help="seed of the random pairing (default: 0)")
+    base.add_argument("--model", help="Hugging Face id or local path (default: the embedded all-MiniLM-L6-v2)")
+    base.add_argument("--layers", type=int, nargs="*", help="layers to fit (default: every layer, 0 to the last)")
+    base.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
+    base.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
+    base.set_defaults(run=_fit_baseline)
+
     bench = commands.add_parser("bench", help="benchmarks: correlation with humans, speed against peers")
     which = bench.add_subparsers(dest="bench", required=True)
     corr = which.add_parser("correlation", help="Pearson and Kendall per group with human judgments")
@@ -98,6 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     corr.add_argument("--list", action="store_true", help="list the row labels and exit")
     speed.add_argument("--list", action="store_true", help="list the suites and their contenders and exit")
     speed.set_defaults(run=_bench_speed)
+    scale = which.add_parser("scale", help="wall time and peak RSS of one call at growing numbers of distinct pairs")
+    scale.add_argument("--data", type=Path, help="TSV of judgments whose segments make the texts (required)")
+    scale.add_argument("--sizes", type=int, nargs="*", help="numbers of pairs (default: 1000 10000 100000)")
+    scale.add_argument("--memory-budget", help="moverkit.set_memory_budget for the runs (default: the default)")
+    scale.add_argument("--out", type=Path, help="also write the table here (Markdown)")
+    scale.set_defaults(run=_bench_scale)
 
     publish = commands.add_parser("publish", help="assemble each metric's Hub Space (module + demo) and upload it")
     publish.add_argument("out", type=Path, help="a new or empty folder to assemble the Spaces in")
@@ -262,6 +284,26 @@ def _fit_centering(args) -> int:
     return 0
 
 
+def _fit_baseline(args) -> int:
+    from ._core.baseline import fit_baseline, write_baseline
+
+    _check_out(args.out, [args.texts])
+    rows = fit_baseline(
+        _read_texts(args.texts),
+        model_type=args.model,
+        layers=args.layers,
+        centering=args.centering,
+        n_pairs=args.pairs,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
+    write_baseline(rows, args.out)
+    print(f"baseline of {args.pairs} random pairs, centering={args.centering}, layers {rows[0][0]}-{rows[-1][0]}")
+    print(f"saved to {args.out}")
+    return 0
+
+
 def _bench_correlation(args) -> int:
     from .bench import registry
     from .bench._correlation import correlation_table, format_table
@@ -300,6 +342,16 @@ def _bench_speed(args) -> int:
     data = read_judgments(args.data, limit=args.limit)
     reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
     return _emit("\n\n".join(reports), args.out)
+
+
+def _bench_scale(args) -> int:
+    from .bench import scale
+
+    _require_data(args)
+    _check_out(args.out, [args.data])
+    progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 (each row as it ends)
+    rows = scale.run(args.data, tuple(args.sizes or scale.SIZES), memory_budget=args.memory_budget, log=progress)
+    return _emit(scale.format_table(rows), args.out)
 
 
 def _require_data(args) -> None:

@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._core.centering import MIN_BATCH_TEXTS
 from .cli import split_lines
 
 REFERENCE_SEPARATOR = "|||"
@@ -61,14 +62,6 @@ MAX_TOTAL_CHARS = 200_000
 """At most this many characters in the two boxes together: :data:`MAX_TEXT_CHARS` alone would let
 one press hold 100 x 17 texts of 20,000 characters (minutes of sentence splitting); 200,000
 characters are 100 predictions with 16 references each of about 120 characters."""
-
-MIN_BATCH_TEXTS = 10
-"""Fewer distinct texts than this in a press scored with ``batch`` centering get a warning: the
-mean then holds too much of each text's own vector. Measured with centered_bertscore (twmd) on 120
-WMT17 pairs against batch centering over all 120: mean absolute change of the score 0.110 (0.132)
-for one pair (2 texts), 0.038 (0.046) for 4 texts, 0.015 (0.018) for 10, 0.008 (0.010) for 20;
-the standard deviation of the scores across pairs is 0.127 (0.162). From 10 texts on, the batch
-moves a score by about a tenth of the differences between pairs or less."""
 
 DEMO_MODELS_VARIABLE = "MOVERKIT_DEMO_MODELS"
 """The environment variable listing the models a page offers besides the embedded one
@@ -262,16 +255,17 @@ class Scored:
         return head + f"| {label} | " + " | ".join(f"{v:.4f}" for v in self.means().values()) + " |"
 
     def table(self):
-        """One row per prediction: its text, its references and every score, to 4 decimals as in
-        the summary (16 digits push the score columns out of view; the hashcode and the module
-        give every digit)."""
+        """One row per prediction: its number, every score, its text and its references. Scores
+        are rounded to 4 decimals as in the summary (the hashcode and the module give every digit)
+        and come before the texts, so that on a narrow screen they are in view and the long texts
+        scroll."""
         import pandas as pd
 
         numbers = list(range(1, len(self.predictions) + 1))
         references = [f" {REFERENCE_SEPARATOR} ".join(refs) for refs in self.references]
-        columns = dict(zip(_TABLE_COLUMNS, (numbers, self.predictions, references)))
         rounded = {key: [round(v, 4) for v in values] for key, values in self.scores.items()}
-        return pd.DataFrame({**columns, **rounded})
+        number, prediction, reference = _TABLE_COLUMNS
+        return pd.DataFrame({number: numbers, **rounded, prediction: self.predictions, reference: references})
 
 
 def empty_table():
@@ -332,11 +326,10 @@ def score(module, predictions_text: str, references_text: str, kwargs: dict) -> 
 
     Per-prediction scores are the result's lists of numbers, one per prediction (so a metric
     whose output key depends on its arguments needs no configuration here). ``batch`` centering
-    over fewer than :data:`MIN_BATCH_TEXTS` distinct texts warns (a ``UserWarning``, which the
-    page shows).
+    over fewer than :data:`MIN_BATCH_TEXTS` distinct texts warns (the metrics' own ``UserWarning``,
+    which the page shows).
     """
     predictions, references = parse_pairs(predictions_text, references_text)
-    _warn_small_batch(module, predictions, references, kwargs)
     result = module.compute(predictions=predictions, references=references, return_alignment=True, **kwargs)
     scores = {
         key: [float(v) for v in values]
@@ -348,24 +341,6 @@ def score(module, predictions_text: str, references_text: str, kwargs: dict) -> 
     }
     grouped = [refs if isinstance(refs, list) else [refs] for refs in references]
     return Scored(predictions, grouped, scores, result["hashcode"], result["alignment"])
-
-
-def _warn_small_batch(module, predictions: list[str], references: list, kwargs: dict) -> None:
-    """Warn when ``batch`` centering (given, or the module's default) would average fewer than
-    :data:`MIN_BATCH_TEXTS` distinct non-blank texts."""
-    parameter = inspect.signature(module._compute).parameters.get("centering")
-    if kwargs.get("centering", parameter and parameter.default) != "batch":
-        return
-    texts = {t for t in predictions if t.strip()}
-    texts |= {t for refs in references for t in ([refs] if isinstance(refs, str) else refs) if t.strip()}
-    if len(texts) < MIN_BATCH_TEXTS:
-        warnings.warn(
-            f"batch centering over only {len(texts)} distinct texts: the mean it subtracts is mostly these "
-            "texts' own, so the scores say little (a single pair can score near -1); score at least "
-            f"{MIN_BATCH_TEXTS} texts together, or choose centering 'none' or 'corpus'",
-            UserWarning,
-            stacklevel=3,
-        )
 
 
 def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str):
@@ -449,10 +424,20 @@ def build_demo(
         gr.Markdown(f"# {title}\n{description}\n\n{_HOW_TO}")
         with gr.Row():
             predictions_box = gr.Textbox(
-                value=examples[0][0], label="Predictions", lines=4, elem_id="predictions", placeholder="one per line"
+                value=examples[0][0],
+                label="Predictions",
+                lines=4,
+                elem_id="predictions",
+                placeholder="one per line",
+                min_width=320,  # on a narrow screen the two boxes stack, so line i of each stays paired
             )
             references_box = gr.Textbox(
-                value=examples[0][1], label="References", lines=4, elem_id="references", placeholder="one per line"
+                value=examples[0][1],
+                label="References",
+                lines=4,
+                elem_id="references",
+                placeholder="one per line",
+                min_width=320,
             )
         with gr.Accordion("Settings", open=True), gr.Row():
             inputs = [p.component(gr, defaults[p.name]) for p in params]
@@ -469,7 +454,7 @@ def build_demo(
         alignments = gr.State([])
         if card is not None:
             with gr.Accordion("About this metric", open=False):
-                gr.Markdown(_strip_front_matter(Path(card).read_text(encoding="utf-8")))
+                gr.Markdown(_local_card(metric, Path(card)))
 
         def run(predictions_text, references_text, *values):
             with warnings.catch_warnings(record=True) as caught:
@@ -534,6 +519,22 @@ def _signature(defaults: dict) -> inspect.Signature:
 
 def _shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _local_card(metric: str, card: Path) -> str:
+    """The Space README as this page shows it: front matter left out, its placeholders filled as a
+    dry-run ``moverkit publish`` fills them (this checkout's repository and commit where it can
+    tell, else ``OWNER/moverkit`` and zeros), so no ``{..._PLACEHOLDER}`` shows when run locally."""
+    import moverkit
+
+    from .publish import resolve_release
+
+    text = _strip_front_matter(card.read_text(encoding="utf-8"))
+    root = card.resolve().parents[2]
+    release = resolve_release(root, "moverkit", None, None, dry_run=True)
+    for placeholder, value in {**release.placeholders(metric), "{VERSION_PLACEHOLDER}": moverkit.__version__}.items():
+        text = text.replace(placeholder, value)
+    return text
 
 
 def _strip_front_matter(markdown: str) -> str:

@@ -10,7 +10,9 @@ metric's Space is at once its evaluate module and its demo. Its folder is assemb
 - ``spaces/<name>/``: ``app.py``, ``README.md`` (Space front matter and the card's essentials)
   and ``requirements.txt``,
 
-with the placeholders of the text files replaced: ``{COMMIT_PLACEHOLDER}`` (the released commit,
+with the placeholders of the text files replaced: ``{VERSION_PLACEHOLDER}`` (``moverkit.__version__``:
+the Space's requirements pin that release of the ``moverkit`` distribution on PyPI, which the
+publish workflow uploads first), ``{COMMIT_PLACEHOLDER}`` (the released commit,
 a full 40-hex hash, as evaluate pins its Spaces: a branch or tag could move), ``{REPOSITORY_PLACEHOLDER}``
 (the GitHub ``owner/name`` the Space installs moverkit from) and ``{SPACE_ID_PLACEHOLDER}``
 (``<org>/<name>``).
@@ -96,6 +98,7 @@ def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) 
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out} is not empty; give a new or empty folder")
     folders = []
+    version = source_version(root)
     for name in space_names(root):
         folder = out / name
         sources = _published_files(root / "metrics" / name, "*.py")
@@ -107,12 +110,52 @@ def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) 
             target = folder / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             if path.suffix in _TEXT_FILES:
-                text = _fill(path.read_text(encoding="utf-8"), release.placeholders(name), path)
+                placeholders = {**release.placeholders(name), **version}
+                text = _fill(path.read_text(encoding="utf-8"), placeholders, path)
+                card = root / "metrics" / name / "README.md"
+                if relative == "README.md" and card.is_file():
+                    text = with_card_metadata(text, card.read_text(encoding="utf-8"))
                 target.write_text(text, encoding="utf-8")
             else:
                 shutil.copyfile(path, target)
         folders.append(folder)
     return folders
+
+
+CARD_KEYS = ("title", "emoji", "colorFrom", "colorTo", "description")
+"""Front matter keys whose one source is the metric card (``metrics/<name>/README.md``): the
+published Space README takes them from it (``description`` is the key evaluate reads)."""
+
+
+def front_matter(markdown: str) -> tuple[dict, str]:
+    """The YAML front matter of a Markdown file (``{}`` if none) and the text after it."""
+    import yaml
+
+    if markdown.startswith("---\n"):
+        end = markdown.find("\n---\n", 4)
+        if end != -1:
+            return yaml.safe_load(markdown[4:end]) or {}, markdown[end + 5 :]
+    return {}, markdown
+
+
+def with_card_metadata(space_readme: str, card: str) -> str:
+    """The Space README with the card's :data:`CARD_KEYS` first in its front matter."""
+    import yaml
+
+    space_meta, body = front_matter(space_readme)
+    card_meta, _ = front_matter(card)
+    meta = {key: card_meta[key] for key in CARD_KEYS if key in card_meta}
+    meta.update((key, value) for key, value in space_meta.items() if key not in CARD_KEYS)
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=100) + "---\n" + body
+
+
+def source_version(root: Path) -> dict[str, str]:
+    """``{VERSION_PLACEHOLDER}``: ``__version__`` of the checkout ``root`` (its
+    ``metrics/__init__.py``), the moverkit release on PyPI that the Spaces pin; none where the
+    checkout sets no version (a file using the placeholder is then an error)."""
+    init = root / "metrics" / "__init__.py"
+    match = re.search(r'^__version__ = "([^"]+)"', init.read_text(encoding="utf-8"), re.M) if init.is_file() else None
+    return {"{VERSION_PLACEHOLDER}": match.group(1)} if match else {}
 
 
 def _published_files(folder: Path, pattern: str) -> dict[str, Path]:

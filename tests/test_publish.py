@@ -13,7 +13,15 @@ import pytest
 
 import moverkit
 from moverkit.cli import main
-from moverkit.publish import DRY_RUN_COMMIT, DRY_RUN_REPOSITORY, Release, assemble, resolve_release, space_names
+from moverkit.publish import (
+    DRY_RUN_COMMIT,
+    DRY_RUN_REPOSITORY,
+    Release,
+    assemble,
+    resolve_release,
+    space_names,
+    with_card_metadata,
+)
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -70,15 +78,19 @@ def test_one_space_per_metric_holding_the_module_and_the_app(assembled):
         assert (folder / "app.py").read_bytes() == (space / "app.py").read_bytes()
 
         requirements = (folder / "requirements.txt").read_text()
-        assert f"moverkit[demo] @ git+https://github.com/{REPOSITORY}@{COMMIT}\n" in requirements
+        assert f"moverkit[demo]=={moverkit.__version__}\n" in requirements
         readme = (folder / "README.md").read_text()
         assert f'evaluate.load("{ORG}/{name}")' in readme
         assert f"https://github.com/{REPOSITORY}/blob/{COMMIT}/metrics/{name}/README.md" in readme
         assert "PLACEHOLDER" not in requirements + readme
         # Only the placeholders changed.
         source = (space / "README.md").read_text()
-        filled = source.replace("{SPACE_ID_PLACEHOLDER}", f"{ORG}/{name}")
-        assert readme == filled.replace("{REPOSITORY_PLACEHOLDER}", REPOSITORY).replace("{COMMIT_PLACEHOLDER}", COMMIT)
+        filled = source.replace("{SPACE_ID_PLACEHOLDER}", f"{ORG}/{name}").replace(
+            "{VERSION_PLACEHOLDER}", moverkit.__version__
+        )
+        filled = filled.replace("{REPOSITORY_PLACEHOLDER}", REPOSITORY).replace("{COMMIT_PLACEHOLDER}", COMMIT)
+        card = (moverkit.module_path(name) / "README.md").read_text()
+        assert readme == with_card_metadata(filled, card)  # and the card's title, emoji, description
 
 
 @pytest.mark.parametrize("name", moverkit.METRICS)
@@ -273,7 +285,10 @@ def test_upload_makes_each_folder_the_whole_content_of_its_space(monkeypatch, tm
 
     monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
     folders = [tmp_path / "lazy_emd", tmp_path / "twmd"]
-    assert upload(folders, Release(ORG, REPOSITORY, COMMIT), tag="v0.1.0", token="t") == [f"{ORG}/lazy_emd", f"{ORG}/twmd"]
+    assert upload(folders, Release(ORG, REPOSITORY, COMMIT), tag="v0.1.0", token="t") == [
+        f"{ORG}/lazy_emd",
+        f"{ORG}/twmd",
+    ]
     assert calls[0] == ("HfApi", "t")
     for k, folder in enumerate(folders):
         create, send, tag = calls[1 + 3 * k : 4 + 3 * k]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import numbers
 import os
+import warnings
 import zipfile
 import zlib
 from collections import Counter
@@ -55,6 +56,15 @@ SENTENCE_CENTERING_MODES = ("none", "dim", "batch", "corpus")
 """The centering modes of sentence vectors: :data:`CENTERING_MODES` less ``sentence``."""
 
 LEVELS = ("token", "sentence")
+
+MIN_BATCH_TEXTS = 10
+"""``batch`` centering over fewer distinct texts (token clouds: texts with a scored token; sentence
+vectors: distinct sentences) than this warns once per call (:func:`warn_small_batch`): the mean
+then holds too much of each text's own vector, and a single pair can score near -1. Measured with
+centered_bertscore (twmd) on 120 WMT17 pairs against batch centering over all 120: mean absolute
+change of the score 0.110 (0.132) for one pair (2 texts), 0.038 (0.046) for 4 texts, 0.015 (0.018)
+for 10, 0.008 (0.010) for 20; the standard deviation of the scores across pairs is 0.127 (0.162).
+From 10 texts on, the batch moves a score by about a tenth of the differences between pairs or less."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,9 +248,11 @@ def center_rows(
     scored: torch.Tensor | None = None,
     counts: torch.Tensor | None = None,
     stats: CenteringStats | None = None,
+    warn: bool = True,
 ) -> torch.Tensor:
     """Center the rows of ``vectors`` (n_rows, D) by ``mode`` and scale them to unit length (see
-    the module doc); a new tensor of the dtype of ``vectors``.
+    the module doc); a new tensor of the dtype of ``vectors``. ``batch`` over too few texts warns
+    (:func:`warn_small_batch`) unless ``warn`` is False (the second and later layers of one call).
 
     ``offsets``, ``scored`` and ``counts`` are as in :func:`row_mean`: token clouds pass their text
     offsets and non-special rows; sentence vectors pass neither (one row per text), and then
@@ -256,6 +268,8 @@ def center_rows(
         sums, sizes, text_of_row = _text_sums(w, offsets, scored)
         v = w - (sums / sizes.clamp_min(1.0)[:, None]).to(w.dtype)[text_of_row]
     elif mode == "batch":
+        if warn:
+            warn_small_batch(_text_sums(w, offsets, scored)[1], "texts" if offsets is not None else "sentences")
         v = w - row_mean(w, offsets=offsets, scored=scored, counts=counts)[0].to(w.dtype)
     else:  # corpus
         if stats is None:
@@ -264,17 +278,33 @@ def center_rows(
     return torch.nn.functional.normalize(v, dim=-1)
 
 
+def warn_small_batch(sizes: torch.Tensor, unit: str) -> None:
+    """One warning if fewer than :data:`MIN_BATCH_TEXTS` of the ``unit`` (``"texts"``,
+    ``"sentences"``) whose rows counted ``sizes`` (per distinct unit) have a row in the batch mean."""
+    n = int((sizes > 0).sum())
+    if n < MIN_BATCH_TEXTS:
+        warnings.warn(
+            f"centering='batch' over only {n} distinct {unit} (fewer than {MIN_BATCH_TEXTS}): the mean it "
+            f"subtracts is mostly these {unit}' own vectors, so the scores say little (a single pair can score "
+            f"near -1). Score more pairs per call (at least {MIN_BATCH_TEXTS} distinct {unit} together), or pass "
+            "centering='corpus' (with a mean from moverkit.fit_centering) or centering='none'.",
+            UserWarning,
+            stacklevel=5,
+        )
+
+
 def center(
     clouds: TokenClouds,
     mode: str,
     *,
     counts: torch.Tensor | None = None,
     stats: CenteringStats | None = None,
+    warn: bool = True,
 ) -> TokenClouds:
     """:func:`center_rows` for token clouds: means over the non-special tokens, ``counts`` per text.
     Returns new clouds; ``clouds`` is not modified."""
     vectors = center_rows(
-        clouds.vectors, mode, offsets=clouds.offsets, scored=~clouds.special, counts=counts, stats=stats
+        clouds.vectors, mode, offsets=clouds.offsets, scored=~clouds.special, counts=counts, stats=stats, warn=warn
     )
     return clouds.with_vectors(vectors)
 

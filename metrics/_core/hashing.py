@@ -38,7 +38,7 @@ def get_hash(
 
 def pair_hash(metric: str, data, **params) -> str:
     """:func:`get_hash` for a metric computed on :class:`~moverkit._core.PairData`: the encoder,
-    IDF, centering, statistic and token limit of ``data``, then the metric's own ``params``."""
+    IDF, centering, statistic, token limit, long-text mode and dtype of ``data``, then the metric's own ``params``."""
     return get_hash(
         metric,
         data.encoder,
@@ -46,5 +46,7 @@ def pair_hash(metric: str, data, **params) -> str:
         centering=data.centering,
         stats=data.stats,
         max_length=data.max_length,
+        long_texts=data.long_texts,
+        dtype=data.dtype,
         **params,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -109,3 +110,37 @@ def _by_id(table: Mapping, tokenizer):
         table = {tokenizer.convert_tokens_to_ids(k): v for k, v in table.items()}
     default = getattr(table, "default_factory", None)
     return lambda i: table[i] if i in table else (default() if default else 0.0)
+
+
+def zero_weight_texts(clouds: TokenClouds, weights: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """Bool per text of ``clouds``: it has a token among ``candidates`` (bool per row) but its
+    ``weights`` (per row) sum to 0, as every text of a call with one pair and ``idf=True`` (each
+    token occurs in every text the IDF is fitted on: IDF log(2/2) = 0)."""
+    text_of = clouds.text_index()
+    n_texts = len(clouds.texts)
+    mass = torch.zeros(n_texts, dtype=torch.float64, device=weights.device).index_add_(0, text_of, weights.double())
+    n_candidates = torch.zeros_like(mass).index_add_(0, text_of, candidates.double())
+    return (mass == 0) & (n_candidates > 0)
+
+
+def count_zero_weight_texts(data) -> tuple[int, int]:
+    """How many distinct prediction and reference texts of the pairs of ``data`` (a
+    :class:`~moverkit._core.PairData`) have a non-special token but weigh 0 on their side."""
+    words = ~data.clouds.special
+    return tuple(
+        int(zero_weight_texts(data.clouds, weights, words)[torch.unique(texts)].sum())
+        for texts, weights in ((data.pred_index, data.pred_weights), (data.ref_index, data.ref_weights))
+    )
+
+
+def warn_zero_weights(n_predictions: int, n_references: int, outcome: str) -> None:
+    """The one warning of every token-level metric for texts that :func:`zero_weight_texts` finds
+    (``n_predictions`` and ``n_references`` distinct texts); ``outcome`` says what they score."""
+    if n_predictions or n_references:
+        warnings.warn(
+            f"{n_predictions} prediction(s) and {n_references} reference(s) have IDF 0 on every token (each token "
+            f"occurs in every text the IDF was fitted on, as with a single pair); {outcome}. Score more pairs in "
+            "one call, pass idf=False, or an IDF dict fitted on a larger corpus.",
+            UserWarning,
+            stacklevel=4,
+        )

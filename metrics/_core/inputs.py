@@ -16,6 +16,7 @@ def check_texts(values, name: str) -> list[str]:
     ``errors="surrogateescape"`` makes of undecodable bytes) is refused, since no tokenizer takes it."""
     if values is None:
         raise ValueError(f"{name} is None; pass a list of strings")
+    values = from_numpy(values)
     if isinstance(values, str) or not isinstance(values, Sequence):
         raise TypeError(f"{name} must be a list of strings, got {type(values).__name__}")
     for i, value in enumerate(values):
@@ -26,6 +27,14 @@ def check_texts(values, name: str) -> list[str]:
         if not value.isascii():
             _check_unicode(value, f"{name}[{i}]")
     return list(values)
+
+
+def from_numpy(values):
+    """A numpy array of strings (as a Trainer or ``datasets`` gives) as nested lists of ``str``,
+    as evaluate's bertscore accepts it; anything else unchanged."""
+    if type(values).__module__ == "numpy" and hasattr(values, "tolist"):
+        return values.tolist()
+    return values
 
 
 def _check_unicode(value: str, name: str) -> None:
@@ -48,6 +57,7 @@ def check_inputs(predictions, references) -> tuple[list[str], list[list[str]]]:
     predictions = check_texts(predictions, "predictions")
     if references is None:
         raise ValueError("references is None; pass one reference (or a list of references) per prediction")
+    references = from_numpy(references)
     if isinstance(references, str) or not isinstance(references, Sequence):
         raise TypeError(f"references must be a list, got {type(references).__name__}")
     if len(predictions) != len(references):

@@ -27,6 +27,13 @@ R = 0.148 gives 1.341). The rule above is continuous (the harmonic mean tends to
 does), always lies in :math:`[\min(P,R), \max(P,R)]`, and equals bert-score's F1 wherever both
 scores are positive.
 
+The cosine of a unit with itself is 1, also where centering left it the zero vector (a text's only
+token minus its own mean, a lone sentence minus the batch mean): :func:`self_cosine_one` sets it
+so wherever a text is compared with itself (texts are deduplicated, so a pair of identical texts
+holds the same rows on both sides), which makes identical texts score the best value in every
+centering mode. It is the limit of :math:`\cos(v, v) = 1` as :math:`v \to 0`; every other cosine
+with a zero vector stays 0.
+
 References
 ----------
 .. [1] T. Zhang, V. Kishore, F. Wu, K. Q. Weinberger, Y. Artzi. BERTScore: Evaluating Text
@@ -43,6 +50,14 @@ def cosine_matrix(pred: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
     (rounding puts the cosine of a unit vector with itself at 1 + 1e-7 in float32)."""
     # b = pairs, p = prediction units, r = reference units, d = embedding dimension
     return torch.einsum("bpd,brd->bpr", pred, ref).clamp(-1.0, 1.0)
+
+
+def self_cosine_one(sim: torch.Tensor, same: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``sim`` (B, L1, L2) with its diagonal set to 1 at the real rows (``mask`` (B, L1)) of the
+    pairs whose two sides are the same text (``same`` (B,) bool), as padded from one cloud: the
+    cosine of each unit with itself (see the module doc). Returns a new tensor."""
+    diagonal = torch.eye(sim.shape[1], sim.shape[2], dtype=torch.bool, device=sim.device)
+    return sim.masked_fill(diagonal & (mask & same[:, None])[:, :, None], 1.0)
 
 
 def greedy_match(

@@ -7,6 +7,8 @@ token clouds of many pairs into one tensor so that its own math is a few tensor 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -14,8 +16,9 @@ import torch
 
 from . import checks
 from .batching import pad, pair_buckets
+from .cache import cached_encode
 from .centering import CENTERING_MODES, CenteringStats, center, resolve_stats
-from .encoder import Encoder, TokenClouds, check_max_length, encode, get_encoder
+from .encoder import DTYPES, Encoder, TokenClouds, check_dtype, check_max_length, get_encoder
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, call_texts
 
@@ -28,6 +31,29 @@ included, ``special`` marking them), True for each token to leave out."""
 
 LayerAggregation = Callable[[torch.Tensor], torch.Tensor]
 """``aggregate(layer_vectors)``: (n_layers, n_tokens, D) -> (n_tokens, D') token vectors."""
+
+
+@dataclass(frozen=True)
+class CallScope:
+    """What each chunk of a streamed call (:mod:`moverkit._core.streaming`) takes from the whole
+    call instead of from its own texts: the ``batch`` centering mean and the ``idf=True`` table."""
+
+    batch_mean: CenteringStats | None = None
+    idf: Mapping | None = None
+
+
+_SCOPE: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("moverkit_call_scope", default=None)
+
+
+@contextlib.contextmanager
+def call_scope(scope: CallScope):
+    """Within the block, :func:`prepare_pairs` centers ``batch`` by ``scope.batch_mean`` and
+    weighs ``idf=True`` by ``scope.idf`` (where given) instead of fitting them on its own texts."""
+    token = _SCOPE.set(scope)
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -63,6 +89,8 @@ class PairData:
     prediction_idf: bool | Mapping | None
     layers: tuple[int, ...]  # the block outputs the vectors come from: (encoder.layer,) or the aggregated ones
     max_length: int  # the token limit the texts were truncated to (max_length capped by the model's own)
+    long_texts: str  # "truncate" or "window": what happened to texts over the limit (moverkit._core.windows)
+    dtype: str = "float32"  # the precision of the encoder's forward pass (moverkit._core.encoder.DTYPES)
 
     def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
         """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices)."""
@@ -125,6 +153,8 @@ def prepare_pairs(
     layers: int | Sequence[int] | None = None,
     layer_aggregation: LayerAggregation | None = None,
     encoder: Encoder | None = None,
+    long_texts: str = "truncate",
+    dtype: str = "float32",
 ) -> PairData:
     """Validate inputs, encode each distinct text once, filter and weight tokens, and center.
 
@@ -146,6 +176,13 @@ def prepare_pairs(
     unit-normalized) on its own, then ``layer_aggregation`` (n_layers, n_tokens, D) -> (n_tokens, D')
     gives the vectors, as they are. ``corpus`` centering fits one layer, so it is refused here.
 
+    ``long_texts`` (:data:`~moverkit._core.windows.LONG_TEXT_MODES`): a text over the token limit is
+    cut at it (``"truncate"``) or encoded whole in overlapping windows (``"window"``).
+
+    ``dtype`` (:data:`~moverkit._core.encoder.DTYPES`): the precision of the encoder's forward pass;
+    everything after it (centering, similarities, transport) is float32 or float64 whatever it is.
+    Token clouds come through the cross-call cache (:mod:`~moverkit._core.cache`), before centering.
+
     ``encoder``, if given, is used instead of loading ``model_type`` (fine-tuning passes its
     trainable encoder, so gradients flow through this very path).
     """
@@ -153,6 +190,7 @@ def prepare_pairs(
     idf = check_idf(idf)
     prediction_idf = None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf")
     checks.one_of("centering", centering, CENTERING_MODES)
+    checks.one_of("dtype", dtype, DTYPES)
     if (layers is None) != (layer_aggregation is None):
         raise ValueError("layers and layer_aggregation go together: give both or neither")
     if layer_aggregation is not None and centering == "corpus":
@@ -161,26 +199,38 @@ def prepare_pairs(
             "use 'none', 'dim', 'sentence' or 'batch'"
         )
     encoder = get_encoder(model_type, num_layers, device) if encoder is None else encoder
+    check_dtype(dtype, encoder.device)
     stats = None
     if centering == "corpus":
         stats = resolve_stats(centering_stats, encoder.name, encoder.layer, encoder.model.config.hidden_size)
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
-    clouds = encode(
+    clouds = cached_encode(
         encoder,
         texts.unique,
         batch_size=batch_size,
         max_length=max_length,
         verbose=verbose,
         layers=None if layers is None else used_layers,
+        long_texts=long_texts,
+        dtype=dtype,
     )
     kept = kept_tokens(clouds, drop_tokens)
-    ref_table, pred_table = idf_tables(clouds, texts, idf, prediction_idf)
+    scope = _SCOPE.get() or CallScope()
+    ref_idf = scope.idf if idf is True and scope.idf is not None else idf
+    ref_table, pred_table = idf_tables(clouds, texts, ref_idf, prediction_idf)
     counts = texts.counts()
-    if layer_aggregation is None:
+    if centering == "batch" and scope.batch_mean is not None:
+        if layer_aggregation is not None:
+            raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
+        vectors = center(clouds, "corpus", stats=scope.batch_mean).vectors  # the whole call's mean
+    elif layer_aggregation is None:
         vectors = center(clouds, centering, counts=counts, stats=stats).vectors
     else:
         per_layer = torch.stack(
-            [center(clouds.with_vectors(v), centering, counts=counts).vectors for v in clouds.layer_vectors]
+            [
+                center(clouds.with_vectors(v), centering, counts=counts, warn=k == 0).vectors
+                for k, v in enumerate(clouds.layer_vectors)
+            ]
         )
         vectors = layer_aggregation(per_layer)
         del per_layer
@@ -201,6 +251,8 @@ def prepare_pairs(
         prediction_idf=prediction_idf,
         layers=used_layers,
         max_length=check_max_length(encoder, max_length),
+        long_texts=long_texts,
+        dtype=dtype,
     )
 
 

@@ -45,8 +45,12 @@ def loaded_models() -> list[Hashable]:
 
 
 def release() -> None:
-    """Forget every loaded model (token and sentence encoders), freeing their memory (GPU included)."""
+    """Forget every loaded model (token and sentence encoders) and empty the cache of token clouds
+    (:mod:`~moverkit._core.cache`), freeing their memory (GPU included)."""
+    from .cache import clear_cache
+
     with _LOCK:
         _MODELS.clear()
+    clear_cache()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -21,13 +21,16 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class CorrelationRow:
     """One line of a correlation table: ``output`` of metric ``metric`` computed with ``kwargs``.
-    ``higher_is_better=False`` marks a distance (its correlations with humans are negative)."""
+    ``higher_is_better=False`` marks a distance (its correlations with humans are negative).
+    ``inputs``, when given, turns the benchmark's judgments into the ones this row scores (e.g.
+    long documents made of consecutive segments: :mod:`moverkit.bench.long_documents`)."""
 
     label: str
     metric: str
     output: str
     kwargs: dict = field(default_factory=dict)
     higher_is_better: bool = True
+    inputs: Callable | None = None
 
 
 @dataclass(frozen=True)

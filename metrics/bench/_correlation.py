@@ -36,11 +36,13 @@ def score_row(row: CorrelationRow, data: Judgments) -> list[float]:
 def correlation_table(rows: list[CorrelationRow], data: Judgments) -> dict[str, dict[str, tuple[float, float]]]:
     """``{label: {group: (pearson, kendall), ..., "avg": (...)}}``."""
     table = {}
-    groups = data.by_group()
     for row in rows:
-        scores = score_row(row, data)
+        row_data = data if row.inputs is None else row.inputs(data)
+        groups = row_data.by_group()
+        scores = score_row(row, row_data)
         per_group = {
-            g: correlate([scores[i] for i in members], [data.human[i] for i in members]) for g, members in groups.items()
+            g: correlate([scores[i] for i in members], [row_data.human[i] for i in members])
+            for g, members in groups.items()
         }
         per_group["avg"] = tuple(sum(v[k] for v in per_group.values()) / len(per_group) for k in (0, 1))
         table[row.label] = per_group

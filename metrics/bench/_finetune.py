@@ -72,6 +72,7 @@ def run(data_path: Path, work: Path, epochs: int, seed: int, groups: list[str] |
             "n_train": result.n_train,
             "n_validation": result.n_validation,
             "seconds_per_epoch": result.seconds_per_epoch,
+            "cpu_seconds_per_epoch": result.cpu_seconds_per_epoch,
             "epochs_run": len(result.history),
             "validation_before": result.validation_before,
             "validation_after": result.validation_after,

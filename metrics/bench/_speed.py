@@ -8,12 +8,26 @@ import time
 from . import SpeedSuite
 
 
+class PeerUnavailable(ImportError):
+    """A peer that cannot run here (its code or a snapshot of it is absent); the message says how
+    to provide it."""
+
+
 def run_suite(suite: SpeedSuite, predictions: list[str], references: list[str], repeats: int = 3) -> dict:
     """Set every contender up, then time them ``repeats`` rounds, each round running each
-    contender once in turn (so drift in machine load hits all alike). Medians in seconds."""
+    contender once in turn (so drift in machine load hits all alike). Medians in seconds.
+    A peer whose package is not installed is skipped (named in ``"skipped"``), with the ratios
+    that need it."""
     if suite.inputs is not None:
         predictions, references = suite.inputs(predictions, references)
-    runs = {label: factory(predictions, references) for label, factory in suite.contenders.items()}
+    runs, skipped = {}, {}
+    for label, factory in suite.contenders.items():
+        try:
+            runs[label] = factory(predictions, references)
+        except PeerUnavailable as err:
+            skipped[label] = str(err)
+        except ImportError as err:
+            skipped[label] = f"needs {err.name or err} (pip install 'moverkit[test]' installs the peers)"
     times = {label: [] for label in runs}
     for _ in range(repeats):
         for label, run in runs.items():
@@ -21,8 +35,12 @@ def run_suite(suite: SpeedSuite, predictions: list[str], references: list[str], 
             run()
             times[label].append(time.perf_counter() - start)
     medians = {label: statistics.median(t) for label, t in times.items()}
-    ratios = [(num, den, medians[num] / medians[den], target) for num, den, target in suite.ratios]
-    return {"suite": suite.name, "n_pairs": len(predictions), "seconds": medians, "ratios": ratios}
+    ratios = [
+        (num, den, medians[num] / medians[den], target)
+        for num, den, target in suite.ratios
+        if num in medians and den in medians
+    ]
+    return {"suite": suite.name, "n_pairs": len(predictions), "seconds": medians, "ratios": ratios, "skipped": skipped}
 
 
 def meets(ratio: float, target: str) -> bool:
@@ -36,6 +54,7 @@ def meets(ratio: float, target: str) -> bool:
 def format_report(report: dict) -> str:
     lines = [f"## {report['suite']} ({report['n_pairs']} pairs; median seconds)"]
     lines += [f"- {label}: {seconds:.2f} s" for label, seconds in report["seconds"].items()]
+    lines += [f"- {label}: skipped, {why}" for label, why in report.get("skipped", {}).items()]
     for numerator, denominator, ratio, target in report["ratios"]:
         verdict = "" if target is None else f" (target {target}: {'met' if meets(ratio, target) else 'NOT met'})"
         lines.append(f"- {numerator} / {denominator} = {ratio:.2f}{verdict}")

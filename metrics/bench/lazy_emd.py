@@ -130,7 +130,8 @@ def solver_suite(agreement: Agreement) -> SpeedSuite:
         "POT sinkhorn_unbalanced per pair",
     )
     return SpeedSuite(
-        "lazy_emd transport solves on precomputed embeddings vs the release's per-pair POT calls",
+        "lazy_emd transport solves on precomputed embeddings vs per-pair POT calls "
+        "(a re-creation of the release's way, not its code)",
         {
             ours: batched_solver(agreement, ours),
             ours_one: batched_solver(agreement, ours_one, threads=1),

@@ -4,8 +4,13 @@
 
 import evaluate
 
-from moverkit._core import TextPairMetric, text_pair_features
-from moverkit.functional.centered_bertscore import centered_bertscore
+try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
+    from moverkit._core import TextPairMetric, text_pair_features
+    from moverkit.functional.centered_bertscore import centered_bertscore
+except ModuleNotFoundError as err:
+    if err.name != "moverkit":
+        raise
+    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
 _CITATION = """\
 @inproceedings{chen-etal-2020-improving,
@@ -67,6 +72,31 @@ Args:
         from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved to).
     max_length (int, optional): truncate texts to this many tokens (default and maximum: the
         model's limit). Longer texts are truncated with one warning.
+    lang (str, default "en"): the language of the texts, as in evaluate's bertscore. It changes no
+        score for a given model (not in the hashcode): bertscore picks a default model per
+        language, moverkit always defaults to the English embedded model, so any other language
+        with model_type None warns: pass a multilingual model_type.
+    rescale_with_baseline (bool, default False): rescale P, R and F1 as bertscore does,
+        (s - b) / (1 - b) with b the mean score of random unrelated pairs for this model, layer and
+        centering. Baselines of the embedded model ship (WMT17 to-English sentences, 1,000 random
+        pairs, layers 0-6, centering "none" and "batch"); others come from baseline_path
+        (`moverkit fit-baseline`). Rescaled scores are no longer bounded by [-1, 1] below.
+    baseline_path (str, optional): a baseline file in bert-score's format (header LAYER,P,R,F, one
+        row per layer), e.g. from `moverkit fit-baseline`; used only with rescale_with_baseline.
+    use_fast_tokenizer (bool, default False): accepted for bertscore compatibility and ignored:
+        moverkit always tokenizes with the model's fast (Rust) tokenizer.
+    nthreads (int, default 4): accepted for bertscore compatibility and ignored (bertscore's
+        threads for IDF counting; moverkit counts in one pass).
+    all_layers (bool, default False): only False: True (bertscore's scores of every layer) is a
+        ValueError; score one layer per call with num_layers.
+    long_texts (str, default "truncate"): texts longer than the token limit are cut at it
+        ("truncate", as bert-score) or encoded whole in overlapping windows ("window": each token
+        keeps its vector from the window where it is most central). Texts within the limit score
+        the same either way. See "Long texts" in the card.
+    dtype (str, default "float32"): the precision of the encoder's forward pass: "float32" (exact,
+        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within
+        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no
+        faster). Similarities and transport stay in float32/float64. It is in the hashcode.
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference and their cosine similarity matrix.
 
@@ -116,6 +146,14 @@ class CenteredBertscore(TextPairMetric):
         centering: str = "batch",
         centering_stats=None,
         max_length: int | None = None,
+        lang: str = "en",
+        rescale_with_baseline: bool = False,
+        baseline_path: str | None = None,
+        use_fast_tokenizer: bool = False,
+        nthreads: int = 4,
+        all_layers: bool = False,
+        long_texts: str = "truncate",
+        dtype: str = "float32",
         return_alignment: bool = False,
     ):
         return centered_bertscore(
@@ -130,5 +168,13 @@ class CenteredBertscore(TextPairMetric):
             centering=centering,
             centering_stats=centering_stats,
             max_length=max_length,
+            lang=lang,
+            rescale_with_baseline=rescale_with_baseline,
+            baseline_path=baseline_path,
+            use_fast_tokenizer=use_fast_tokenizer,
+            nthreads=nthreads,
+            all_layers=all_layers,
+            long_texts=long_texts,
+            dtype=dtype,
             return_alignment=return_alignment,
         )

@@ -32,8 +32,14 @@ from moverkit._core import (
     pair_hash,
     prepare_pairs,
 )
+from moverkit._core.baseline import baseline_tag, default_baseline_path, read_baseline, rescale
+from moverkit._core.encoder import check_model_lang
+from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
+from moverkit._core.matching import self_cosine_one
+from moverkit._core.streaming import streamed
 
 
+@streamed
 def centered_bertscore(
     predictions,
     references,
@@ -47,16 +53,31 @@ def centered_bertscore(
     centering: str = "batch",
     centering_stats=None,
     max_length: int | None = None,
+    lang: str = "en",
+    rescale_with_baseline: bool = False,
+    baseline_path: str | None = None,
+    use_fast_tokenizer: bool = False,
+    nthreads: int = 4,
+    all_layers: bool = False,
+    long_texts: str = "truncate",
+    dtype: str = "float32",
     return_alignment: bool = False,
 ) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
     over the references on its own, as bert-score), and the ``hashcode``; with
     ``return_alignment``, the tokens and the cosine matrix of each prediction and its best
-    reference (by F1). The arguments are those of ``moverkit.load("centered_bertscore").compute``."""
+    reference (by F1). The arguments are those of ``moverkit.load("centered_bertscore").compute``,
+    evaluate's ``bertscore`` arguments included; with ``rescale_with_baseline`` the three scores
+    are rescaled by :func:`~moverkit._core.baseline.rescale`."""
     check_centering(centering)
     checks.positive_int("batch_size", batch_size)
     checks.boolean("verbose", verbose)
-    checks.optional_positive_int("max_length", max_length)
+    check_model_lang(lang, model_type)
+    checks.boolean("rescale_with_baseline", rescale_with_baseline)
+    checks.boolean("use_fast_tokenizer", use_fast_tokenizer)
+    checks.positive_int("nthreads", nthreads)
+    if checks.boolean("all_layers", all_layers):
+        raise ValueError("all_layers=True is not supported: score one layer per call with num_layers=k")
     checks.boolean("return_alignment", return_alignment)
     data = prepare_pairs(
         predictions,
@@ -66,24 +87,34 @@ def centered_bertscore(
         device=device,
         batch_size=batch_size,
         max_length=max_length,
+        long_texts=long_texts,
+        dtype=dtype,
         verbose=verbose,
         idf=idf,
         centering=centering,
         centering_stats=centering_stats,
     )
+    warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
     scores = torch.zeros(3, len(data.pred_index), dtype=torch.float64)
     for batch in data.batches(with_special=True):
         pred, ref = data.pad_pairs(batch, with_special=True)
-        sim = cosine_matrix(pred.vectors, ref.vectors)
+        same = data.pred_index[batch] == data.ref_index[batch]
+        sim = self_cosine_one(cosine_matrix(pred.vectors, ref.vectors), same, pred.mask)
         precision, recall = greedy_match(sim, pred.mask, ref.mask, pred.weights, ref.weights)
         precision, recall = precision.double(), recall.double()
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
+    params = {}
+    if rescale_with_baseline:
+        path = default_baseline_path(data.encoder.name, centering) if baseline_path is None else baseline_path
+        baseline = read_baseline(path, data.encoder.layer)
+        scores = rescale(scores, baseline)
+        params["rescaled"] = baseline_tag(baseline)
     results = {}
     best = None
     for name, values in zip(("precision", "recall", "f1"), scores):
         results[name], best = best_per_group(values, data.group, data.n_predictions)
         results[name] = results[name].tolist()
-    results["hashcode"] = pair_hash("centered_bertscore", data)
+    results["hashcode"] = pair_hash("centered_bertscore", data, **params)
     if return_alignment:
         results["alignment"] = [alignment(data, int(k)) for k in best]
     return results
@@ -93,7 +124,8 @@ def alignment(data: PairData, pair: int) -> dict:
     """The scored tokens of a pair (special tokens left out) and their cosine matrix."""
     pred, ref = data.pad_pairs(torch.tensor([pair], device=data.pred_index.device))
     n, m = int(pred.mask.sum()), int(ref.mask.sum())
-    sim = cosine_matrix(pred.vectors[:, :n], ref.vectors[:, :m])[0]
+    same = data.pred_index[pair : pair + 1] == data.ref_index[pair : pair + 1]
+    sim = self_cosine_one(cosine_matrix(pred.vectors, ref.vectors), same, pred.mask)[0, :n, :m]
     return {
         "prediction_tokens": data.clouds.scored_tokens(int(data.pred_index[pair])),
         "reference_tokens": data.clouds.scored_tokens(int(data.ref_index[pair])),

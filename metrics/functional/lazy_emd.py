@@ -13,11 +13,16 @@ solved for all pairs at once by :func:`moverkit.ot.unbalanced_sinkhorn`. Lower i
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
 
 from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
+from moverkit._core.encoder import check_model_lang
+from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
+from moverkit._core.matching import self_cosine_one
+from moverkit._core.streaming import streamed
 from moverkit.ot import transport_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
 
@@ -31,6 +36,11 @@ PENALTY_PRESETS = {
     "other": (0.009, 0.95),  # tuned on WMT19 en-cs, for every other target language
 }
 DEFAULT_EPSILON = 0.009  # Section 5.2, and the authors' release (Lazy-EMD/score.py)
+MAX_EPSILON = 1.0
+"""The largest admissible epsilon. Costs lie in [0, 2]: beyond 1 the kernel exp(-C/epsilon) varies by less
+than a factor e^2 over all costs, the plan is mostly entropy rather than transport, and its mass (so the
+score) grows towards L_p L_r times the mean cost (epsilon = 1e6 gave 14.45 for a near-identical pair;
+see :func:`score_bound`)."""
 EMPTY_SCORE = 1.0  # a pair with no scored token on a side: 1 - (bert-score's precision 0)
 SOLVER_BATCH_ELEMENTS = 1 << 20
 """Entries of one padded (pairs x prediction x reference) float64 cost tensor per solve: the solver
@@ -38,6 +48,7 @@ keeps a few tensors of that size (costs, two kernels) over its tens of iteration
 batch lets the pairs that converge early leave sooner."""
 
 
+@streamed
 def lazy_emd(
     predictions,
     references,
@@ -56,6 +67,8 @@ def lazy_emd(
     centering: str = "none",
     centering_stats=None,
     max_length: int | None = None,
+    long_texts: str = "truncate",
+    dtype: str = "float32",
     return_alignment: bool = False,
 ) -> dict:
     """Lazy-EMD of each prediction against its reference(s).
@@ -66,7 +79,7 @@ def lazy_emd(
     references per prediction, the lowest distance is kept.
     """
     params = resolve_params(lang, reg_c, reg_r, epsilon, max_iter)
-    checks.optional_positive_int("max_length", max_length)
+    check_model_lang(lang, model_type)
     data = prepare_pairs(
         predictions,
         references,
@@ -75,6 +88,8 @@ def lazy_emd(
         device=device,
         batch_size=batch_size,
         max_length=max_length,
+        long_texts=long_texts,
+        dtype=dtype,
         verbose=verbose,
         idf=idf,
         centering=centering,
@@ -100,16 +115,36 @@ def resolve_params(lang, reg_c, reg_r, epsilon, max_iter) -> dict:
     hint = " (0: a free marginal, inf: a hard one)"
     reg_c = preset[0] if reg_c is None else checks.nonnegative_float("reg_c", reg_c, allow_inf=True, hint=hint)
     reg_r = preset[1] if reg_r is None else checks.nonnegative_float("reg_r", reg_r, allow_inf=True, hint=hint)
-    epsilon = checks.finite_positive_float("epsilon", epsilon, hint=" (the paper uses 0.009)")
+    epsilon = checks.finite_positive_float("epsilon", epsilon, maximum=MAX_EPSILON, hint=" (the paper uses 0.009)")
     return {"reg_c": reg_c, "reg_r": reg_r, "epsilon": epsilon, "max_iter": checks.positive_int("max_iter", max_iter)}
 
 
-def cosine_cost(pred, ref) -> torch.Tensor:
+def score_bound(n_pred: int, n_ref: int, epsilon: float, reg_c: float, reg_r: float) -> float:
+    r"""An upper bound of lazy_emd for a pair of ``n_pred`` and ``n_ref`` scored tokens: :math:`2M`,
+    with :math:`M` a bound of the mass of :math:`P^*` (costs lie in [0, 2]).
+
+    :math:`M = 1` when a penalty is infinite (that marginal holds exactly). Otherwise, scaling
+    :math:`P^*` by :math:`t` cannot lower the objective, so its derivative at :math:`t = 1` is 0:
+    :math:`\langle C, P^* \rangle = -\varepsilon \sum P^* \log P^* - \lambda_c \sum_i p_i \log(p_i/a_i)
+    - \lambda_r \sum_j q_j \log(q_j / b_j)` (:math:`p, q` its marginals, mass :math:`m`). With
+    :math:`-\sum P \log P \le m \log(N/m)` (:math:`N = n_p n_r` entries) and the log-sum inequality
+    :math:`\sum_i p_i \log(p_i / a_i) \ge m \log m`,
+    :math:`0 \le \langle C, P^* \rangle \le m\,(\varepsilon \log N - (\varepsilon + \lambda_c + \lambda_r) \log m)`,
+    so :math:`m \le M = N^{\varepsilon / (\varepsilon + \lambda_c + \lambda_r)}` (1.23 at the "en"
+    preset for two 512-token texts, :math:`N` with both penalties 0)."""
+    if math.isinf(reg_c) or math.isinf(reg_r):
+        return 2.0
+    return 2.0 * float(n_pred * n_ref) ** (epsilon / (epsilon + reg_c + reg_r))
+
+
+def cosine_cost(pred, ref, same: torch.Tensor) -> torch.Tensor:
     """C_ij = 1 - cos(x_i, y_j) of padded unit vectors, float64, shape (B, n, m); in [0, 2] (a
-    float32 dot product of unit vectors can pass 1 by a rounding error: cut back, so that C >= 0)."""
+    float32 dot product of unit vectors can pass 1 by a rounding error: cut back, so that C >= 0).
+    A token's cost to itself is 0 in the pairs whose sides are the ``same`` text (B,), also where
+    centering made its vector zero (:func:`~moverkit._core.matching.self_cosine_one`)."""
     # b = pairs, p = prediction tokens, r = reference tokens, d = embedding dimension
     cosine = torch.einsum("bpd,brd->bpr", pred.vectors, ref.vectors).double()
-    return 1.0 - cosine.clamp(-1.0, 1.0)
+    return 1.0 - self_cosine_one(cosine.clamp(-1.0, 1.0), same, pred.mask)
 
 
 def masses(weights: torch.Tensor) -> torch.Tensor:
@@ -121,7 +156,8 @@ def masses(weights: torch.Tensor) -> torch.Tensor:
 def solve_pairs(data, pairs: torch.Tensor, params: dict):
     """Costs, masses, solution and plan of the pairs ``pairs`` (each with mass on both sides)."""
     pred, ref = data.pad_pairs(pairs)
-    cost, a, b = cosine_cost(pred, ref), masses(pred.weights), masses(ref.weights)
+    same = data.pred_index[pairs] == data.ref_index[pairs]
+    cost, a, b = cosine_cost(pred, ref, same), masses(pred.weights), masses(ref.weights)
     solved = unbalanced_sinkhorn(
         cost, a, b, params["epsilon"], params["reg_c"], params["reg_r"], max_iter=params["max_iter"]
     )
@@ -155,23 +191,11 @@ def pairs_with_mass(data) -> torch.Tensor:
     """Whether each pair has a scored token of positive weight on both sides (bool, (n_pairs,)).
     Warns when a text has tokens but all its weights are 0 (IDF fitted on too few references)."""
     index = data.clouds.text_index()
-    words = (~data.clouds.special).double()
-    n_texts = len(data.clouds.texts)
-    n_words = torch.zeros(n_texts, dtype=torch.float64, device=words.device).index_add_(0, index, words)
-    live = torch.ones(len(data.pred_index), dtype=torch.bool, device=words.device)
-    weightless = 0
+    live = torch.ones(len(data.pred_index), dtype=torch.bool, device=index.device)
     for texts, weights in ((data.pred_index, data.pred_weights), (data.ref_index, data.ref_weights)):
-        mass = torch.zeros(n_texts, dtype=torch.float64, device=words.device).index_add_(0, index, weights.double())
-        live &= mass[texts] > 0
-        weightless += int(((mass[texts] == 0) & (n_words[texts] > 0)).sum())
-    if weightless:
-        warnings.warn(
-            f"lazy_emd: {weightless} texts of the pairs have tokens but zero total weight (every IDF weight "
-            f"is 0: IDF was fitted on too few references); they score {EMPTY_SCORE} like empty texts. "
-            "Pass idf=False, or an IDF dict fitted on a larger corpus.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        mass = torch.zeros(len(data.clouds.texts), dtype=torch.float64, device=index.device)
+        live &= mass.index_add_(0, index, weights.double())[texts] > 0
+    warn_zero_weights(*count_zero_weight_texts(data), f"their pairs score {EMPTY_SCORE}, like empty texts")
     return live
 
 
@@ -185,7 +209,7 @@ def alignment(data, pair: int, live: bool, params: dict) -> dict:
     if live:
         cost, _, plan = solve_pairs(data, pairs, params)
     else:
-        cost = cosine_cost(*data.pad_pairs(pairs))
+        cost = cosine_cost(*data.pad_pairs(pairs), data.pred_index[pairs] == data.ref_index[pairs])
         plan = torch.zeros_like(cost)
     return {
         "prediction_tokens": pred_tokens,

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import string
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
@@ -40,7 +39,8 @@ import torch
 
 from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.batching import pad, pair_buckets
-from moverkit._core.idf import idf_tag
+from moverkit._core.encoder import check_model_lang
+from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
 
 PRESETS = {
     "v2": {
@@ -160,6 +160,9 @@ def moverscore(
     device: str | None = None,
     verbose: bool = False,
     max_length: int | None = None,
+    lang: str = "en",
+    long_texts: str = "truncate",
+    dtype: str = "float32",
     return_alignment: bool = False,
 ) -> dict:
     """MoverScore of every prediction against its best reference (the highest score), and the
@@ -181,7 +184,7 @@ def moverscore(
     )
     checks.positive_int("batch_size", batch_size)
     checks.boolean("verbose", verbose)
-    checks.optional_positive_int("max_length", max_length)
+    check_model_lang(lang, model_type)
     checks.boolean("return_alignment", return_alignment)
     filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
     over_layers = config.aggregation == "power_means"
@@ -193,6 +196,8 @@ def moverscore(
         device=device,
         batch_size=batch_size,
         max_length=max_length,
+        long_texts=long_texts,
+        dtype=dtype,
         verbose=verbose,
         idf=config.idf,
         prediction_idf=config.prediction_idf,
@@ -297,12 +302,9 @@ def uniform_if_massless(data: PairData, weights: torch.Tensor, used: torch.Tenso
     it keeps some token (each of its tokens has IDF 0: it occurs in every text the IDF was fitted
     on, as with a single pair), instead of an empty distribution; returns the weights and how many
     of the texts in ``used`` changed."""
-    clouds = data.clouds
-    text_of = clouds.text_index()
-    candidates = data.kept & ~clouds.special
-    mass = torch.zeros(len(clouds.texts), dtype=weights.dtype, device=weights.device).index_add_(0, text_of, weights)
-    n_candidates = torch.zeros_like(mass).index_add_(0, text_of, candidates.to(weights.dtype))
-    massless = (mass == 0) & (n_candidates > 0)
+    text_of = data.clouds.text_index()
+    candidates = data.kept & ~data.clouds.special
+    massless = zero_weight_texts(data.clouds, weights, candidates)
     weights = torch.where(massless[text_of] & candidates, torch.ones_like(weights), weights)
     return weights, int(massless[torch.unique(used)].sum())
 
@@ -395,13 +397,7 @@ def side_units(data: PairData, config: Config) -> tuple[Units, Units]:
     """
     pred_weights, n_pred = uniform_if_massless(data, data.pred_weights, data.pred_index)
     ref_weights, n_ref = uniform_if_massless(data, data.ref_weights, data.ref_index)
-    if n_pred or n_ref:
-        warnings.warn(
-            f"{n_pred} prediction(s) and {n_ref} reference(s) have IDF 0 on every token kept (each token occurs "
-            "in every text the IDF was fitted on, as with a single pair); they are weighted uniformly instead. "
-            "Score more pairs in one call, or pass idf=False.",
-            stacklevel=3,
-        )
+    warn_zero_weights(n_pred, n_ref, "they are weighted uniformly instead")
     n = None if config.variant == "smd" else config.n_gram
     return (
         text_units(data, pred_weights, data.pred_index, n),

@@ -39,6 +39,8 @@ from moverkit._core import (
 )
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.centering import resolve_stats
+from moverkit._core.encoder import DTYPES, check_dtype, check_model_lang
+from moverkit._core.matching import self_cosine_one
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
 from moverkit._core.sentences import splitter_tag
 
@@ -54,6 +56,7 @@ def sbertscore(
     centering: str = "none",
     centering_stats=None,
     lang: str = "en",
+    dtype: str = "float32",
     return_alignment: bool = False,
 ) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
@@ -66,7 +69,10 @@ def sbertscore(
     checks.boolean("verbose", verbose)
     checks.boolean("return_alignment", return_alignment)
     splitter = splitter_tag(lang)
+    check_model_lang(lang, model_type)
+    checks.one_of("dtype", dtype, DTYPES)
     encoder = get_sentence_encoder(model_type, device)
+    check_dtype(dtype, encoder.device)
     stats = None
     if centering == "corpus":
         stats = resolve_stats(centering_stats, encoder.name, SENTENCE_LAYER, encoder.dim)
@@ -84,7 +90,7 @@ def sbertscore(
     warn_empty(texts.predictions, texts.pair_references, split)
 
     # Cosines in float64: float32 unit vectors give self-similarities of 1 + 1e-7.
-    vectors = encode_sentences(encoder, sentences, batch_size=batch_size, verbose=verbose).double()
+    vectors = encode_sentences(encoder, sentences, batch_size=batch_size, verbose=verbose, dtype=dtype).double()
     counts = torch.tensor([sentence_counts[s] for s in sentences], dtype=torch.float64)
     vectors = center_rows(vectors, centering, counts=counts, stats=stats)
     on = vectors.device
@@ -99,10 +105,9 @@ def sbertscore(
         batch = batch.to(on)
         pred_mask, pred = pad(offsets, pred_index[batch], vectors, rows=rows)
         ref_mask, ref = pad(offsets, ref_index[batch], vectors, rows=rows)
-        # Every sentence is a candidate and weighs 1.
-        precision, recall = greedy_match(
-            cosine_matrix(pred, ref), pred_mask, ref_mask, pred_mask.to(pred.dtype), ref_mask.to(ref.dtype)
-        )
+        # Every sentence is a candidate and weighs 1; a sentence's cosine with itself is 1.
+        sim = self_cosine_one(cosine_matrix(pred, ref), pred_index[batch] == ref_index[batch], pred_mask)
+        precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_mask.to(pred.dtype), ref_mask.to(ref.dtype))
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
 
     results = {}
@@ -111,7 +116,7 @@ def sbertscore(
         results[name], best = best_per_group(values, texts.group, len(texts.predictions))
         results[name] = results[name].tolist()
     results["hashcode"] = get_hash(
-        "sbertscore", encoder, idf=False, centering=centering, stats=stats, splitter=splitter
+        "sbertscore", encoder, idf=False, centering=centering, stats=stats, splitter=splitter, dtype=dtype
     )
     if return_alignment:
         sentence_vectors = [vectors[rows[offsets[i] : offsets[i + 1]]] for i in range(len(texts.unique))]
@@ -119,8 +124,10 @@ def sbertscore(
             {
                 "prediction_sentences": split[texts.pair_predictions[k]],
                 "reference_sentences": split[texts.pair_references[k]],
-                "similarity": cosine_matrix(
-                    sentence_vectors[pred_index[k]][None], sentence_vectors[ref_index[k]][None]
+                "similarity": self_cosine_one(
+                    cosine_matrix(sentence_vectors[pred_index[k]][None], sentence_vectors[ref_index[k]][None]),
+                    (pred_index[k] == ref_index[k])[None],
+                    torch.ones(1, int(lengths[pred_index[k]]), dtype=torch.bool, device=on),
                 )[0].tolist(),
             }
             for k in best.tolist()

@@ -21,7 +21,11 @@ import math
 import torch
 
 from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
+from moverkit._core.encoder import check_model_lang
+from moverkit._core.matching import self_cosine_one
+from moverkit._core.streaming import streamed
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
+from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
 
 __all__ = ["twmd"]
 
@@ -37,6 +41,7 @@ DEFAULT_TEMPERATURES = {
 MEAN_CENTERINGS = ("sentence", "batch", "corpus")
 
 
+@streamed
 def twmd(
     predictions,
     references,
@@ -53,6 +58,9 @@ def twmd(
     centering: str = "batch",
     centering_stats=None,
     max_length: int | None = None,
+    lang: str = "en",
+    long_texts: str = "truncate",
+    dtype: str = "float32",
     return_alignment: bool = False,
 ) -> dict:
     """Score each prediction against its reference(s) with the chosen member of the family.
@@ -63,7 +71,7 @@ def twmd(
     With several references per prediction, the best score is kept.
     """
     params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering)
-    checks.optional_positive_int("max_length", max_length)
+    check_model_lang(lang, model_type)
     data = prepare_pairs(
         predictions,
         references,
@@ -72,6 +80,8 @@ def twmd(
         device=device,
         batch_size=batch_size,
         max_length=max_length,
+        long_texts=long_texts,
+        dtype=dtype,
         verbose=verbose,
         centering=centering,
         centering_stats=centering_stats,
@@ -100,7 +110,11 @@ def resolve_params(variant, temperature, sinkhorn_iterations, normalize, centeri
     iterations = checks.positive_int("sinkhorn_iterations", sinkhorn_iterations)
     if temperature is not None:
         temperature = checks.finite_positive_float(
-            "temperature", temperature, hint=" (or None for the paper's default)"
+            "temperature",
+            temperature,
+            minimum=MIN_TEMPERATURE,
+            maximum=MAX_TEMPERATURE,
+            hint=" (or None for the paper's default)",
         )
     checks.boolean("normalize", normalize)
     params = {"variant": variant}
@@ -118,9 +132,17 @@ def pair_values(data, params) -> torch.Tensor:
     """C(reference, prediction) of every pair, float64, shape (n_pairs,)."""
     values = torch.zeros(len(data.pred_index), dtype=torch.float64, device=data.pred_index.device)
     for batch in data.batches():
-        pred, ref = data.pad_pairs(batch)
-        values[batch] = family_value(similarity(ref, pred), ref.mask, pred.mask, params)
+        sim, ref, pred = pair_similarity(data, batch)
+        values[batch] = family_value(sim, ref.mask, pred.mask, params)
     return values
+
+
+def pair_similarity(data, pairs: torch.Tensor):
+    """s_ij of the pairs ``pairs`` (with the cosine of a token with itself 1, see
+    :func:`~moverkit._core.matching.self_cosine_one`) and their padded reference and prediction clouds."""
+    pred, ref = data.pad_pairs(pairs)
+    same = data.pred_index[pairs] == data.ref_index[pairs]
+    return self_cosine_one(similarity(ref, pred), same, ref.mask), ref, pred
 
 
 def self_values(data, params) -> torch.Tensor:
@@ -135,10 +157,13 @@ def self_values(data, params) -> torch.Tensor:
 
 def normalized(cross: torch.Tensor, own: torch.Tensor, ref_index: torch.Tensor, pred_index: torch.Tensor):
     r"""Eq. (1): :math:`C(X_1, X_2) / \sqrt{C(X_1, X_1) C(X_2, X_2)}`; 0 where a self-similarity is
-    not positive (an empty text, or vectors that centering turned to zero)."""
-    denominator = own[ref_index].clamp_min(0) * own[pred_index].clamp_min(0)
-    # Clamp before the square root: at a zero denominator sqrt's gradient would be 0/0 = NaN (fine-tuning).
-    return torch.where(denominator > 0, cross / denominator.clamp_min(1e-300).sqrt(), 0.0)
+    not positive (an empty text; a token that centering turned to zero still has cosine 1 with itself)."""
+    # Each root on its own: trwmd's C grows like T log L, and at T = 1e300 the product would overflow.
+    # Clamp before the square root: at a zero value sqrt's gradient would be 0/0 = NaN (fine-tuning).
+    roots = own.clamp_min(1e-300).sqrt()
+    denominator = roots[ref_index] * roots[pred_index]
+    positive = (own[ref_index] > 0) & (own[pred_index] > 0)
+    return torch.where(positive, cross / denominator, 0.0)
 
 
 def similarity(ref, pred) -> torch.Tensor:
@@ -173,7 +198,7 @@ def transport_plan(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, pa
         return sinkhorn_log_plan(sim, rows, cols, params["temperature"], params["sinkhorn_iterations"]).exp()
     live = rows[:, :, None] & cols[:, None, :]
     if variant == "trwmd":
-        logits = (sim / params["temperature"]).masked_fill(~live, -math.inf)
+        logits = tempered(sim, params["temperature"]).masked_fill(~live, -math.inf)
         plan = torch.softmax(logits, dim=2).nan_to_num(0.0)
         return plan / rows.sum(1).clamp_min(1)[:, None, None]
     if variant == "sbert":
@@ -183,9 +208,8 @@ def transport_plan(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, pa
 
 def alignment(data, pair: int, params: dict) -> dict:
     """Tokens of a pair (special tokens left out), cosine matrix and plan, rows = prediction tokens."""
-    pred, ref = data.pad_pairs(torch.tensor([pair], device=data.pred_index.device))
+    sim, ref, pred = pair_similarity(data, torch.tensor([pair], device=data.pred_index.device))
     n_ref, n_pred = int(ref.mask.sum()), int(pred.mask.sum())
-    sim = similarity(ref, pred)
     plan = transport_plan(sim, ref.mask, pred.mask, params)
     return {
         "prediction_tokens": data.clouds.scored_tokens(int(data.pred_index[pair])),

@@ -12,7 +12,23 @@ import math
 
 import torch
 
-__all__ = ["sinkhorn_log_plan", "trwmd_value"]
+__all__ = ["MAX_TEMPERATURE", "MIN_TEMPERATURE", "sinkhorn_log_plan", "tempered", "trwmd_value"]
+
+MIN_TEMPERATURE = 1e-300
+"""The smallest admissible T: :math:`s/T` (:math:`|s| \\le 1`) stays finite in float64 down to about 5.6e-309,
+where 1/T overflows; 1e-300 keeps a margin and is already the T -> 0 limit to rounding (T log L2 < 1e-297)."""
+MAX_TEMPERATURE = 1e300
+"""The largest admissible T: TRWMD's C grows like :math:`T \\log L_2` and must stay finite in float64."""
+
+
+def tempered(sim: torch.Tensor, temperature: float) -> torch.Tensor:
+    r""":math:`s/T`, in the dtype of ``sim`` where it cannot overflow (cosines, :math:`|s| \le 1`: where
+    :math:`16/T` fits its largest value), else in float64: at T = 1e-39 float32 would turn
+    :math:`1/T` into inf and every tempered similarity into inf or NaN. Float64 holds :math:`s/T` for
+    every T in [:data:`MIN_TEMPERATURE`, :data:`MAX_TEMPERATURE`]."""
+    if temperature * torch.finfo(sim.dtype).max < 16.0:
+        sim = sim.double()
+    return sim / temperature
 
 
 def sinkhorn_log_plan(
@@ -57,7 +73,7 @@ def sinkhorn_log_plan(
 
     Returns
     -------
-    Tensor, shape (B, L1, L2), the dtype of ``sim``
+    Tensor, shape (B, L1, L2), the dtype of ``sim`` (float64 where :func:`tempered` needs it)
         :math:`\log \pi`, :math:`-\infty` at padding; :math:`\pi` sums to 1 per pair with both
         sides non-empty, each real row to :math:`1/L_1` exactly (the last half step).
 
@@ -68,9 +84,9 @@ def sinkhorn_log_plan(
     .. [2] M. Cuturi. Sinkhorn Distances: Lightspeed Computation of Optimal Transport. NeurIPS 2013.
     """
     dead = ~(rows[:, :, None] & cols[:, None, :])
-    log_a = -rows.sum(1).clamp_min(1).to(sim.dtype).log()[:, None, None]
-    log_b = -cols.sum(1).clamp_min(1).to(sim.dtype).log()[:, None, None]
-    log_plan = (sim / temperature).masked_fill(dead, -math.inf)
+    log_plan = tempered(sim, temperature).masked_fill(dead, -math.inf)
+    log_a = -rows.sum(1).clamp_min(1).to(log_plan.dtype).log()[:, None, None]
+    log_b = -cols.sum(1).clamp_min(1).to(log_plan.dtype).log()[:, None, None]
     # Out of place: the backward pass of log_softmax needs its output (fine-tuning differentiates this).
     for _ in range(iterations):
         log_plan = (torch.log_softmax(log_plan, dim=1) + log_b).masked_fill(dead, -math.inf)
@@ -105,7 +121,8 @@ def trwmd_value(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, tempe
     .. [1] X. Chen, N. Ding, T. Levinboim, R. Soricut. Improving Text Generation Evaluation with
        Batch Centering and Tempered Word Mover Distance. Eval4NLP 2020, Section 4, Eq. (7).
     """
-    lse = torch.logsumexp((sim / temperature).masked_fill(~cols[:, None, :], -math.inf), dim=2)
+    lse = torch.logsumexp(tempered(sim, temperature).masked_fill(~cols[:, None, :], -math.inf), dim=2)
     n_rows = rows.sum(1)
     keep = rows & (cols.sum(1) > 0)[:, None]
-    return temperature * torch.where(keep, lse, 0.0).sum(1, dtype=torch.float64) / n_rows.clamp_min(1)
+    # T times each row's LSE before the sum: at T = 1e-300 the LSEs are about 1e300 and their sum could overflow.
+    return (temperature * torch.where(keep, lse, 0.0).double()).sum(1) / n_rows.clamp_min(1)

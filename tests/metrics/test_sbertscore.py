@@ -266,6 +266,12 @@ def test_sentence_centering_is_refused_with_the_reason(metric):
         # ?, ! and ... end sentences; lowercased, tokenized text (WMT style) splits at " .".
         ("Is it? Yes! No...", ["Is it?", "Yes!", "No..."]),
         ("it costs 3.5 million . the u.s. army left .", ["it costs 3.5 million .", "the u.s. army left ."]),
+        # A piece without a letter or digit (a lone quote, as WMT spells it, a run of "!") is no
+        # sentence: it joins its neighbour (old: '&quot;' and '"' were sentences of their own).
+        ("he counted to eight . &quot;", ["he counted to eight . &quot;"]),
+        ("Hi. ... !!! Then.", ["Hi. ... !!!", "Then."]),
+        ('" Hello there. Bye.', ['" Hello there.', "Bye."]),
+        ("!!! ...", ["!!! ..."]),
         # No final punctuation: one sentence. Empty or white space: none.
         ("one sentence without a period", ["one sentence without a period"]),
         ("", []),
@@ -274,6 +280,15 @@ def test_sentence_centering_is_refused_with_the_reason(metric):
 )
 def test_splitting_behaves_as_documented(text, sentences):
     assert split_sentences(text) == sentences
+
+
+def test_a_lone_closing_quote_does_not_cost_recall(tiny_model_path):
+    # Old: the reference split into its sentence and '&quot;', which matched nothing well: recall fell.
+    reference = "the price rose to eight . &quot;"
+    result = sbertscore(["the price rose to eight ."], [reference], model_type=tiny_model_path, return_alignment=True)
+    assert result["alignment"][0]["reference_sentences"] == [reference]
+    plain = sbertscore(["the price rose to eight ."], ["the price rose to eight ."], model_type=tiny_model_path)
+    assert result["recall"][0] == pytest.approx(result["precision"][0]) and plain["recall"] == [1.0]
 
 
 def test_splitting_other_languages_and_bad_language():
@@ -347,7 +362,7 @@ def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, 
     result = metric.compute(predictions=["a"], references=["b"], centering="batch")
     assert result["hashcode"] == (
         "sbertscore:sentence-transformers/all-MiniLM-L6-v2_L-1_no-idf_center=batch"
-        f"_splitter=pysbd-{pysbd.__version__}:en"
+        f"_splitter=pysbd-{pysbd.__version__}:en_dtype=float32"
         f"_version={moverkit.__version__}"
         f"(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})"
     )

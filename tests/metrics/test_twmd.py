@@ -208,8 +208,11 @@ def test_a_text_against_itself_scores_one(pairs, variant):
         np.testing.assert_allclose(result[variant], np.ones(len(texts)), atol=1e-6)
     if variant != "sbert":  # sentence centering empties mean-pooled vectors (the paper leaves it out too)
         result = twmd(predictions=texts, references=texts, variant=variant, centering="sentence")
-        # A one-token text is its own mean: centering makes it the zero vector, which scores 0.
-        np.testing.assert_allclose(result[variant], [1.0] * 6 + [0.0, 1.0], atol=1e-6)
+        # A one-token text is its own mean: centering makes it the zero vector, whose cosine with
+        # itself is still 1 (moverkit._core.matching.self_cosine_one); with another text it is 0.
+        np.testing.assert_allclose(result[variant], [1.0] * 8, atol=1e-6)
+        other = twmd(predictions=["one"], references=["two"], variant=variant, centering="sentence")
+        assert other[variant] == [0.0]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -224,7 +227,8 @@ def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant, one_th
     rows = _masks((9, 9), (9, 9), (4, 9), (0, 9), (3, 9))
     cols = _masks((7, 7), (7, 7), (7, 7), (5, 7), (0, 7))  # pairs 3 and 4 have an empty side
     sim = sim * rows[:, :, None] * cols[:, None, :]
-    for temperature in (1e-3, 1e-6, 1e3):
+    # 1e-39: 1/T overflows float32 (s/T runs in float64 then); 1.1e-300 and 1e300: the admissible ends.
+    for temperature in (1e-3, 1e-6, 1e-39, 1.1e-300, 1e3, 1e300):
         params = _params(variant, temperature, iterations=20)
         values = family_value(sim, rows, cols, params)
         plan = transport_plan(sim, rows, cols, params)
@@ -239,6 +243,28 @@ def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant, one_th
         # Every real reference token sends 1/L1 (exact for trwmd; twmd ends on the row step).
         row_mass = plan.sum(2)[:3] * rows[:3].sum(1, keepdim=True)
         np.testing.assert_allclose(row_mass[rows[:3]].double().numpy(), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [1e-39, 1.1e-300])
+def test_trwmd_is_bertscore_recall_at_temperatures_below_float32(tiny_model_path, temperature):
+    # T -> 0 (Eq. 7): T log sum_j exp(s_ij / T) -> max_j s_ij, within T log L2 (here < 1e-38).
+    predictions = ["the cat sat on the mat", "a quick brown fox", "growth slowed"]
+    references = ["a cat was sitting on the mat", "the fast brown fox jumps", "growth of the economy slowed"]
+    common = {"model_type": tiny_model_path, "centering": "batch"}
+    aligned = twmd(predictions, references, variant="sbert", return_alignment=True, **common)["alignment"]
+    recall = [_word_recall(a) for a in aligned]
+    raw = twmd(predictions, references, variant="trwmd", temperature=temperature, normalize=False, **common)
+    np.testing.assert_allclose(raw["trwmd"], recall, atol=1e-6)
+    # Identical texts: 1 for both variants (old: twmd 0.0 and trwmd NaN at T = 1e-39).
+    for variant in ("twmd", "trwmd"):
+        same = twmd(references, references, variant=variant, temperature=temperature, **common)[variant]
+        np.testing.assert_allclose(same, 1.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324, 1.1e300])
+def test_temperatures_beyond_float64_are_refused(temperature):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 1e-300 and <= 1e\\+300"):
+        twmd(["a"], ["b"], temperature=temperature)
 
 
 def test_module_is_finite_at_tiny_temperature(pairs):
@@ -298,11 +324,14 @@ def test_hashcode_names_every_setting():
     code = result["hashcode"]
     assert code.startswith(
         "twmd:sentence-transformers/all-MiniLM-L6-v2_L6_no-idf_center=corpus:"
-        f"{stats.digest}_max_length=100_variant=twmd_temperature=0.1_sinkhorn_iterations=1_normalize=True_version="
+        f"{stats.digest}_max_length=100_long_texts=truncate_dtype=float32_variant=twmd_temperature=0.1_sinkhorn_iterations=1_normalize=True_version="
     )
     assert "hug_trans=" in code
     # No max_length: the model's own limit, the one the texts were truncated to.
-    assert "_center=batch_max_length=512_variant=" in twmd(predictions=["a"], references=["b"])["hashcode"]
+    assert (
+        "_center=batch_max_length=512_long_texts=truncate_dtype=float32_variant="
+        in twmd(predictions=["a"], references=["b"])["hashcode"]
+    )
 
 
 def test_alignment_is_the_plan_behind_the_value():
@@ -353,11 +382,11 @@ def test_function_equals_module(load_metric, pairs):
         ({"sinkhorn_iterations": -3}, ValueError, "sinkhorn_iterations must be an int >= 1"),
         ({"sinkhorn_iterations": 1.5}, TypeError, "sinkhorn_iterations must be an int >= 1"),
         ({"sinkhorn_iterations": True}, TypeError, "sinkhorn_iterations must be an int >= 1"),
-        ({"temperature": 0}, ValueError, "temperature must be a finite number > 0"),
-        ({"temperature": -0.1}, ValueError, "temperature must be a finite number > 0"),
-        ({"temperature": float("nan")}, ValueError, "temperature must be a finite number > 0"),
-        ({"temperature": float("inf")}, ValueError, "temperature must be a finite number > 0"),
-        ({"temperature": "0.1"}, TypeError, "temperature must be a finite number > 0"),
+        ({"temperature": 0}, ValueError, "temperature must be a finite number > 1e-300"),
+        ({"temperature": -0.1}, ValueError, "temperature must be a finite number > 1e-300"),
+        ({"temperature": float("nan")}, ValueError, "temperature must be a finite number > 1e-300"),
+        ({"temperature": float("inf")}, ValueError, "temperature must be a finite number > 1e-300"),
+        ({"temperature": "0.1"}, TypeError, "temperature must be a finite number > 1e-300"),
         ({"variant": "wmd"}, ValueError, "variant must be one of 'twmd', 'trwmd', 'sbert', 'cka'"),
         ({"variant": 1}, TypeError, "variant must be one of"),
         ({"normalize": "yes"}, TypeError, "normalize must be True or False"),

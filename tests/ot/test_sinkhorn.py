@@ -173,3 +173,23 @@ def test_trwmd_is_zero_for_an_empty_side_and_finite_at_tiny_temperature():
         assert torch.isfinite(values).all() and values[1] == 0 and values[2] == 0
     # As T -> 0, C -> mean_i max_j s_ij = (1 + 0.5) / 2, from above by at most T log L2.
     assert 0 <= float(trwmd_value(sim.double(), rows, cols, 1e-6)[0]) - 0.75 <= 1e-6 * math.log(2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_temperatures_whose_inverse_overflows_the_dtype_run_in_float64(dtype):
+    # float32: 1/T = 1e39 overflows (max 3.4e38); float16: 1/T = 1e5 overflows (max 65504). Before,
+    # s/T was inf, the TRWMD value NaN and the plan NaN.
+    torch.manual_seed(3)
+    x = torch.nn.functional.normalize(torch.randn(2, 4, 8, dtype=torch.float64), dim=-1)
+    y = torch.nn.functional.normalize(torch.randn(2, 3, 8, dtype=torch.float64), dim=-1)
+    sim64 = torch.einsum("brd,bpd->brp", x, y)
+    sim = sim64.to(dtype)
+    rows, cols = _masks((4, 4), (2, 4)), _masks((3, 3), (3, 3))
+    temperature = 1e-39 if dtype == torch.float32 else 1e-5
+    # The T -> 0 limit, computed independently: the mean over real rows of each row's best similarity.
+    best = [sim[b, : int(rows[b].sum()), :3].double().amax(1).mean().item() for b in range(2)]
+    gap = trwmd_value(sim, rows, cols, temperature).numpy() - np.array(best)
+    assert np.all(gap >= -1e-12) and np.all(gap <= temperature * math.log(3) + 1e-12)  # Eq. (7)'s bound
+    plan = sinkhorn_log_plan(sim, rows, cols, temperature, 1).exp()
+    assert plan.dtype == torch.float64 and torch.isfinite(plan).all()
+    np.testing.assert_allclose(plan.sum((1, 2)).numpy(), 1.0, atol=1e-12)

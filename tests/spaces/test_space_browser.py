@@ -117,3 +117,42 @@ def test_browser_scores_and_draws_the_heatmap(browser, running_app, load_metric,
     browser.save_screenshot(str(tmp_path / f"{APP}-error.png"))
 
     assert _requested_hosts(browser) == {"127.0.0.1"}
+
+
+def test_phone_width_stacks_the_boxes_and_shows_the_score_table(browser, running_app, tmp_path):
+    # At 400 px the prediction and reference boxes stack (line i of one above line i of the other
+    # would wrap side by side out of pairing), and the score table fits the screen once scrolled to.
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, url = running_app(APP)
+    browser.set_window_size(400, 900)
+    wait = WebDriverWait(browser, 60)
+    browser.get(url)
+    wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "#score-button")))
+    _type(browser, "#predictions textarea", "\n".join(PREDICTIONS))
+    _type(browser, "#references textarea", "\n".join(REFERENCES))
+    predictions, references = (
+        browser.find_element(By.CSS_SELECTOR, f"#{box}") for box in ("predictions", "references")
+    )
+    assert references.rect["y"] >= predictions.rect["y"] + predictions.rect["height"] - 1  # stacked
+    browser.find_element(By.CSS_SELECTOR, "#score-button").click()
+    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#scores"), PREDICTIONS[0]))
+    table = browser.find_element(By.CSS_SELECTOR, "#scores")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", table)
+    width = browser.execute_script("return window.innerWidth")
+    box = browser.execute_script("return arguments[0].getBoundingClientRect().toJSON()", table)
+    assert box["left"] >= 0 and box["right"] <= width + 1, box  # the table is in view, not pushed off screen
+    # Every score column is in view (scores first and rounded; the long texts scroll after them).
+    headers = browser.execute_script(
+        "return [...arguments[0].querySelectorAll('th')].map(c => [c.innerText.trim(), c.getBoundingClientRect().right])",
+        table,
+    )
+    scores = [right for text, right in headers if text in ("precision", "recall", "f1")]
+    assert len(scores) == 3 and max(scores) <= width + 1, headers
+    # Nothing stays on top of it: a warning toast (here: batch centering over 3 texts) goes away.
+    on_top = "const r = arguments[0].getBoundingClientRect(); return arguments[0].contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2))"
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(on_top, table))
+    screenshot = tmp_path / f"{APP}-400px.png"
+    assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 5_000

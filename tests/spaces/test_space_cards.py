@@ -12,12 +12,18 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from spaceserver import APPS, SPACES
 
+import moverkit
+from moverkit.publish import CARD_KEYS, front_matter, with_card_metadata
+
 ROOT = SPACES.parent
 
 
 def _front_matter(name: str) -> tuple[dict, str]:
+    """The published Space README's front matter (the card's title, emoji, colours and
+    description, then the Space's own keys) and body."""
     text = (SPACES / name / "README.md").read_text(encoding="utf-8")
-    _, front, body = text.split("---\n", 2)
+    card = (ROOT / "metrics" / name / "README.md").read_text(encoding="utf-8")
+    _, front, body = with_card_metadata(text, card).split("---\n", 2)
     return yaml.safe_load(front), body
 
 
@@ -39,18 +45,27 @@ def test_front_matter_makes_a_gradio_space(name):
     assert meta["title"] and meta["license"] == "apache-2.0"
 
 
+@pytest.mark.parametrize("name", APPS)
+def test_card_is_the_one_source_of_title_emoji_and_description(name):
+    space_meta, _ = front_matter((SPACES / name / "README.md").read_text(encoding="utf-8"))
+    card_meta, _ = front_matter((ROOT / "metrics" / name / "README.md").read_text(encoding="utf-8"))
+    assert not set(CARD_KEYS) & set(space_meta), "title, emoji, colours and description live in the card"
+    meta, _ = _front_matter(name)
+    assert {key: meta[key] for key in CARD_KEYS} == {key: card_meta[key] for key in CARD_KEYS}
+    assert meta["description"].strip()  # evaluate's key
+
+
 def test_every_space_pins_the_same_gradio():
     assert len({_front_matter(name)[0]["sdk_version"] for name in APPS}) == 1
 
 
 @pytest.mark.parametrize("name", APPS)
-def test_requirements_install_moverkit_at_the_released_commit(name):
+def test_requirements_install_the_released_moverkit_from_pypi(name):
     lines = [line for line in (SPACES / name / "requirements.txt").read_text().splitlines() if not line.startswith("#")]
-    assert lines == ["moverkit[demo] @ git+https://github.com/{REPOSITORY_PLACEHOLDER}@{COMMIT_PLACEHOLDER}"]
-    filled = lines[0].replace("{REPOSITORY_PLACEHOLDER}", "owner/moverkit").replace("{COMMIT_PLACEHOLDER}", "0" * 40)
-    requirement = Requirement(filled)
+    assert lines == ["moverkit[demo]=={VERSION_PLACEHOLDER}"]
+    requirement = Requirement(lines[0].replace("{VERSION_PLACEHOLDER}", moverkit.__version__))
     assert requirement.name == "moverkit" and requirement.extras == {"demo"}
-    assert requirement.url == f"git+https://github.com/owner/moverkit@{'0' * 40}"
+    assert str(requirement.specifier) == f"=={moverkit.__version__}"
 
 
 @pytest.mark.parametrize("name", APPS)
@@ -62,3 +77,27 @@ def test_card_names_every_compute_argument_and_the_citation(name, load_metric):
     citation = load_metric(name).info.citation
     first_key = re.search(r"@\w+\{([^,]+),", citation).group(1)
     assert first_key in body.split("## Citation", 1)[1]
+
+
+@pytest.mark.parametrize("name", APPS)
+def test_app_run_locally_shows_no_placeholder(name):
+    from moverkit.demo import _local_card
+
+    shown = _local_card(name, SPACES / name / "README.md")
+    assert "_PLACEHOLDER}" not in shown and shown.lstrip().startswith("#")
+
+
+@pytest.mark.parametrize("name", APPS)
+def test_published_readme_has_evaluates_sections_in_order(name):
+    _, body = _front_matter(name)
+    sections = [
+        "## Metric description",
+        "## How to use",
+        "## Inputs",
+        "## Output values",
+        "## Examples",
+        "## Limitations and bias",
+        "## Citation",
+    ]
+    positions = [body.find(f"\n{section}\n") for section in sections]
+    assert -1 not in positions and positions == sorted(positions), dict(zip(sections, positions))

@@ -1,0 +1,94 @@
+"""``moverkit bench scale``: wall time and peak memory of one call as the number of pairs grows.
+
+Each (metric, centering, size) runs in a fresh Python process (so its peak resident set size is
+its own: ``ru_maxrss`` of that process) on ``size`` pairs of distinct texts, made from the segments
+of a judgments TSV: every text is the first half of one segment's words followed by the second
+half of another's, drawn without repeats, so the texts stay sentence-length and no two are equal.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ._data import read_judgments
+
+SIZES = (1_000, 10_000, 100_000)
+RUNS = (("centered_bertscore", "batch"), ("centered_bertscore", "corpus"), ("twmd", "batch"), ("twmd", "corpus"))
+STATS_TEXTS = 1_000
+"""Segments the ``corpus`` statistic is fitted on (before the timed call)."""
+
+
+def distinct_texts(segments: list[str], n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct texts, each the first half of one segment's words and the second half of
+    another's (see the module doc)."""
+    words = [s.split() for s in dict.fromkeys(segments) if len(s.split()) >= 2]
+    if len(words) ** 2 < n:
+        raise ValueError(f"{len(words)} usable segments cannot make {n} distinct texts")
+    rng = random.Random(seed)
+    texts: dict[str, None] = {}
+    while len(texts) < n:
+        head, tail = rng.choice(words), rng.choice(words)
+        texts[" ".join(head[: len(head) // 2] + tail[len(tail) // 2 :])] = None
+    return list(texts)
+
+
+def measure(data: Path, metric: str, centering: str, size: int, memory_budget: str | None = None) -> dict:
+    """One timed call in this process; ``wall_s`` is the call itself (the model loaded before)."""
+    import moverkit
+    from moverkit.functional import centered_bertscore, twmd
+
+    judgments = read_judgments(data)
+    segments = judgments.predictions + judgments.references
+    texts = distinct_texts(segments, 2 * size)
+    kwargs = {"centering": centering}
+    moverkit.set_memory_budget(memory_budget)
+    if centering == "corpus":
+        kwargs["centering_stats"] = moverkit.fit_centering(segments[:STATS_TEXTS])
+    function = {"centered_bertscore": centered_bertscore, "twmd": twmd}[metric]
+    function(["warm up"], ["the model loads"], **kwargs)
+    start = time.perf_counter()
+    result = function(texts[:size], texts[size:], **kwargs)
+    wall = time.perf_counter() - start
+    assert len(next(v for v in result.values() if isinstance(v, list))) == size
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return {"metric": metric, "centering": centering, "pairs": size, "wall_s": wall, "peak_rss_mb": peak_kib / 1024}
+
+
+def run(
+    data: Path, sizes=SIZES, runs=RUNS, memory_budget: str | None = None, log=print, timeout: float | None = None
+) -> list[dict]:
+    """:func:`measure` each run at each size, each in a fresh process; ``log`` gets each row as it ends."""
+    rows = []
+    for metric, centering in runs:
+        for size in sizes:
+            command = [sys.executable, "-m", "moverkit.bench.scale", str(data), metric, centering, str(size)]
+            command += [memory_budget] if memory_budget else []
+            out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout)
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            log(format_row(row))
+    return rows
+
+
+def format_row(row: dict) -> str:
+    per_pair = 1000 * row["wall_s"] / row["pairs"]
+    return (
+        f"| {row['metric']} | {row['centering']} | {row['pairs']:,} | {row['wall_s']:.1f} | {per_pair:.2f} "
+        f"| {row['peak_rss_mb']:,.0f} |"
+    )
+
+
+def format_table(rows: list[dict]) -> str:
+    header = "| metric | centering | pairs | wall (s) | ms / pair | peak RSS (MB) |\n|---|---|---:|---:|---:|---:|"
+    return "\n".join([header] + [format_row(r) for r in rows])
+
+
+if __name__ == "__main__":  # one measurement, in the fresh process run() starts
+    path, name, mode, n = sys.argv[1:5]
+    print(json.dumps(measure(Path(path), name, mode, int(n), sys.argv[5] if len(sys.argv) > 5 else None)))

@@ -1,0 +1,120 @@
+"""The cache of token clouds across compute calls: same scores, bounded, keyed, off by default."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import moverkit
+from moverkit import functional
+from moverkit._core import cache, encode, get_encoder
+from moverkit._core.cache import cache_info, cached_encode, clear_cache, set_cache
+
+REFERENCES = ["The cat sat on the mat.", "Stocks fell sharply on Monday.", "He went home early.", "A law was passed."]
+PREDICTIONS = [
+    ["A cat was sitting on the mat.", "Shares dropped on Monday.", "He left for home.", "Parliament passed a law."],
+    ["The cat is on the mat.", "Markets fell on Monday.", "He went home.", "They passed a new law."],
+    ["A dog sat on a rug.", "Stocks rose on Tuesday.", "She stayed at work late.", "A bill was voted."],
+]
+
+
+@pytest.fixture
+def cache_on():
+    previous = cache_info()["max_tokens"]
+    set_cache(100_000)
+    clear_cache()
+    yield
+    set_cache(previous)
+    clear_cache()
+
+
+def test_off_by_default(monkeypatch):
+    monkeypatch.delenv(cache.ENV_VAR, raising=False)
+    assert cache._budget_from_env() == 0
+    monkeypatch.setenv(cache.ENV_VAR, "1234")
+    assert cache._budget_from_env() == 1234
+    monkeypatch.setenv(cache.ENV_VAR, "lots")
+    with pytest.raises(ValueError, match=cache.ENV_VAR):
+        cache._budget_from_env()
+
+
+@pytest.mark.parametrize("name", ["centered_bertscore", "twmd", "moverscore", "lazy_emd"])
+def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name):
+    # batch_size=1: each text is encoded alone, so cached and uncached vectors are the same floats
+    # (with larger batches they may differ in the last bits: see moverkit._core.cache).
+    function = getattr(functional, name)
+    cached = [function(p, REFERENCES, batch_size=1, centering="batch") for p in PREDICTIONS]
+    assert cache_info()["hits"] >= 2 * len(REFERENCES)  # evaluations 2 and 3 reuse the references
+    set_cache(0)
+    uncached = [function(p, REFERENCES, batch_size=1, centering="batch") for p in PREDICTIONS]
+    assert cached == uncached
+
+
+def test_default_batches_agree_to_rounding(cache_on):
+    cached = [functional.centered_bertscore(p, REFERENCES)["f1"] for p in PREDICTIONS]
+    set_cache(0)
+    uncached = [functional.centered_bertscore(p, REFERENCES)["f1"] for p in PREDICTIONS]
+    for a, b in zip(cached, uncached):
+        assert a == pytest.approx(b, abs=1e-6)
+
+
+def test_cached_encode_is_encode(cache_on):
+    encoder = get_encoder()
+    texts = REFERENCES + PREDICTIONS[0]
+    cached_encode(encoder, texts[2:6], batch_size=1)  # some hits, some misses, out of order
+    got = cached_encode(encoder, texts, batch_size=1, layers=None)
+    want = encode(encoder, texts, batch_size=1)
+    assert torch.equal(got.vectors, want.vectors)
+    assert torch.equal(got.offsets, want.offsets)
+    assert torch.equal(got.special, want.special)
+    assert got.token_ids == want.token_ids and got.texts == want.texts
+    layered = cached_encode(encoder, texts, batch_size=1, layers=(4, 6))
+    want = encode(encoder, texts, batch_size=1, layers=(4, 6))
+    assert torch.equal(layered.layer_vectors, want.layer_vectors)
+
+
+@pytest.mark.parametrize(
+    "change", [{"max_length": 5}, {"dtype": "bfloat16"}, {"long_texts": "window"}, {"layers": (5,)}]
+)
+def test_everything_that_changes_vectors_is_in_the_key(cache_on, change):
+    encoder = get_encoder()
+    cached_encode(encoder, REFERENCES, batch_size=1)
+    got = cached_encode(encoder, REFERENCES, batch_size=1, **change)
+    want = encode(encoder, REFERENCES, batch_size=1, **change)
+    assert torch.equal(got.vectors, want.vectors)
+    if "layers" in change:
+        assert torch.equal(got.layer_vectors, want.layer_vectors)
+
+
+def test_another_model_never_reuses(cache_on, tiny_model_path):
+    cached_encode(get_encoder(), REFERENCES)
+    tiny = get_encoder(tiny_model_path)
+    assert torch.equal(cached_encode(tiny, REFERENCES).vectors, encode(tiny, REFERENCES).vectors)
+
+
+def test_budget_evicts_least_recently_used(cache_on):
+    encoder = get_encoder()
+    one = cached_encode(encoder, REFERENCES[:1])
+    budget = len(one.token_ids[0]) + 12
+    set_cache(budget)
+    cached_encode(encoder, REFERENCES)
+    info = cache_info()
+    assert 0 < info["tokens"] <= budget and info["texts"] < len(REFERENCES)
+    set_cache(0)
+    assert cache_info()["texts"] == 0
+    cached_encode(encoder, REFERENCES)
+    assert cache_info()["texts"] == 0  # off: nothing kept
+
+
+def test_release_clears_it(cache_on):
+    cached_encode(get_encoder(), REFERENCES)
+    assert cache_info()["texts"] == len(REFERENCES)
+    moverkit.release()
+    assert cache_info()["texts"] == 0
+
+
+def test_set_cache_checks_its_argument():
+    with pytest.raises(TypeError, match="max_tokens"):
+        moverkit.set_cache(1.5)
+    with pytest.raises(ValueError, match="max_tokens"):
+        moverkit.set_cache(-1)

@@ -1,0 +1,93 @@
+"""Every code block of README.md runs as written: python blocks each in a fresh interpreter, bash
+blocks line by line (each line a `moverkit` command), in a folder that holds the files they name.
+
+The fresh-machine install lines (a new venv, pip install) are what CI itself runs, so they are
+exempt; every other line must run. The Layout block (no language tag) is a picture, not code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import moverkit
+from moverkit import functional
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```", README, flags=re.S | re.M)
+INSTALL = "python3 -m venv"  # the fresh-machine lines
+SLOW_WORDS = ("bench", "publish")  # blocks that run many metrics over 200 pairs
+
+TEXTS = {  # the input files the shell examples name
+    "hyp.txt": "the cat sat on the mat\nstocks fell sharply on monday\n",
+    "ref.txt": "a cat was sitting on the mat\nshares dropped a lot on monday\n",
+    "ref1.txt": "a cat was sitting on the mat\nshares dropped a lot on monday\n",
+    "ref2.txt": "there is a cat on the mat\nthe market fell on monday\n",
+    "corpus.txt": "a cat was sitting on the mat\nshares dropped a lot on monday\nhe went home early\n",
+}
+
+
+def _blocks(language):
+    return [code for lang, code in BLOCKS if lang == language]
+
+
+def _param(code):
+    slow = any(word in code for word in SLOW_WORDS)
+    return pytest.param(code, marks=[pytest.mark.slow] if slow else [], id=code.strip().splitlines()[0][:40])
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    """A user's folder: the checkout's metrics/, tests/ and spaces/ beside the input files."""
+    for name in ("metrics", "tests", "spaces"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    for name, text in TEXTS.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def _run(args, cwd, **kwargs):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kwargs)
+    assert done.returncode == 0, f"{args}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
+    return done
+
+
+def test_readme_has_the_blocks_this_test_runs():
+    assert len(_blocks("python")) >= 4 and len(_blocks("bash")) >= 3
+    assert {lang for lang, _ in BLOCKS} <= {"python", "bash", ""}
+
+
+@pytest.mark.parametrize("code", [_param(c) for c in _blocks("python")])
+def test_python_block_runs_alone(code, workdir):
+    _run([sys.executable, "-c", code], workdir)
+
+
+def _commands(code):
+    """The lines of a bash block, comments dropped; install lines left out."""
+    lines = [line.split("  #")[0].strip() for line in code.splitlines()]
+    return [line for line in lines if line and not line.startswith(INSTALL)]
+
+
+@pytest.mark.parametrize("code", [_param(c) for c in _blocks("bash")])
+def test_bash_block_runs(code, workdir):
+    for line in _commands(code):
+        words = shlex.split(line)
+        assert words[0] == "moverkit", f"a README shell line that is neither install nor moverkit: {line}"
+        moverkit_cli = [sys.executable, "-m", "moverkit.cli", *words[1:]]
+        _run(moverkit_cli, workdir)
+
+
+def test_default_centering_table_states_each_metrics_default():
+    table = dict(re.findall(r"^\| `(\w+)` \| `(\w+)` \|", README, flags=re.M))
+    assert set(table) == set(moverkit.METRICS)
+    for name, default in table.items():
+        assert inspect.signature(getattr(functional, name)).parameters["centering"].default == default, name

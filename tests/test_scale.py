@@ -1,0 +1,131 @@
+"""Streaming: a call over the memory budget runs in chunks and gives the unchunked scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import moverkit
+from moverkit._core import streaming
+from moverkit.functional import centered_bertscore, lazy_emd, twmd
+
+
+@pytest.fixture
+def tiny_budget():
+    """A budget of a few hundred tokens: the 40 pairs below run in several chunks."""
+    yield lambda: moverkit.set_memory_budget("1MB")
+    moverkit.set_memory_budget(None)
+
+
+@pytest.fixture(scope="module")
+def pairs(wmt_pairs):
+    """40 pairs with repeats (a text in several pairs and chunks) and two references for some."""
+    predictions, references = wmt_pairs
+    predictions = list(predictions[:36]) + [predictions[0], references[1], "", predictions[2]]
+    references = list(references[:36]) + [references[5], predictions[1], references[3], [references[2], ""]]
+    references = [[r, references[0]] if i % 7 == 3 else r for i, r in enumerate(references)]
+    return predictions, references
+
+
+def chunk_count(predictions, references, **kwargs):
+    from moverkit._core import call_texts, get_encoder
+
+    encoder = get_encoder()
+    per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
+    return len(streaming.plan_chunks(call_texts(predictions, references), streaming.memory_budget() // per_token, 512))
+
+
+@pytest.mark.parametrize("centering", ["none", "dim", "sentence", "batch", "corpus"])
+@pytest.mark.parametrize("metric", [centered_bertscore, twmd])
+def test_chunked_equals_unchunked(pairs, tiny_budget, metric, centering):
+    predictions, references = pairs
+    kwargs = {"centering": centering}
+    if centering == "corpus":
+        kwargs["centering_stats"] = moverkit.fit_centering(predictions[:10])
+    whole = metric(predictions, references, **kwargs)
+    tiny_budget()
+    assert chunk_count(predictions, references) >= 4
+    chunked = metric(predictions, references, **kwargs)
+    assert chunked.keys() == whole.keys()
+    assert chunked["hashcode"] == whole["hashcode"]
+    for key, values in whole.items():
+        if isinstance(values, list):
+            assert chunked[key] == pytest.approx(values, abs=1e-6), key
+
+
+def test_chunked_idf_and_lazy_emd(pairs, tiny_budget):
+    """idf=True is fitted on every reference of the call, not per chunk; lazy_emd streams too."""
+    predictions, references = pairs
+    whole = centered_bertscore(predictions, references, idf=True)
+    whole_emd = lazy_emd(predictions, references, centering="batch")
+    tiny_budget()
+    assert centered_bertscore(predictions, references, idf=True)["f1"] == pytest.approx(whole["f1"], abs=1e-6)
+    assert lazy_emd(predictions, references, centering="batch")["lazy_emd"] == pytest.approx(
+        whole_emd["lazy_emd"], abs=1e-6
+    )
+
+
+def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):
+    """Independent check of the first pass: the mean of every text's non-special token vectors,
+    each text counted as often as it occurs, as centering.row_mean computes it over the whole call."""
+    from moverkit._core import call_texts, encode, get_encoder, row_mean
+
+    predictions, references = pairs
+    texts = call_texts(predictions, references)
+    encoder = get_encoder()
+    clouds = encode(encoder, texts.unique)
+    expected, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=texts.counts())
+    tiny_budget()
+    stats = streaming.batch_mean(encoder, texts, {}, 200, 512)
+    assert stats.n_tokens == n
+    assert stats.mean == pytest.approx(expected.numpy(), abs=1e-6)  # texts batch differently: float32 noise
+
+
+@pytest.mark.parametrize(
+    ("size", "expected"), [("512MB", 512 * 2**20), ("2 GB", 2 * 2**30), ("1.5g", int(1.5 * 2**30)), (4096, 4096)]
+)
+def test_parse_size(size, expected):
+    assert streaming.parse_size(size) == expected
+
+
+@pytest.mark.parametrize(
+    ("size", "error"), [("lots", ValueError), (0, ValueError), (True, TypeError), (1.5, TypeError)]
+)
+def test_parse_size_rejects(size, error):
+    with pytest.raises(error, match="memory budget"):
+        moverkit.set_memory_budget(size)
+
+
+def test_budget_from_environment(monkeypatch):
+    monkeypatch.setenv("MOVERKIT_MEMORY_BUDGET", "64MB")
+    assert streaming.memory_budget() == 64 * 2**20
+    monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET")
+    assert streaming.memory_budget() == streaming.DEFAULT_MEMORY_BUDGET
+
+
+def test_verbose_shows_one_bar_over_pairs(pairs, tiny_budget, capsys):
+    predictions, references = pairs
+    tiny_budget()
+    twmd(predictions[:12], references[:12], centering="none", verbose=True)
+    err = capsys.readouterr().err
+    n_pairs = sum(1 if isinstance(r, str) else len(r) for r in references[:12])  # a bar over pairs, not predictions
+    assert n_pairs > 12 and f"{n_pairs}/{n_pairs} [" in err and "pair/s" in err and "encoding" not in err
+
+
+def test_bench_scale_texts_are_distinct():
+    from moverkit.bench.scale import distinct_texts
+
+    segments = ["a b c d", "e f g h", "i j k l", "m n"]
+    texts = distinct_texts(segments, 12)
+    assert len(set(texts)) == 12
+    heads = {" ".join(s.split()[: len(s.split()) // 2]) for s in segments}
+    assert all(any(t.startswith(h + " ") for h in heads) for t in texts)
+
+
+def test_bench_scale_measures_in_a_fresh_process(wmt17_full):
+    from moverkit.bench.scale import format_table, run
+
+    rows = run(Path(__file__).resolve().parents[2] / "shared" / "data" / "wmt17_seg_da_to_en.tsv", sizes=(20,), runs=[("twmd", "corpus")], memory_budget="1MB", log=lambda line: None)
+    assert rows[0]["pairs"] == 20 and rows[0]["wall_s"] > 0 and rows[0]["peak_rss_mb"] > 100
+    assert "| twmd | corpus | 20 |" in format_table(rows)
