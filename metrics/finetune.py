@@ -52,6 +52,7 @@ import torch
 
 from ._core import checks, prepare_pairs
 from ._core.encoder import DEFAULT_MODEL, _load_encoder, resolve_device, resolve_model
+from .bench._correlation import correlate
 from .bench._data import Judgments, read_judgments
 from .functional.twmd import VARIANTS, normalized, pair_values, resolve_params, self_values
 
@@ -241,25 +242,16 @@ class Scorer:
 
 def correlations(scores: np.ndarray, targets: np.ndarray, groups: Sequence[str]) -> dict:
     """``{"pearson", "kendall"}``: means over the groups of at least 3 pairs of the per-group
-    correlations (the benchmarks' protocol), and ``"mse"`` over all pairs."""
-    from scipy import stats
-
+    correlations (the benchmarks' protocol, :func:`moverkit.bench._correlation.correlate`), and
+    ``"mse"`` over all pairs."""
     by_group: dict[str, list[int]] = {}
     for i, g in enumerate(groups):
         by_group.setdefault(g, []).append(i)
-    pearson, kendall = [], []
-    for members in by_group.values():
-        if len(members) >= 3:
-            pearson.append(stats.pearsonr(scores[members], targets[members])[0])
-            kendall.append(stats.kendalltau(scores[members], targets[members])[0])
-    if not pearson:  # only tiny groups: correlate over everything
-        pearson.append(stats.pearsonr(scores, targets)[0])
-        kendall.append(stats.kendalltau(scores, targets)[0])
-    return {
-        "pearson": float(np.nanmean(pearson)),
-        "kendall": float(np.nanmean(kendall)),
-        "mse": float(np.mean((scores - targets) ** 2)),
-    }
+    figures = [correlate(scores[m], targets[m]) for m in by_group.values() if len(m) >= 3]
+    if not figures:  # only tiny groups: correlate over everything
+        figures = [correlate(scores, targets)]
+    pearson, kendall = np.nanmean(figures, axis=0)
+    return {"pearson": float(pearson), "kendall": float(kendall), "mse": float(np.mean((scores - targets) ** 2))}
 
 
 def load_judgments(data, prediction: str, reference: str, score: str, group: str | None) -> Judgments:

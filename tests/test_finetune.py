@@ -75,14 +75,24 @@ def test_encoder_gradients_match_finite_differences(tiny_model_path):
     encoder = trainable_encoder(tiny_model_path, device="cpu")
     encoder.model.eval()  # no dropout: the function must be deterministic for finite differences
     scorer = Scorer(encoder, resolve_params("twmd", 0.02, 1, True, "batch"), "batch", None)
-    predictions = ["the cat sat on the mat .", "a quick brown fox jumps", "hello", "the cat sat on the mat ."]
+    # 11 distinct texts (one repeated), so that batch centering has enough texts to mean over.
+    predictions = [
+        "the cat sat on the mat .",
+        "a quick brown fox jumps",
+        "hello",
+        "the cat sat on the mat .",
+        "there is a house on the hill",
+        "we went home early",
+    ]
     references = [
         "a cat was sitting on the mat",
         "the fast brown fox jumped over the dog",
         "hello there my friend",
         "cats",
+        "a house stands on top of the hill",
+        "they went home late",
     ]
-    weights = torch.tensor([0.3, -0.7, 0.5, 0.9], dtype=torch.float64)
+    weights = torch.tensor([0.3, -0.7, 0.5, 0.9, -0.4, 0.6], dtype=torch.float64)
 
     (scorer(predictions, references) * weights).sum().backward()
     parameters = dict(encoder.model.named_parameters())
