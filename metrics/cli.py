@@ -5,6 +5,7 @@
     moverkit fit-baseline --texts corpus.txt --out baseline.csv
     moverkit bench correlation --data wmt17_seg_da_to_en.tsv
     moverkit bench speed --data wmt17_seg_da_to_en.tsv
+    moverkit bench shuffled --data wmt17_seg_da_to_en.tsv --pairs 400
     moverkit publish --dry-run OUTDIR
 
 Input files hold one text per line, a line ending at "\n" (see :func:`split_lines`). A mistake of
@@ -56,6 +57,16 @@ def _parser() -> argparse.ArgumentParser:
         help="one reference per line; repeat the option for several references per prediction",
     )
     _add_encoder_options(score)
+    score.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        help="precision of the encoder's forward pass (default: float32; bfloat16 is faster on recent CPUs)",
+    )
+    score.add_argument(
+        "--long-texts",
+        choices=("truncate", "window"),
+        help="texts over the model's limit: cut at it (default) or encoded whole in overlapping windows",
+    )
     score.add_argument("--idf", action="store_true", help="weight tokens by IDF fitted on the references")
     score.add_argument("--centering", help="none, dim, sentence, batch or corpus (default: the metric's)")
     score.add_argument(
@@ -109,17 +120,49 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--out", type=Path, help="also write the report here (Markdown)")
     corr.add_argument("--rows", nargs="*", help="row labels to run (default: all; see --list)")
     corr.set_defaults(run=_bench_correlation)
-    speed.add_argument("--suite", nargs="*", help="run the suites whose name contains one of these words")
+    speed.add_argument("--suite", nargs="*", help="run only these suites, by key (--list shows the keys)")
     speed.add_argument("--repeats", type=int, default=3, help="timed rounds (median reported)")
     corr.add_argument("--list", action="store_true", help="list the row labels and exit")
     speed.add_argument("--list", action="store_true", help="list the suites and their contenders and exit")
     speed.set_defaults(run=_bench_speed)
+    precision = which.add_parser("precision", help="float32 vs bfloat16 encoder: speed, score change, correlation")
+    precision.add_argument("--data", type=Path, help="TSV with columns lp, hypothesis, reference, human (required)")
+    precision.add_argument("--limit", type=int, help="use only the first N rows")
+    precision.add_argument(
+        "--metrics", nargs="*", choices=moverkit.METRICS, help="metrics to measure (default: all five)"
+    )
+    precision.add_argument("--rounds", type=int, default=3, help="interleaved timed rounds (median reported)")
+    precision.add_argument("--out", type=Path, help="also write the table here (Markdown)")
+    precision.set_defaults(run=_bench_precision)
+    cache = which.add_parser("cache", help="an evaluation loop (fixed references, new predictions) with the cache on")
+    cache.add_argument("--data", type=Path, help="TSV with columns lp, hypothesis, reference, human (required)")
+    cache.add_argument(
+        "--metric", choices=moverkit.METRICS, default="centered_bertscore", help="(default: centered_bertscore)"
+    )
+    cache.add_argument("--references", type=int, default=1000, help="references of every evaluation (default: 1000)")
+    cache.add_argument("--evaluations", type=int, default=5, help="evaluations in the loop (default: 5)")
+    cache.add_argument("--rounds", type=int, default=1, help="times the loop runs (median per evaluation reported)")
+    cache.add_argument("--out", type=Path, help="also write the report here (Markdown)")
+    cache.set_defaults(run=_bench_cache)
     scale = which.add_parser("scale", help="wall time and peak RSS of one call at growing numbers of distinct pairs")
     scale.add_argument("--data", type=Path, help="TSV of judgments whose segments make the texts (required)")
     scale.add_argument("--sizes", type=int, nargs="*", help="numbers of pairs (default: 1000 10000 100000)")
+    scale.add_argument(
+        "--runs",
+        nargs="*",
+        help="METRIC:CENTERING runs (default: centered_bertscore and twmd, each with batch and corpus centering)",
+    )
     scale.add_argument("--memory-budget", help="moverkit.set_memory_budget for the runs (default: the default)")
     scale.add_argument("--out", type=Path, help="also write the table here (Markdown)")
     scale.set_defaults(run=_bench_scale)
+    shuffled = which.add_parser(
+        "shuffled", help="share of pairs where each metric scores the true reference above another pair's"
+    )
+    shuffled.add_argument("--data", type=Path, help="TSV with columns lp, hypothesis, reference, human (required)")
+    shuffled.add_argument("--pairs", type=int, default=400, help="pairs drawn at random (default: 400)")
+    shuffled.add_argument("--seed", type=int, default=0, help="seed of the draw and of the shuffle (default: 0)")
+    shuffled.add_argument("--out", type=Path, help="also write the report here (Markdown)")
+    shuffled.set_defaults(run=_bench_shuffled)
 
     publish = commands.add_parser("publish", help="assemble each metric's Hub Space (module + demo) and upload it")
     publish.add_argument("out", type=Path, help="a new or empty folder to assemble the Spaces in")
@@ -241,6 +284,8 @@ def _compute_kwargs(metric, args, verbose: bool) -> dict:
         "centering": args.centering,
         "centering_stats": str(args.centering_stats) if args.centering_stats else None,
         "idf": True if args.idf else None,
+        "dtype": args.dtype,
+        "long_texts": args.long_texts,
     }
     kwargs = {k: v for k, v in given.items() if v is not None}
     for item in args.arg:
@@ -333,9 +378,14 @@ def _bench_speed(args) -> int:
 
     _, suites = registry()
     if args.suite:
-        suites = [s for s in suites if any(word in s.name for word in args.suite)]
+        unknown = sorted(set(args.suite) - {s.key for s in suites})
+        if unknown:
+            raise ValueError(
+                f"--suite: no suite {', '.join(unknown)}; the suites are {', '.join(s.key for s in suites)}"
+            )
+        suites = [s for s in suites if s.key in args.suite]
     if args.list:
-        print("\n".join(f"{s.name}\t{', '.join(s.contenders)}" for s in suites))
+        print("\n".join(f"{s.key}\t{s.name}\t{', '.join(s.contenders)}" for s in suites))
         return 0
     _require_data(args)
     _check_out(args.out, [args.data])
@@ -344,14 +394,55 @@ def _bench_speed(args) -> int:
     return _emit("\n\n".join(reports), args.out)
 
 
+def _bench_precision(args) -> int:
+    import moverkit
+
+    from .bench import precision
+    from .bench._data import read_judgments
+
+    _require_data(args)
+    _check_out(args.out, [args.data])
+    data = read_judgments(args.data, limit=args.limit)
+    rows = []
+    for metric in args.metrics or moverkit.METRICS:
+        rows.append(precision.measure(metric, data, rounds=args.rounds))
+        print(precision.format_row(rows[-1]), file=sys.stderr, flush=True)  # each row as it ends
+    return _emit(precision.format_table(rows), args.out)
+
+
+def _bench_cache(args) -> int:
+    from .bench import cache_loop
+    from .bench._data import read_judgments
+
+    _require_data(args)
+    _check_out(args.out, [args.data])
+    report = cache_loop.run(read_judgments(args.data), args.metric, args.references, args.evaluations, args.rounds)
+    return _emit(cache_loop.format_report(report), args.out)
+
+
 def _bench_scale(args) -> int:
     from .bench import scale
 
     _require_data(args)
     _check_out(args.out, [args.data])
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 (each row as it ends)
-    rows = scale.run(args.data, tuple(args.sizes or scale.SIZES), memory_budget=args.memory_budget, log=progress)
+    runs = scale.RUNS if not args.runs else tuple(scale.parse_run(run) for run in args.runs)
+    rows = scale.run(args.data, tuple(args.sizes or scale.SIZES), runs, memory_budget=args.memory_budget, log=progress)
     return _emit(scale.format_table(rows), args.out)
+
+
+def _bench_shuffled(args) -> int:
+    from .bench import shuffled
+    from .bench._data import read_judgments
+
+    _require_data(args)
+    _check_out(args.out, [args.data])
+    rows = shuffled.run(read_judgments(args.data), pairs=args.pairs, seed=args.seed)
+    header = (
+        f"True reference against another pair's (a derangement, seed {args.seed}) on {args.pairs} pairs of "
+        f"{args.data.name}, each metric with its default arguments"
+    )
+    return _emit(f"{header}\n\n{shuffled.format_table(rows)}", args.out)
 
 
 def _require_data(args) -> None:

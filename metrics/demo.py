@@ -32,7 +32,7 @@ import inspect
 import math
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,18 +72,37 @@ USER_ERRORS = (ValueError, TypeError, OSError)
 the page. Anything else is a bug and keeps its traceback in the server log."""
 
 EXAMPLES = (
-    ("the cat sat on the mat\nhello there, general kenobi", "a cat was sitting on the mat\nhello there general kenobi"),
-    ("The weather is cold today.", "It is freezing today. ||| Today is a cold day."),
-    (  # WMT17 cs-en, a machine translation and its human reference (lowercased, tokenized)
-        "the bankruptcy case back , advertising cost more , maybe in other places .",
-        "the bailiff returned the case , the billboards were still there , maybe in other locations .",
+    (
+        "the cat sat on the mat\nhello there, general kenobi\nthe train to paris leaves at noon\n"
+        "she plays the piano every evening\nwe ordered two pizzas and a salad",
+        "a cat was sitting on the mat\nhello there general kenobi\nthe paris train departs at midday\n"
+        "every evening she practises piano\nthey brought us a salad with two pizzas",
+    ),
+    (
+        "The weather is cold today.\nThe meeting was moved to Friday.\nHe forgot his keys at home.\n"
+        "The museum opens at nine.",
+        "It is freezing today. ||| Today is a cold day.\n"
+        "The meeting is now on Friday. ||| They postponed the meeting until Friday.\n"
+        "He left his keys at home. ||| His keys were still lying on the kitchen table.\n"
+        "The museum opens at 9 a.m. ||| Doors open at nine o'clock.",
+    ),
+    (  # WMT17 cs-en (newstest2017 segments 102, 188, 86, 405, 653): system outputs and their references
+        "farmers reaped 7.2 million tons of grain .\nin nigeria , polio cases have occurred again .\n"
+        "the bankruptcy case back , advertising cost more , maybe in other places .\n"
+        "is this the consequence of some power struggle ?\nsymptoms and prognosis may differ materially .",
+        "farmers are expected to harvest 7.2 million tonnes of grain .\npolio cases have resurfaced in nigeria .\n"
+        "the bailiff returned the case , the billboards were still there , maybe in other locations .\n"
+        "so is this the fall-out from some kind of power struggle ?\nsymptoms and prognosis can vary widely .",
     ),
 )
-"""(predictions, references) box contents for the token-level metrics: a near paraphrase and an
-identical pair, several references, and a real translation pair."""
+"""(predictions, references) box contents for the token-level metrics: paraphrases (one pair
+identical but for a comma), several references per prediction, and real machine translations
+(lowercased and tokenized, as the MoverScore release reads WMT17). Each example holds at least
+:data:`MIN_BATCH_TEXTS` distinct texts, so that its scores (with the default ``batch`` centering
+or IDF weights) come without a warning that the example is too small."""
 
 _KINDS = ("text", "words", "int", "float", "choice", "bool", "file", "model")
-_UNSET = ""  # a dropdown's "(default)" entry: leave the argument to the module (its default is None)
+_UNSET = ""  # a dropdown's first entry (Param.unset): leave the argument to the module (its default is None)
 _YES_NO = {"yes": True, "no": False}
 
 
@@ -98,8 +117,10 @@ class Param:
     ``file`` (an upload, passed as a path) or ``model`` (a box of a model id or path, which must
     be one the page offers: :func:`allowed_models`). The initial value is the default of the
     module's ``_compute`` signature, so the page cannot drift from the module; where that default
-    is None (the module resolves it, e.g. from a preset), a box starts blank and a dropdown at
-    "(default)".
+    is None (the module resolves it, e.g. from a preset or the model), ``unset`` says which value
+    blank gives (e.g. :func:`preset_default`'s ``"1/(1+wmd) (v2)"``): a box shows it greyed while
+    blank, a dropdown as its first entry. :func:`build_demo` refuses a None default without it,
+    so that every setting on the page shows the value it will use.
     """
 
     name: str
@@ -107,6 +128,7 @@ class Param:
     kind: str = "float"
     choices: tuple = ()
     info: str | None = None
+    unset: str = ""
 
     def __post_init__(self):
         if self.kind not in _KINDS:
@@ -118,16 +140,16 @@ class Param:
         """The Gradio input for this argument, set to the module's ``default``."""
         common = {"label": self.label, "elem_id": f"param-{self.name}", "min_width": 180}
         if self.kind == "file":
-            return gr.File(value=default, type="filepath", height=120, **common)
+            return gr.File(value=default, type="filepath", height=150, **common)
         common["info"] = _models_info(allowed_models()) if self.kind == "model" else self.info
         if self.kind in ("text", "words", "int", "float", "model"):
             value = " ".join(default) if self.kind == "words" and default else default
-            return gr.Textbox(value="" if value is None else str(value), placeholder="(default)", **common)
+            return gr.Textbox(value="" if value is None else str(value), placeholder=self.unset or None, **common)
         if self.kind == "bool" and default is not None:
             return gr.Checkbox(value=bool(default), **common)
         choices = list(_YES_NO) if self.kind == "bool" else list(self.choices)
         if default is None:
-            return gr.Dropdown(choices=[("(default)", _UNSET), *((c, c) for c in choices)], value=_UNSET, **common)
+            return gr.Dropdown(choices=[(self.unset, _UNSET), *((c, c) for c in choices)], value=_UNSET, **common)
         return gr.Dropdown(choices=choices, value=default, **common)
 
     def convert(self, value):
@@ -158,10 +180,13 @@ class Param:
         return number
 
 
+_EMBEDDED = "all-MiniLM-L6-v2"
+
+
 def model_param() -> Param:
     """The encoder ``model_type``: a Hugging Face id or a local folder that the page offers
     (:func:`allowed_models`; blank: the embedded all-MiniLM-L6-v2)."""
-    return Param("model_type", "Model (Hugging Face id or local path)", "model")
+    return Param("model_type", "Model (Hugging Face id or local path)", "model", unset=_EMBEDDED)
 
 
 def allowed_models() -> tuple[str, ...] | None:
@@ -191,15 +216,22 @@ def _offered_model(model: str) -> str:
 
 def _models_info(offered: tuple[str, ...] | None) -> str:
     if offered is None:
-        return "blank: the embedded all-MiniLM-L6-v2"
+        return f"blank: the embedded {_EMBEDDED}"
     if not offered:
-        return "this page offers only the embedded all-MiniLM-L6-v2: leave the box blank"
-    return f"blank: the embedded all-MiniLM-L6-v2; also offered: {', '.join(offered)}"
+        return f"this page offers only the embedded {_EMBEDDED}: leave the box blank"
+    return f"blank: the embedded {_EMBEDDED}; also offered: {', '.join(offered)}"
 
 
-def layer_param(name: str = "num_layers") -> Param:
-    """The layer whose token vectors are compared (blank: the model's tuned layer, else the last)."""
-    return Param(name, "Layer", "int", info="blank: the tuned layer of known models, else the last")
+def layer_param(unset: str | None = None, info: str | None = None) -> Param:
+    """``num_layers``, the layer whose token vectors are compared; blank (``unset``) gives, unless
+    told otherwise, the tuned layer of the model (:data:`moverkit._core.encoder.MODEL_LAYERS`:
+    the embedded model's is its last, 6th), else its last layer."""
+    if unset is None:
+        from moverkit._core.encoder import DEFAULT_MODEL, MODEL_LAYERS
+
+        unset = str(MODEL_LAYERS[DEFAULT_MODEL])
+        info = f"blank: the model's tuned layer ({unset} for the embedded one), else its last"
+    return Param("num_layers", "Layer", "int", info=info, unset=unset)
 
 
 def centering_params(modes: Sequence[str] | None = None, fitted_by: str = "moverkit fit-centering") -> list[Param]:
@@ -207,15 +239,36 @@ def centering_params(modes: Sequence[str] | None = None, fitted_by: str = "mover
     (a ``.npz`` file saved by ``fitted_by``)."""
     from moverkit._core import CENTERING_MODES
 
+    info = f"subtract a mean vector first; corpus: upload a .npz from {fitted_by}"
     return [
-        Param("centering", "Centering", "choice", tuple(modes or CENTERING_MODES), info="subtract a mean vector first"),
-        Param("centering_stats", f"Corpus statistic (.npz from {fitted_by})", "file"),
+        Param("centering", "Centering", "choice", tuple(modes or CENTERING_MODES), info=info),
+        Param("centering_stats", "Corpus statistic (.npz)", "file"),  # a short label: it sits over the drop area
     ]
 
 
-def idf_param(name: str = "idf") -> Param:
-    """IDF token weights fitted on the references."""
-    return Param(name, "IDF weights", "bool", info="weight tokens by their IDF over the references")
+def idf_param() -> Param:
+    """``idf``: IDF token weights fitted on the references."""
+    return Param("idf", "IDF weights", "bool", info="weight tokens by their IDF over the references")
+
+
+def preset_default(setting: str, presets: Mapping[str, Mapping], key: str, default: str, info: str = "") -> dict:
+    """``Param`` keywords for ``key`` when the module takes it from the preset named by
+    ``setting`` (whose own default is ``default``): ``unset``, that preset's value, short enough
+    for a dropdown (``"1/(1+wmd) (v2)"``); ``info``, ``info`` and where it comes from, with the
+    other presets' values where they differ (``"from version (v1: 1-wmd)"``). Booleans show as
+    yes/no, an empty list as "none"."""
+    value = presets[default][key]
+    others = [f"{name}: {_shown(p[key])}" for name, p in presets.items() if name != default and p[key] != value]
+    source = f"from {setting}" + (f" ({', '.join(others)})" if others else "")
+    return {"unset": f"{_shown(value)} ({default})", "info": f"{info}; {source}" if info else source}
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (tuple, list, frozenset, set)):
+        return " ".join(value) or "none"
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -343,19 +396,46 @@ def score(module, predictions_text: str, references_text: str, kwargs: dict) -> 
     return Scored(predictions, grouped, scores, result["hashcode"], result["alignment"])
 
 
+LABEL_CHARS = 30
+"""Axis labels (tokens, sentences) longer than this end in an ellipsis."""
+
+_CHAR = 0.085  # inches of one character of a 9 pt tick label (0.6 em, and some room for wide letters)
+_CELL = 0.45  # inches of one heatmap cell, at least, while the plot fits
+_PLOT = (12.0, 10.0)  # the largest width and height of the matrix itself, in inches
+_TICK = 0.2  # inches between two labels, at least (a 9 pt line is 0.125 in)
+
+_HEATMAP_CSS = (
+    "#heatmap .matplotlib {overflow-x: auto; align-items: flex-start}"
+    " #heatmap .matplotlib img {max-width: none; width: auto; margin: 0 auto}"
+)
+"""The heatmap keeps its drawn size (9 pt labels) and scrolls sideways where the screen is
+narrower (a phone), instead of shrinking its labels out of legibility."""
+
+
 def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str):
     """A matplotlib figure of one alignment matrix: rows are the prediction's tokens (or
     sentences), columns the reference's; when the matrix is small, every cell that does not
-    round to zero carries its value, in black or white as the cell's luminance asks."""
+    round to zero carries its value, in black or white as the cell's luminance asks.
+
+    Labels stay readable: longer than :data:`LABEL_CHARS` they end in "…"; column labels are
+    horizontal while a cell can be as wide as the longest, else at 45°; the figure grows with the
+    number of labels (up to a 12 x 10 inch matrix), and past that only every k-th label is shown,
+    so that none overlaps."""
     import numpy as np
     from matplotlib.figure import Figure
 
-    rows = [_shorten(t, 30) for t in alignment[heatmap.rows]]
-    columns = [_shorten(t, 30) for t in alignment[heatmap.columns]]
+    rows = [_shorten(t, LABEL_CHARS) for t in alignment[heatmap.rows]]
+    columns = [_shorten(t, LABEL_CHARS) for t in alignment[heatmap.columns]]
     matrix = np.asarray(alignment[heatmap.matrix], dtype=np.float64).reshape(len(rows), len(columns))
-    longest = max((len(label) for label in rows + columns), default=1)
-    width = min(16.0, max(5.0, 2.0 + 0.45 * len(columns) + 0.08 * longest))
-    height = min(14.0, max(3.5, 1.8 + 0.4 * len(rows) + 0.08 * longest))
+    row_chars = max((len(label) for label in rows), default=1)
+    column_chars = max((len(label) for label in columns), default=1)
+    flat = max(_CELL, _CHAR * column_chars + 0.2)  # a cell as wide as the longest column label
+    upright = len(columns) * flat <= _PLOT[0]
+    cell_width = flat if upright else min(_CELL, _PLOT[0] / max(len(columns), 1))
+    cell_height = min(0.35, _PLOT[1] / max(len(rows), 1))
+    label_height = 0.5 if upright else 0.71 * _CHAR * column_chars + 0.4
+    width = max(5.0, _CHAR * row_chars + 0.8 + len(columns) * cell_width + 1.4)
+    height = max(3.0, 0.6 + len(rows) * cell_height + label_height + 0.5)
     fig = Figure(figsize=(width, height), layout="constrained")
     ax = fig.add_subplot()
     ax.set_title(title)
@@ -365,8 +445,14 @@ def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str):
         return fig
     image = ax.imshow(matrix, cmap=heatmap.colormap, aspect="auto", interpolation="nearest")
     fig.colorbar(image, ax=ax, label=heatmap.title)
-    ax.set_xticks(range(len(columns)), columns, rotation=90)
-    ax.set_yticks(range(len(rows)), rows)
+    column_step = math.ceil(_TICK / cell_width)
+    row_step = math.ceil(_TICK / cell_height)
+    ticks = range(0, len(columns), column_step)
+    if upright:
+        ax.set_xticks(ticks, [columns[j] for j in ticks], fontsize=9)
+    else:
+        ax.set_xticks(ticks, [columns[j] for j in ticks], fontsize=9, rotation=45, ha="right", rotation_mode="anchor")
+    ax.set_yticks(range(0, len(rows), row_step), rows[::row_step], fontsize=9)
     ax.set_xlabel(heatmap.column_label)
     ax.set_ylabel(heatmap.row_label)
     if matrix.size <= 150:
@@ -451,6 +537,7 @@ def build_demo(
             titles = [h.title for h in heatmaps]
             matrix = gr.Radio(titles, value=titles[0], label="Matrix", visible=len(titles) > 1, elem_id="matrix")
         plot = gr.Plot(label="Alignment", elem_id="heatmap")
+        gr.HTML(f"<style>{_HEATMAP_CSS}</style>", padding=False, container=False)
         alignments = gr.State([])
         if card is not None:
             with gr.Accordion("About this metric", open=False):
@@ -469,7 +556,7 @@ def build_demo(
             labels = [(f"{i + 1}. {_shorten(p, 60)}", i) for i, p in enumerate(scored.predictions)]
             return (
                 scored.summary(),
-                scored.table(),
+                scored.table().style.format("{:.4f}", subset=list(scored.scores)),  # 0.8210, not 0.821
                 scored.hashcode,
                 gr.Dropdown(choices=labels, value=0),
                 titles[0],
@@ -499,13 +586,20 @@ def build_demo(
 
 
 def _defaults(module, metric: str, params: Sequence[Param]) -> dict:
-    """The module's default of every parameter; an argument it does not take, or a dropdown
-    without the module's default among its choices, fails here."""
+    """The module's default of every parameter; an argument it does not take, a default of None
+    whose value the page does not state (``Param.unset``; an upload is simply empty), or a
+    dropdown without the module's default among its choices, fails here."""
     signature = inspect.signature(module._compute).parameters
     missing = [p.name for p in params if p.name not in signature]
     if missing:
         raise ValueError(f"{metric} takes no argument {', '.join(missing)}; it takes {', '.join(signature)}")
     defaults = {p.name: signature[p.name].default for p in params}
+    unstated = [p.name for p in params if defaults[p.name] is None and not p.unset and p.kind != "file"]
+    if unstated:
+        raise ValueError(
+            f"{metric}: {', '.join(unstated)} default to None; give Param.unset, the value blank gives, "
+            "so that the page shows it"
+        )
     for p in params:
         if p.kind == "choice" and defaults[p.name] not in (None, *p.choices):
             raise ValueError(f"{metric}: the choices of {p.name} {p.choices} lack its default {defaults[p.name]!r}")
@@ -548,6 +642,7 @@ def _strip_front_matter(markdown: str) -> str:
 __all__ = [
     "DEMO_MODELS_VARIABLE",
     "EXAMPLES",
+    "LABEL_CHARS",
     "MAX_PREDICTIONS",
     "MAX_REFERENCES",
     "MAX_TEXT_CHARS",
@@ -567,5 +662,6 @@ __all__ = [
     "model_param",
     "parse_pairs",
     "pick_heatmap",
+    "preset_default",
     "score",
 ]

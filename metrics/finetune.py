@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from ._core import checks, prepare_pairs
-from ._core.encoder import DEFAULT_MODEL, _load_encoder, resolve_device, resolve_model
+from ._core.encoder import DEFAULT_MODEL, load_encoder
 from .bench._correlation import correlate
 from .bench._data import Judgments, read_judgments
 from .functional.twmd import VARIANTS, normalized, pair_values, resolve_params, self_values
@@ -199,8 +199,7 @@ def trainable_encoder(model_type: str | None = None, num_layers: int | None = No
     """A fresh :class:`~moverkit._core.Encoder` (not the process-wide cached one, which metrics
     share) whose forward pass keeps autograd; its block list is cut after the layer used, and its
     config says so, so that the saved model's last layer is that layer."""
-    name, path = resolve_model(model_type)
-    encoder = dataclasses.replace(_load_encoder(name, path, num_layers, resolve_device(device)), trainable=True)
+    encoder = load_encoder(model_type, num_layers, device, trainable=True)
     if not encoder.hidden_states_only:
         encoder.model.config.num_hidden_layers = encoder.layer
     return encoder

@@ -143,6 +143,20 @@ def test_shipped_baselines_cover_every_layer_of_the_embedded_model():
             assert ((values > -1) & (values < 1)).all()
 
 
+@pytest.mark.parametrize("centering", ["none", "dim", "sentence", "batch"])
+def test_every_centering_but_corpus_rescales_with_its_shipped_baseline(pairs, centering):
+    """No baseline_path needed: (s - b) / (1 - b) with b the layer's row of the shipped file."""
+    predictions, references = pairs[0][:20], pairs[1][:20]
+    shipped = BASELINE_DIR / f"sentence-transformers__all-MiniLM-L6-v2.{centering}.csv"
+    table = np.loadtxt(shipped, delimiter=",", skiprows=1)
+    _, *baseline = table[table[:, 0] == LAYER][0]
+    raw = centered_bertscore(predictions, references, centering=centering)
+    rescaled = centered_bertscore(predictions, references, centering=centering, rescale_with_baseline=True)
+    for key, b in zip(("precision", "recall", "f1"), baseline):
+        assert rescaled[key] == pytest.approx([(s - b) / (1 - b) for s in raw[key]], abs=1e-9)
+    assert f"rescaled={baseline[0]:.6f}," in rescaled["hashcode"]
+
+
 def test_rescaling_is_in_the_hashcode_with_the_baseline_values(pairs, tiny_model_path, tmp_path):
     predictions, references = pairs[0][:4], pairs[1][:4]
     plain = centered_bertscore(predictions, references, centering="none")["hashcode"]

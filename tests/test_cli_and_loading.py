@@ -146,6 +146,24 @@ def test_cli_several_reference_files_and_metric_arguments(tmp_path, capsys):
     assert float(printed["f1"]) == pytest.approx(1.0, abs=1e-5)  # each prediction has an identical reference
 
 
+def test_cli_dtype_and_long_texts_reach_the_metric(tmp_path, capsys):
+    (tmp_path / "p.txt").write_text("the cat sat on the mat\nstocks fell sharply\n")
+    (tmp_path / "r.txt").write_text("a cat was on the mat\nshares dropped\n")
+    args = ["score", "--metric", "twmd", "--predictions", str(tmp_path / "p.txt"), "--references"]
+    args += [str(tmp_path / "r.txt"), "--centering", "none", "--out", str(tmp_path / "s.jsonl")]
+    assert main(args + ["--dtype", "bfloat16", "--long-texts", "window"]) == 0
+    scores = [json.loads(line)["twmd"] for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    direct = moverkit.load("twmd").compute(
+        predictions=["the cat sat on the mat", "stocks fell sharply"],
+        references=["a cat was on the mat", "shares dropped"],
+        centering="none", dtype="bfloat16", long_texts="window",
+    )  # fmt: skip
+    np.testing.assert_allclose(scores, direct["twmd"], atol=1e-7)
+    assert "dtype=bfloat16" in direct["hashcode"]
+    with pytest.raises(SystemExit):
+        main(args + ["--dtype", "float64"])  # argparse's choices
+
+
 @pytest.mark.parametrize("inside", ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"])
 def test_a_line_ends_at_newline_only(tmp_path, inside):
     """As `wc -l` counts: str.splitlines (and Python's universal newlines, for a lone "\r") would
@@ -303,8 +321,10 @@ def test_cli_bench_lists_rows_and_suites_without_data(capsys):
     assert "TWMD-b\ttwmd.twmd" in capsys.readouterr().out
     assert main(["bench", "speed", "--list", "--suite", "sbertscore"]) == 0
     listed = capsys.readouterr().out.strip().splitlines()
-    assert listed and all("sbertscore" in line for line in listed)
-    assert any("sentence encoder alone" in line for line in listed)
+    assert len(listed) == 1 and listed[0].startswith("sbertscore\t")  # exactly the suite named, by key
+    assert "sentence encoder alone" in listed[0]
+    assert main(["bench", "speed", "--list", "--suite", "bertscore"]) == 2  # not a substring match
+    assert "the suites are bert-score, " in capsys.readouterr().err
     assert main(["bench", "speed", "--suite", "twmd"]) == 2
     assert "moverkit: error: bench speed: --data is required" in capsys.readouterr().err
 
@@ -318,7 +338,7 @@ def test_speed_suite_times_its_own_inputs():
     def contender(predictions, references):
         return lambda: seen.append((predictions, references))
 
-    suite = SpeedSuite("joined", {"a": contender, "b": contender}, [("a", "b", "<= 1e9")],
+    suite = SpeedSuite("joined", "joined", {"a": contender, "b": contender}, [("a", "b", "<= 1e9")],
                        inputs=lambda p, r: (["".join(p)], ["".join(r)]))
     report = run_suite(suite, ["x", "y"], ["z", "w"], repeats=2)
     assert seen == [(["xy"], ["zw"])] * 4
@@ -329,3 +349,50 @@ def test_speed_suite_times_its_own_inputs():
 def test_console_script_is_installed():
     result = subprocess.run([sys.executable, "-m", "moverkit.cli", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and moverkit.__version__ in result.stdout
+
+
+def test_correlation_table_lines_up_rows_with_different_groups():
+    """A long-document row may lack a language pair that the segment rows have: its cell is "–",
+    and every other cell stays under its own column."""
+    from moverkit.bench import CorrelationRow
+    from moverkit.bench._correlation import format_table
+
+    rows = [CorrelationRow("seg", "twmd", "twmd"), CorrelationRow("doc", "twmd", "twmd")]
+    table = {
+        "seg": {"cs-en": (0.5, 0.4), "de-en": (0.3, 0.2), "avg": (0.4, 0.3)},
+        "doc": {"de-en": (0.1, 0.05), "avg": (0.1, 0.05)},
+    }
+    lines = format_table(table, rows).splitlines()
+    assert lines[0] == "| metric | cs-en | de-en | avg |"
+    assert lines[2] == "| seg | 40.0 / 50.0 | 20.0 / 30.0 | 30.0 / 40.0 |"
+    assert lines[3] == "| doc | – | 5.0 / 10.0 | 5.0 / 10.0 |"
+
+
+def test_bench_precision_reports_both_dtypes(tmp_path, capsys):
+    out = tmp_path / "precision.md"
+    sample = ROOT / "tests" / "data" / "wmt17_sample.tsv"
+    args = ["bench", "precision", "--data", str(sample), "--limit", "40", "--metrics", "centered_bertscore"]
+    assert main([*args, "--rounds", "1", "--out", str(out)]) == 0
+    table = out.read_text().splitlines()
+    assert table[0].startswith("| metric | float32 (s) | bfloat16 (s) | speed-up |")
+    cells = table[2].strip("|").split("|")
+    assert cells[0].strip() == "centered_bertscore"
+    assert 0 < float(cells[4]) < 1e-2 and float(cells[4]) <= float(cells[5])  # bfloat16 moves the scores a little
+
+
+def test_bench_cache_loop_scores_as_uncached(tmp_path):
+    from moverkit.bench._data import read_judgments
+    from moverkit.bench.cache_loop import loop_inputs, run
+
+    data = read_judgments(ROOT / "tests" / "data" / "wmt17_sample.tsv")
+    references, predictions = loop_inputs(data, 12, 3)
+    seen = set(references)
+    for batch in predictions:  # every evaluation's predictions are new
+        assert len(batch) == 12 and not seen & set(batch)
+        seen |= set(batch)
+    report = run(data, "centered_bertscore", n=12, evaluations=3, rounds=2)
+    assert len(report["seconds"]) == 3 and report["speedups"][0] == 1.0 and report["rounds"] == 2
+    assert report["max_abs_delta_vs_uncached"] < 1e-5  # float32 batching noise at most
+    from moverkit._core.cache import cache_info
+
+    assert cache_info()["max_tokens"] == 0  # the bench leaves the cache off

@@ -298,3 +298,18 @@ def test_upload_makes_each_folder_the_whole_content_of_its_space(monkeypatch, tm
         assert send[2]["repo_type"] == "space" and send[2]["delete_patterns"] == "*"
         assert COMMIT[:12] in send[2]["commit_message"]
         assert tag == ("create_tag", (repo_id,), {"tag": "v0.1.0", "repo_type": "space", "exist_ok": True})
+
+
+def test_every_version_literal_is_the_package_version():
+    """The modules' requirements and their install hint must name a version literally (they are
+    read where moverkit is absent): each literal is the package's version, so a release bump
+    that misses one fails here, not on the Hub."""
+    import re
+
+    literals = {
+        path.relative_to(ROOT): re.findall(r"moverkit(?:\[\w+\])?==([\w.]+)", path.read_text(encoding="utf-8"))
+        for name in moverkit.METRICS
+        for path in (ROOT / "metrics" / name / "requirements.txt", ROOT / "metrics" / name / f"{name}.py")
+    }
+    assert all(literals.values()), {p: v for p, v in literals.items() if not v}
+    assert {v for found in literals.values() for v in found} == {moverkit.__version__}, literals

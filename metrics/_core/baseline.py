@@ -41,10 +41,12 @@ def default_baseline_path(model: str, centering: str) -> Path:
     path = BASELINE_DIR / f"{model.replace('/', '__')}.{centering}.csv"
     if not path.is_file():
         shipped = ", ".join(sorted(p.name for p in BASELINE_DIR.glob("*.csv"))) or "none"
+        # fit_baseline refuses "corpus" (a baseline is fitted on its pairs' own batch): point to "batch"
+        fitted_as = "batch" if centering == "corpus" else centering
         raise ValueError(
             f"rescale_with_baseline=True: no baseline ships for model {model!r} with centering={centering!r} "
             f"(shipped: {shipped}); make one with `moverkit fit-baseline --texts CORPUS.txt --out OUT.csv --model ... "
-            f"--centering {centering}` and pass baseline_path=OUT.csv"
+            f"--centering {fitted_as}` and pass baseline_path=OUT.csv"
         )
     return path
 

@@ -1,4 +1,5 @@
-"""Padding ragged rows and bucketing pairs: the one padder and the one pair bucketer.
+"""Padding ragged rows and bucketing pairs: the one padder, the one pair bucketer and the
+encoder's batcher.
 
 Every metric compares many (prediction, reference) pairs whose sides have different lengths
 (tokens, n-gram units or sentences). Their rows are stored flat (item ``i`` owns rows
@@ -78,3 +79,31 @@ def pair_buckets(
             width_r, width_c, real, end = wr, wc, real_then, end + 1
         yield order[start:end]
         start = end
+
+
+ENCODE_TOKEN_BUDGET = 4096
+"""Padded tokens per forward pass on a CPU (batches also hold at most ``batch_size`` texts).
+Measured on the embedded model, one thread, texts sorted by length, 2 interleaved rounds: on the
+4,982 WMT17 sentences (about 30 tokens; most batches stay 64 texts) budgets of 2,048, 4,096 and
+8,192 tokens gave 1.04x, 1.03x and 0.89x the speed of 64 texts a batch; on 140 long-document texts cut to 512 tokens,
+4,096 was 1.54x faster than 64 texts a batch (2,048: 1.40x, 8,192: 1.02x): a 64 x 512 batch's
+attention and activations outgrow the CPU caches. On a GPU, ``batch_size`` alone bounds a batch
+(large batches keep the device busy)."""
+
+
+def length_batches(lengths: list[int], batch_size: int, max_tokens: int | None) -> list[list[int]]:
+    """Indices of ``lengths`` sorted longest first and cut into batches of at most ``batch_size``
+    items whose padded size (items x the first's, i.e. longest, length) stays within
+    ``max_tokens`` (``None``: no token bound); an item longer than ``max_tokens`` is a batch of
+    its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches:
+            batch = batches[-1]
+            fits = max_tokens is None or (len(batch) + 1) * lengths[batch[0]] <= max_tokens
+            if len(batch) < batch_size and fits:
+                batch.append(i)
+                continue
+        batches.append([i])
+    return batches

@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import numbers
 import os
-import warnings
 import zipfile
 import zlib
 from collections import Counter
@@ -48,6 +47,7 @@ from . import checks
 from .encoder import TokenClouds, encode, get_encoder
 from .inputs import check_texts
 from .sentences import SENTENCE_LAYER, encode_sentences, get_sentence_encoder, split_sentences
+from .user_warnings import warn_user
 
 CENTERING_MODES = ("none", "dim", "sentence", "batch", "corpus")
 """The centering modes of token vectors."""
@@ -283,14 +283,12 @@ def warn_small_batch(sizes: torch.Tensor, unit: str) -> None:
     ``"sentences"``) whose rows counted ``sizes`` (per distinct unit) have a row in the batch mean."""
     n = int((sizes > 0).sum())
     if n < MIN_BATCH_TEXTS:
-        warnings.warn(
+        warn_user(
             f"centering='batch' over only {n} distinct {unit} (fewer than {MIN_BATCH_TEXTS}): the mean it "
             f"subtracts is mostly these {unit}' own vectors, so the scores say little (a single pair can score "
             f"near -1). Score more pairs per call (at least {MIN_BATCH_TEXTS} distinct {unit} together), or pass "
             "centering='corpus' (with a mean from moverkit.fit_centering) or centering='none'.",
-            UserWarning,
-            stacklevel=5,
-        )
+            )
 
 
 def center(

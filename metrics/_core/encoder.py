@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import logging
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,9 @@ import torch
 from tqdm.auto import tqdm
 
 from . import checks
+from .batching import ENCODE_TOKEN_BUDGET, length_batches
 from .registry import cached_model
+from .user_warnings import warn_user
 from .windows import LONG_TEXT_MODES, plan_windows
 
 logger = logging.getLogger(__name__)
@@ -102,10 +103,9 @@ def check_model_lang(lang, model_type) -> str:
     :data:`DEFAULT_MODEL`): its vocabulary and training are English, so the scores mean little."""
     lang = checks.nonempty_str("lang", lang, hint=' (a language code such as "en", "de" or "zh")')
     if lang != "en" and (model_type is None or str(model_type) == DEFAULT_MODEL):
-        warnings.warn(
+        warn_user(
             f"lang={lang!r} is scored with the English embedded model {DEFAULT_MODEL}; pass model_type= a "
             "multilingual model (e.g. 'bert-base-multilingual-cased' or 'xlm-roberta-large') for non-English text",
-            stacklevel=3,
         )
     return lang
 
@@ -287,13 +287,23 @@ def get_encoder(
     block, ``0`` the embedding layer, negative values count from the top (``-1`` is the last
     layer). ``None`` takes :data:`MODEL_LAYERS`, else the last layer.
     """
-    name, path = resolve_model(model_type)
+    _, path = resolve_model(model_type)
     dev = resolve_device(device)
-    return cached_model(("token", path, num_layers, str(dev)), lambda: _load_encoder(name, path, num_layers, dev))
+    return cached_model(("token", path, num_layers, str(dev)), lambda: load_encoder(model_type, num_layers, dev))
 
 
-def _load_encoder(name: str, path: str, num_layers: int | None, device: torch.device) -> Encoder:
+def load_encoder(
+    model_type: str | os.PathLike | None = None,
+    num_layers: int | None = None,
+    device: str | int | torch.device | None = None,
+    trainable: bool = False,
+) -> Encoder:
+    """A fresh encoder, not the registry's shared one (:func:`get_encoder` caches what this
+    loads). ``trainable=True`` keeps autograd in its forward pass (fine-tuning)."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    name, path = resolve_model(model_type)
+    device = resolve_device(device)
 
     local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
@@ -325,6 +335,7 @@ def _load_encoder(name: str, path: str, num_layers: int | None, device: torch.de
         model=model,
         max_length=_model_max_length(tokenizer, config),
         hidden_states_only=blocks is None,
+        trainable=trainable,
     )
 
 
@@ -443,7 +454,7 @@ def tokenize(
             )["input_ids"]
         n_cut = sum(len(row) > limit for row in full)
         if n_cut:
-            warnings.warn(
+            warn_user(
                 f"{n_cut} of {len(texts)} texts are longer than {limit} tokens and were truncated "
                 + (
                     f"(the limit of {encoder.name})."
@@ -451,7 +462,6 @@ def tokenize(
                     else f"(max_length={max_length}; the model takes up to {encoder.max_length})."
                 )
                 + " long_texts='window' scores them whole, encoded in overlapping windows.",
-                stacklevel=3,
             )
     return ids, encoded["special_tokens_mask"]
 
@@ -474,7 +484,8 @@ def encode(
     get the same vectors either way.
 
     Texts are sorted by token length, longest first (so a memory error shows up at once), and
-    batched ``batch_size`` at a time, so little padding is computed.
+    batched ``batch_size`` at a time, so little padding is computed; on a CPU a batch also holds at
+    most :data:`~moverkit._core.batching.ENCODE_TOKEN_BUDGET` padded tokens (long texts).
 
     ``layers`` (block outputs, 0 = embeddings, up to ``encoder.layer``) also keeps, from the same
     forward pass, the vectors of each of those layers in ``layer_vectors`` (for aggregations over
@@ -501,10 +512,9 @@ def encode(
     if layers is not None:
         layer_vectors = torch.empty(len(layers), int(row_offsets[-1]), dim, dtype=torch.float32, device=encoder.device)
     pad_id = encoder.tokenizer.pad_token_id or 0
-    order = sorted(range(len(rows)), key=lambda i: -len(rows[i]))
-    starts = range(0, len(order), batch_size)
-    for start in tqdm(starts, desc="encoding", unit="batch", disable=not verbose):
-        batch = order[start : start + batch_size]
+    max_tokens = ENCODE_TOKEN_BUDGET if encoder.device.type == "cpu" else None
+    batches = length_batches([len(row) for row in rows], batch_size, max_tokens)
+    for batch in tqdm(batches, desc="encoding", unit="batch", disable=not verbose):
         width = len(rows[batch[0]])
         input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(batch), width), dtype=torch.long)

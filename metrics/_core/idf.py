@@ -15,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
 import torch
 
 from .encoder import TokenClouds
+from .user_warnings import warn_user
 
 
 class IdfTable(Mapping):
@@ -137,10 +137,8 @@ def warn_zero_weights(n_predictions: int, n_references: int, outcome: str) -> No
     """The one warning of every token-level metric for texts that :func:`zero_weight_texts` finds
     (``n_predictions`` and ``n_references`` distinct texts); ``outcome`` says what they score."""
     if n_predictions or n_references:
-        warnings.warn(
+        warn_user(
             f"{n_predictions} prediction(s) and {n_references} reference(s) have IDF 0 on every token (each token "
             f"occurs in every text the IDF was fitted on, as with a single pair); {outcome}. Score more pairs in "
             "one call, pass idf=False, or an IDF dict fitted on a larger corpus.",
-            UserWarning,
-            stacklevel=4,
-        )
+            )

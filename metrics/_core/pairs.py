@@ -18,7 +18,7 @@ from . import checks
 from .batching import pad, pair_buckets
 from .cache import cached_encode
 from .centering import CENTERING_MODES, CenteringStats, center, resolve_stats
-from .encoder import DTYPES, Encoder, TokenClouds, check_dtype, check_max_length, get_encoder
+from .encoder import DTYPES, Encoder, TokenClouds, check_dtype, check_max_length, check_model_lang, get_encoder
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, call_texts
 
@@ -140,6 +140,7 @@ def prepare_pairs(
     references,
     *,
     model_type: str | None = None,
+    lang: str = "en",
     num_layers: int | None = None,
     device=None,
     batch_size: int = 64,
@@ -157,6 +158,9 @@ def prepare_pairs(
     dtype: str = "float32",
 ) -> PairData:
     """Validate inputs, encode each distinct text once, filter and weight tokens, and center.
+
+    ``lang`` is the texts' language: non-English text scored by the English embedded model warns
+    (:func:`~moverkit._core.encoder.check_model_lang`).
 
     ``idf=True`` fits BERTScore's IDF on the references (every pair's reference one document);
     a dict gives the weights. ``prediction_idf`` weighs the prediction side differently: ``None``
@@ -186,6 +190,7 @@ def prepare_pairs(
     ``encoder``, if given, is used instead of loading ``model_type`` (fine-tuning passes its
     trainable encoder, so gradients flow through this very path).
     """
+    check_model_lang(lang, model_type)
     texts = call_texts(predictions, references)
     idf = check_idf(idf)
     prediction_idf = None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf")

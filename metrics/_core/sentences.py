@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +19,7 @@ from tqdm.auto import tqdm
 from . import checks
 from .encoder import _quiet_transformers, check_dtype, precision, resolve_device, resolve_model
 from .registry import cached_model
+from .user_warnings import warn_user
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -227,9 +227,8 @@ def _token_lengths(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[i
     limit = getattr(encoder.model, "max_seq_length", None)
     n_cut = sum(n > limit for n in lengths) if limit else 0
     if n_cut:
-        warnings.warn(
+        warn_user(
             f"{n_cut} of {len(sentences)} sentences are longer than {limit} tokens and were truncated "
             f"(the max_seq_length of {encoder.name}).",
-            stacklevel=4,
         )
     return lengths

@@ -5,6 +5,11 @@
 * ``speed``: metrics timed side by side in one process against a floor (the encoder alone) and
   peers (reference implementations), reported as ratios.
 
+Single-purpose benchmarks have their own module and command: ``scale`` (time and peak memory as
+the number of pairs grows), ``precision`` (float32 against bfloat16), ``cache_loop`` (``bench
+cache``: an evaluation loop with the cache of token clouds) and ``shuffled`` (true reference
+against another pair's).
+
 Every metric contributes rows from its own module in this package (``moverkit/bench/<metric>.py``),
 which defines ``CORRELATION_ROWS`` (a list of :class:`CorrelationRow`) and ``SPEED_SUITES`` (a list
 of :class:`SpeedSuite`); :func:`registry` collects them.
@@ -37,6 +42,8 @@ class CorrelationRow:
 class SpeedSuite:
     """Things timed side by side on the same (predictions, references).
 
+    ``key`` names the suite on the command line (``moverkit bench speed --suite KEY``); ``name``
+    heads its report.
     ``contenders`` maps a label to a factory ``factory(predictions, references) -> run``: the
     factory does the untimed set-up (loading models, one warm-up call), ``run()`` is what is timed.
     ``ratios`` lists ``(numerator, denominator, target)``: the report gives
@@ -45,6 +52,7 @@ class SpeedSuite:
     benchmark's (predictions, references) into the texts this suite times, e.g. paragraphs.
     """
 
+    key: str
     name: str
     contenders: dict[str, Callable]
     ratios: list[tuple[str, str, str | None]]

@@ -51,11 +51,13 @@ def correlation_table(rows: list[CorrelationRow], data: Judgments) -> dict[str, 
 
 def format_table(table: dict, rows: list[CorrelationRow]) -> str:
     """Markdown, one line per row, ``tau / r`` per group in percent (the Tempered-WMD paper's
-    Table 2 layout). Distances are marked: their correlations are negative."""
-    groups = list(next(iter(table.values())))
+    Table 2 layout). Distances are marked: their correlations are negative. The columns are every
+    group of any row (rows on other inputs, such as long documents, may lack some: "–")."""
+    groups = list(dict.fromkeys(g for row in rows for g in table[row.label] if g != "avg")) + ["avg"]
     lines = ["| metric | " + " | ".join(groups) + " |", "|---" * (len(groups) + 1) + "|"]
     for row in rows:
         mark = " (distance)" if not row.higher_is_better else ""
-        cells = [f"{100 * tau:.1f} / {100 * r:.1f}" for r, tau in (table[row.label][g] for g in groups)]
+        values = [table[row.label].get(g) for g in groups]
+        cells = ["–" if v is None else f"{100 * v[1]:.1f} / {100 * v[0]:.1f}" for v in values]
         lines.append(f"| {row.label}{mark} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

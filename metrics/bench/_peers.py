@@ -20,7 +20,7 @@ def metric_run(name: str, **kwargs):
         import moverkit
 
         metric = moverkit.load(name)
-        metric.compute(predictions=predictions[:2], references=references[:2], **kwargs)
+        metric.compute(predictions=predictions[:16], references=references[:16], **kwargs)  # 16: no few-texts warning
         return lambda: metric.compute(predictions=predictions, references=references, **kwargs)
 
     return factory

@@ -26,6 +26,7 @@ def bert_score_package(predictions, references):
 
 SPEED_SUITES = [
     SpeedSuite(
+        "bert-score",
         "centered_bertscore vs the bert-score package",
         {
             "encoder alone": encoder_floor,

@@ -91,6 +91,7 @@ SBERTSCORE = "sbertscore (batch)"
 
 SPEED_SUITES = [
     SpeedSuite(
+        "long-documents",
         f"long documents ({DOCUMENT_SEGMENTS} segments, over 512 tokens): truncate vs window vs sbertscore",
         {
             TRUNCATE: metric_run("centered_bertscore", centering="batch"),

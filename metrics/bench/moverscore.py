@@ -62,8 +62,6 @@ def load_release(path: str | None = None, device: str = "cpu"):
             f"the release's moverscore_v2.py is needed: set {RELEASE_ENV} to its path in a snapshot of "
             "github.com/AIPHES/emnlp19-moverscore (and pip install pyemd)"
         )
-    import pyemd  # noqa: F401  (the release imports it; fail here with its name if absent)
-
     with open(path, encoding="utf-8") as f:
         source = f.read()
     for old, new in _RELEASE_SHIMS:
@@ -71,6 +69,8 @@ def load_release(path: str | None = None, device: str = "cpu"):
         if (old.startswith("device") and count != 1) or count == 0:
             raise PeerUnavailable(f"{path} is not the expected moverscore_v2.py: the shim for {old!r} does not apply")
         source = source.replace(old, new.format(device=device))
+    import pyemd  # noqa: F401  (the release imports it; fail here with its name if absent)
+
     module = types.ModuleType("moverscore_v2")
     module.__file__ = path
     sys.modules["moverscore_v2"] = module  # its get_idf_dict pickles its own function for a Pool
@@ -195,6 +195,7 @@ def release_way(predictions, references):
 
 SPEED_SUITES = [
     SpeedSuite(
+        "moverscore",
         "moverscore vs the release (moverscore_v2.py)",
         {
             "encoder alone": encoder_floor,

@@ -1,20 +1,78 @@
-"""Bench suite of the encoder's reduced precision: every metric with ``dtype="float32"`` and
-``dtype="bfloat16"``, side by side (``moverkit bench speed --suite bfloat16``)."""
+"""``moverkit bench precision``: the encoder's reduced precision, per metric, on human judgments.
+
+For each metric, ``dtype="float32"`` and ``dtype="bfloat16"`` are run in interleaved rounds (so a
+change of machine load hits both alike), each round scoring every pair one group (language pair)
+per call, as ``moverkit bench correlation`` does. Reported per metric: the median time of each
+dtype and their ratio, the mean and max :math:`|\\Delta|` of the main output, and the average
+Pearson r and Kendall tau with the human scores under each dtype.
+"""
 
 from __future__ import annotations
 
-from . import SpeedSuite
-from ._peers import metric_run
+import statistics
+import time
 
-_METRICS = ("centered_bertscore", "twmd", "moverscore", "lazy_emd", "sbertscore")
+import numpy as np
 
-SPEED_SUITES = [
-    SpeedSuite(
-        "bfloat16 vs float32 (the encoder's dtype)",
-        {f"{name} ({dtype})": metric_run(name, dtype=dtype) for name in _METRICS for dtype in ("float32", "bfloat16")},
-        [
-            (f"{name} (float32)", f"{name} (bfloat16)", ">= 2" if name == "centered_bertscore" else ">= 1")
-            for name in _METRICS
-        ],
+from . import CorrelationRow
+from ._correlation import correlate, score_row
+from ._data import Judgments
+
+OUTPUTS = {
+    "centered_bertscore": "f1",
+    "twmd": "twmd",
+    "moverscore": "moverscore",
+    "lazy_emd": "lazy_emd",
+    "sbertscore": "f1",
+}
+"""Each metric's main output (the one its correlation rows report)."""
+
+DTYPES = ("float32", "bfloat16")
+
+
+def measure(metric: str, data: Judgments, rounds: int = 3) -> dict:
+    """Times, score change and correlations of ``metric`` under each of :data:`DTYPES`."""
+    rows = {dtype: CorrelationRow(dtype, metric, OUTPUTS[metric], {"dtype": dtype}) for dtype in DTYPES}
+    warm = Judgments(data.groups[:16], data.predictions[:16], data.references[:16], data.human[:16])
+    for row in rows.values():
+        score_row(row, warm)  # model loaded, kernels warm
+    times, scores = {dtype: [] for dtype in DTYPES}, {}
+    for _ in range(rounds):
+        for dtype, row in rows.items():
+            start = time.perf_counter()
+            scores[dtype] = np.array(score_row(row, data))
+            times[dtype].append(time.perf_counter() - start)
+    delta = np.abs(scores["float32"] - scores["bfloat16"])
+    groups = data.by_group().values()
+    correlations = {}
+    for dtype, values in scores.items():
+        per_group = [correlate(values[members].tolist(), [data.human[i] for i in members]) for members in groups]
+        correlations[dtype] = tuple(float(np.mean([g[k] for g in per_group])) for k in (0, 1))
+    median = {dtype: statistics.median(t) for dtype, t in times.items()}
+    return {
+        "metric": metric,
+        "pairs": len(data.predictions),
+        "rounds": rounds,
+        "seconds": median,
+        "speedup": median["float32"] / median["bfloat16"],
+        "mean_abs_delta": float(delta.mean()),
+        "max_abs_delta": float(delta.max()),
+        "pearson_kendall": correlations,
+    }
+
+
+def format_row(row: dict) -> str:
+    (r32, tau32), (r16, tau16) = (row["pearson_kendall"][d] for d in DTYPES)
+    return (
+        f"| {row['metric']} | {row['seconds']['float32']:.1f} | {row['seconds']['bfloat16']:.1f} "
+        f"| {row['speedup']:.2f}x | {row['mean_abs_delta']:.1e} | {row['max_abs_delta']:.1e} "
+        f"| {100 * r32:.2f} / {100 * tau32:.2f} | {100 * r16:.2f} / {100 * tau16:.2f} |"
     )
-]
+
+
+def format_table(rows: list[dict]) -> str:
+    header = (
+        "| metric | float32 (s) | bfloat16 (s) | speed-up | mean abs delta | max abs delta "
+        "| float32 Pearson / Kendall | bfloat16 Pearson / Kendall |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    return "\n".join([header] + [format_row(r) for r in rows])

@@ -53,6 +53,7 @@ SENTENCE_FLOOR, TOKEN_FLOOR = "sentence encoder alone (distinct sentences)", "to
 
 SPEED_SUITES = [
     SpeedSuite(
+        "sbertscore",
         f"sbertscore vs centered_bertscore on paragraphs of {PARAGRAPH_SEGMENTS} segments (same encoder)",
         {
             SENTENCE_FLOOR: sentence_encoder_floor,

@@ -24,6 +24,14 @@ STATS_TEXTS = 1_000
 """Segments the ``corpus`` statistic is fitted on (before the timed call)."""
 
 
+def parse_run(run: str) -> tuple[str, str]:
+    """``"METRIC:CENTERING"`` (as on the command line) as a pair of :data:`RUNS`' kind."""
+    metric, _, centering = run.partition(":")
+    if metric not in ("centered_bertscore", "twmd") or centering not in ("batch", "corpus", "none", "dim", "sentence"):
+        raise ValueError(f"a scale run is centered_bertscore or twmd, a colon and a centering mode, got {run!r}")
+    return metric, centering
+
+
 def distinct_texts(segments: list[str], n: int, seed: int = 0) -> list[str]:
     """``n`` distinct texts, each the first half of one segment's words and the second half of
     another's (see the module doc)."""
@@ -39,7 +47,8 @@ def distinct_texts(segments: list[str], n: int, seed: int = 0) -> list[str]:
 
 
 def measure(data: Path, metric: str, centering: str, size: int, memory_budget: str | None = None) -> dict:
-    """One timed call in this process; ``wall_s`` is the call itself (the model loaded before)."""
+    """One timed call in this process; ``wall_s`` is the call itself (the model loaded before),
+    ``cpu_s`` its user + system CPU time (less sensitive than wall time to other jobs)."""
     import moverkit
     from moverkit.functional import centered_bertscore, twmd
 
@@ -52,12 +61,12 @@ def measure(data: Path, metric: str, centering: str, size: int, memory_budget: s
         kwargs["centering_stats"] = moverkit.fit_centering(segments[:STATS_TEXTS])
     function = {"centered_bertscore": centered_bertscore, "twmd": twmd}[metric]
     function(["warm up"], ["the model loads"], **kwargs)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     result = function(texts[:size], texts[size:], **kwargs)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     assert len(next(v for v in result.values() if isinstance(v, list))) == size
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"metric": metric, "centering": centering, "pairs": size, "wall_s": wall, "peak_rss_mb": peak_kib / 1024}
+    return {"metric": metric, "centering": centering, "pairs": size, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_kib / 1024}
 
 
 def run(
@@ -77,15 +86,18 @@ def run(
 
 
 def format_row(row: dict) -> str:
-    per_pair = 1000 * row["wall_s"] / row["pairs"]
+    per_pair, cpu_per_pair = (1000 * row[key] / row["pairs"] for key in ("wall_s", "cpu_s"))
     return (
         f"| {row['metric']} | {row['centering']} | {row['pairs']:,} | {row['wall_s']:.1f} | {per_pair:.2f} "
-        f"| {row['peak_rss_mb']:,.0f} |"
+        f"| {cpu_per_pair:.2f} | {row['peak_rss_mb']:,.0f} |"
     )
 
 
 def format_table(rows: list[dict]) -> str:
-    header = "| metric | centering | pairs | wall (s) | ms / pair | peak RSS (MB) |\n|---|---|---:|---:|---:|---:|"
+    header = (
+        "| metric | centering | pairs | wall (s) | ms / pair | CPU ms / pair | peak RSS (MB) |\n"
+        "|---|---|---:|---:|---:|---:|---:|"
+    )
     return "\n".join([header] + [format_row(r) for r in rows])
 
 

@@ -17,6 +17,7 @@ CORRELATION_ROWS = [
 
 SPEED_SUITES = [
     SpeedSuite(
+        "twmd",
         "twmd vs the encoder alone",
         {
             "encoder alone": encoder_floor,

@@ -79,8 +79,9 @@ Args:
     rescale_with_baseline (bool, default False): rescale P, R and F1 as bertscore does,
         (s - b) / (1 - b) with b the mean score of random unrelated pairs for this model, layer and
         centering. Baselines of the embedded model ship (WMT17 to-English sentences, 1,000 random
-        pairs, layers 0-6, centering "none" and "batch"); others come from baseline_path
-        (`moverkit fit-baseline`). Rescaled scores are no longer bounded by [-1, 1] below.
+        pairs, layers 0-6, centering "none", "dim", "sentence" and "batch"); other models, and
+        "corpus" centering (whose mean is the user's), take baseline_path (`moverkit
+        fit-baseline`). Rescaled scores are no longer bounded by [-1, 1] below.
     baseline_path (str, optional): a baseline file in bert-score's format (header LAYER,P,R,F, one
         row per layer), e.g. from `moverkit fit-baseline`; used only with rescale_with_baseline.
     use_fast_tokenizer (bool, default False): accepted for bertscore compatibility and ignored:

@@ -33,7 +33,6 @@ from moverkit._core import (
     prepare_pairs,
 )
 from moverkit._core.baseline import baseline_tag, default_baseline_path, read_baseline, rescale
-from moverkit._core.encoder import check_model_lang
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.streaming import streamed
@@ -72,7 +71,6 @@ def centered_bertscore(
     check_centering(centering)
     checks.positive_int("batch_size", batch_size)
     checks.boolean("verbose", verbose)
-    check_model_lang(lang, model_type)
     checks.boolean("rescale_with_baseline", rescale_with_baseline)
     checks.boolean("use_fast_tokenizer", use_fast_tokenizer)
     checks.positive_int("nthreads", nthreads)
@@ -83,6 +81,7 @@ def centered_bertscore(
         predictions,
         references,
         model_type=model_type,
+        lang=lang,
         num_layers=num_layers,
         device=device,
         batch_size=batch_size,

@@ -14,15 +14,14 @@ solved for all pairs at once by :func:`moverkit.ot.unbalanced_sinkhorn`. Lower i
 from __future__ import annotations
 
 import math
-import warnings
 
 import torch
 
 from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
-from moverkit._core.encoder import check_model_lang
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.streaming import streamed
+from moverkit._core.user_warnings import warn_user
 from moverkit.ot import transport_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
 
@@ -79,11 +78,11 @@ def lazy_emd(
     references per prediction, the lowest distance is kept.
     """
     params = resolve_params(lang, reg_c, reg_r, epsilon, max_iter)
-    check_model_lang(lang, model_type)
     data = prepare_pairs(
         predictions,
         references,
         model_type=model_type,
+        lang=lang,
         num_layers=num_layers,
         device=device,
         batch_size=batch_size,
@@ -175,14 +174,13 @@ def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:
         stalled += int((~solved.converged).sum())
         worst = max(worst, float(solved.error.max()))
     if stalled:
-        warnings.warn(
+        warn_user(
             f"lazy_emd: the Sinkhorn iterations did not converge for {stalled} of {int(live.sum())} pairs "
             f"within max_iter={params['max_iter']} (their potentials still moved {worst:.1e} epsilons per "
             f"iteration, tolerance {SOLVER_TOLERANCE:g}); their scores are approximate. Raise max_iter, or "
             f"raise epsilon (now {params['epsilon']:g}), or use finite penalties reg_c, reg_r (now "
             f"{params['reg_c']:g}, {params['reg_r']:g}): hard marginals (inf) converge slowest.",
             RuntimeWarning,
-            stacklevel=3,
         )
     return scores
 

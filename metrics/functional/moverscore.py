@@ -39,7 +39,6 @@ import torch
 
 from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.batching import pad, pair_buckets
-from moverkit._core.encoder import check_model_lang
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
 
 PRESETS = {
@@ -184,7 +183,6 @@ def moverscore(
     )
     checks.positive_int("batch_size", batch_size)
     checks.boolean("verbose", verbose)
-    check_model_lang(lang, model_type)
     checks.boolean("return_alignment", return_alignment)
     filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
     over_layers = config.aggregation == "power_means"
@@ -192,6 +190,7 @@ def moverscore(
         predictions,
         references,
         model_type=model_type,
+        lang=lang,
         num_layers=-1 if num_layers is None else num_layers,  # the last layer, as the releases
         device=device,
         batch_size=batch_size,

@@ -17,7 +17,6 @@ A text with no sentence (empty or white space) makes its pair score 0.
 
 from __future__ import annotations
 
-import warnings
 from collections import Counter
 
 import torch
@@ -43,6 +42,7 @@ from moverkit._core.encoder import DTYPES, check_dtype, check_model_lang
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
 from moverkit._core.sentences import splitter_tag
+from moverkit._core.user_warnings import warn_user
 
 
 def sbertscore(
@@ -140,8 +140,7 @@ def warn_empty(predictions: list[str], pair_references: list[str], split: dict[s
     n_pred = sum(not split[p] for p in predictions)
     n_ref = sum(not split[r] for r in pair_references)
     if n_pred or n_ref:
-        warnings.warn(
+        warn_user(
             f"{n_pred} prediction(s) and {n_ref} reference(s) hold no sentence (empty or white space); "
-            "their pairs score 0.0",
-            stacklevel=3,
+            "their pairs score 0.0"
         )

@@ -21,7 +21,6 @@ import math
 import torch
 
 from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
-from moverkit._core.encoder import check_model_lang
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.streaming import streamed
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
@@ -71,11 +70,11 @@ def twmd(
     With several references per prediction, the best score is kept.
     """
     params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering)
-    check_model_lang(lang, model_type)
     data = prepare_pairs(
         predictions,
         references,
         model_type=model_type,
+        lang=lang,
         num_layers=num_layers,
         device=device,
         batch_size=batch_size,

@@ -10,7 +10,7 @@ demo = build_demo(
     description="Greedy matching of sentence embeddings: precision, recall, F1 in [-1, 1]; **higher is better**.",
     params=[
         model_param(),
-        *centering_params(("none", "dim", "batch", "corpus"), 'moverkit.fit_centering(texts, level="sentence")'),
+        *centering_params(("none", "dim", "batch", "corpus"), "moverkit fit-centering --level sentence"),
         Param("lang", "Language of the sentence splitter", "text", info="pysbd's codes: en, de, fr, es, zh, ..."),
     ],
     heatmaps=[

@@ -3,6 +3,13 @@
 from pathlib import Path
 
 from moverkit.demo import EXAMPLES, Heatmap, Param, build_demo, centering_params, layer_param, model_param
+from moverkit.functional.twmd import DEFAULT_TEMPERATURES, MEAN_CENTERINGS
+
+CENTERED, UNCENTERED = (
+    ", ".join(f"{variant} {t[kind]}" for variant, t in DEFAULT_TEMPERATURES.items())
+    for kind in ("centered", "uncentered")
+)
+TUNED = f"{'/'.join(MEAN_CENTERINGS)} centering: {CENTERED}; else {UNCENTERED}"
 
 demo = build_demo(
     "twmd",
@@ -10,7 +17,13 @@ demo = build_demo(
     description="A similarity of the tokens through a tempered transport plan: **higher is better**.",
     params=[
         Param("variant", "Variant", "choice", ("twmd", "trwmd", "sbert", "cka"), info="the result is named after it"),
-        Param("temperature", "Temperature T", "float", info="blank: the paper's tuned value for the centering"),
+        Param(
+            "temperature",
+            "Temperature T",
+            "float",
+            info=f"blank: the paper's; {TUNED}",
+            unset=f"{DEFAULT_TEMPERATURES['twmd']['centered']} (tuned)",
+        ),
         Param("sinkhorn_iterations", "Sinkhorn iterations", "int", info="TWMD only; the paper uses 1"),
         Param("normalize", "Normalize (Eq. 1)", "bool", info="a text scores 1 against itself"),
         model_param(),

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import io
+import re
+import warnings
 from dataclasses import dataclass, field
 
 import pytest
@@ -106,8 +108,10 @@ def test_app_gives_the_modules_numbers(name, with_settings, client_of, load_metr
     assert table["headers"] == ["#", *scores, "prediction", "references"]
     columns = list(zip(*table["data"]))
     assert list(columns[1 + len(scores)]) == case.predictions
-    for i, key in enumerate(scores, start=1):  # the table shows 4 decimals
+    shown_columns = list(zip(*table["metadata"]["display_value"]))
+    for i, key in enumerate(scores, start=1):  # the table holds and shows 4 decimals (0.8210, not 0.821)
         assert list(columns[i]) == pytest.approx([round(v, 4) for v in scores[key]], rel=0, abs=1e-12), key
+        assert list(shown_columns[i]) == [f"{v:.4f}" for v in scores[key]], key
     assert hashcode == expected["hashcode"]
     for key, values in scores.items():
         assert f"{sum(values) / len(values):.4f}" in summary, key
@@ -163,3 +167,55 @@ def test_empty_box_is_refused_with_a_message(client_of):
 
     with pytest.raises(AppError, match="type at least one prediction"):
         client_of(APPS[0]).predict(predictions_text=" \n", references_text="a", api_name="/score")
+
+
+def _blocks(demo, kind):
+    import gradio as gr
+
+    return [block for block in demo.blocks.values() if isinstance(block, getattr(gr, kind))]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_apps_own_examples_score_without_a_warning(name, running_app, load_metric):
+    # Each example holds enough distinct texts for batch centering and for IDF weights: a visitor
+    # trying the page's own examples must not be told the input is too small.
+    from moverkit.demo import score
+
+    app, _ = running_app(name)
+    (examples,) = _blocks(app.demo, "Dataset")
+    assert len(examples.samples) >= 2
+    for predictions, references in examples.samples:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            score(load_metric(name), predictions, references, {})
+        assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == [], predictions
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_setting_shows_the_value_it_uses(name, running_app):
+    """A box shows its value or, blank, the value blank gives (greyed); a dropdown its entry; none
+    a bare "(default)"."""
+    import gradio as gr
+
+    app, _ = running_app(name)
+    settings = [b for b in app.demo.blocks.values() if str(getattr(b, "elem_id", "")).startswith("param-")]
+    assert settings
+    for block in settings:
+        if isinstance(block, gr.Textbox):
+            shown = block.value or block.placeholder
+        elif isinstance(block, gr.Dropdown):
+            shown = next(label for label, value in block.choices if value == block.value)
+        else:  # a checkbox shows its state, an upload is empty
+            assert isinstance(block, (gr.Checkbox, gr.File)), block
+            continue
+        assert shown and "default" not in shown, (block.elem_id, shown)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_no_label_names_code(name, running_app):
+    # Labels and hints speak to users: commands they can type, never a Python call or a private name.
+    app, _ = running_app(name)
+    for block in app.demo.blocks.values():
+        for text in (getattr(block, "label", None), getattr(block, "info", None)):
+            if isinstance(text, str):
+                assert not re.search(r"\w\(|\b_[a-z]|\w\.\w+\(", text), (block.elem_id, text)

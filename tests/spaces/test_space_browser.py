@@ -1,15 +1,20 @@
-"""A real browser (Debian's headless Chromium, driven by Selenium) uses the centered_bertscore Space:
-types pairs, presses Score, waits for the scores and the heatmap, checks the score against the
-module's, and saves a screenshot; then types bad input and finds the module's message on the page.
-Every request the page makes must go to the loopback interface."""
+"""A real browser (Debian's headless Chromium, driven by Selenium) uses the Spaces. On the
+centered_bertscore Space it types pairs, presses Score, waits for the scores and the heatmap,
+checks the score against the module's; then types bad input and finds the module's message on the
+page; every request the page makes must go to the loopback interface. Every app is then opened at
+1400 and 400 px and scores its own example, with a screenshot of each (kept in the folder named
+by MOVERKIT_SCREENSHOTS, if set)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from spaceserver import APPS
 
 pytest.importorskip("gradio")
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -114,45 +119,124 @@ def test_browser_scores_and_draws_the_heatmap(browser, running_app, load_metric,
     browser.find_element(By.CSS_SELECTOR, "#score-button").click()
     wait.until(ec.text_to_be_present_in_element((By.TAG_NAME, "body"), str(error.value)))
     assert "Traceback" not in browser.find_element(By.TAG_NAME, "body").text
+    # The previous press's results are gone: no old score stands under the error.
+    assert browser.find_element(By.CSS_SELECTOR, "#hashcode textarea").get_attribute("value") == ""
+    assert browser.find_element(By.CSS_SELECTOR, "#summary").text.strip() == ""
+    assert PREDICTIONS[0] not in browser.find_element(By.CSS_SELECTOR, "#scores").text
     browser.save_screenshot(str(tmp_path / f"{APP}-error.png"))
 
     assert _requested_hosts(browser) == {"127.0.0.1"}
 
 
-def test_phone_width_stacks_the_boxes_and_shows_the_score_table(browser, running_app, tmp_path):
-    # At 400 px the prediction and reference boxes stack (line i of one above line i of the other
-    # would wrap side by side out of pairing), and the score table fits the screen once scrolled to.
+SHOTS_VARIABLE = "MOVERKIT_SCREENSHOTS"
+"""A folder to keep the screenshots in (else the test's temporary folder), to look at them."""
+
+SETTINGS = """return [...document.querySelectorAll('[id^="param-"]')].filter(p => !p.querySelector('input[type=file]'))
+  .map(p => [p.id, [...p.querySelectorAll('input, textarea')].map(i => i.type === 'checkbox' ? String(i.checked)
+  : i.value || i.placeholder).join(' ')])"""
+"""Per setting of the page (an upload aside): the text it shows, its value or, blank, its placeholder."""
+
+TOASTS = "return [...document.querySelectorAll('[data-testid=toast-body]')].map(t => t.innerText)"
+
+RECT = "return arguments[0].getBoundingClientRect().toJSON()"
+
+LOADED = "return arguments[0].complete && arguments[0].naturalWidth"
+
+
+@pytest.mark.parametrize("name", APPS)
+def test_every_app_reads_well_at_both_widths(name, browser, running_app, tmp_path):
+    """Each app at 1400 and 400 px, scoring its own first example as the page opens: every setting
+    shows the value it uses; at 400 px the two boxes stack (line i of one above line i of the
+    other, not wrapped side by side out of pairing); the example scores without a warning; the
+    scores have at most 4 decimals and, scrolled to, the score table and every score column are
+    in view; the heatmap is drawn at its own size (its label layout is tested in test_space_demo),
+    scrolling sideways where the screen is narrower; no placeholder text."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    _, url = running_app(APP)
-    browser.set_window_size(400, 900)
-    wait = WebDriverWait(browser, 60)
+    shots = Path(os.environ.get(SHOTS_VARIABLE) or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    app, url = running_app(name)
+    wait = WebDriverWait(browser, 120)
+    for width in (1400, 400):
+        browser.set_window_size(width, 900)
+        browser.get(url)
+        wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "#score-button")))
+        assert "_PLACEHOLDER}" not in browser.page_source
+        # Before any score the table is headed by its text columns (Gradio's own: "1 2 3").
+        headers = browser.find_elements(By.CSS_SELECTOR, "#scores th")
+        assert [th.text.strip() for th in headers] == ["#", "prediction", "references"]
+        shown = dict(browser.execute_script(SETTINGS))
+        assert shown and all(text.strip() and "(default)" not in text for text in shown.values()), shown
+
+        predictions, references = (
+            browser.find_element(By.CSS_SELECTOR, f"#{box}") for box in ("predictions", "references")
+        )
+        stacked = references.rect["y"] >= predictions.rect["y"] + predictions.rect["height"] - 1
+        assert stacked == (width == 400), (predictions.rect, references.rect)
+        first = predictions.find_element(By.TAG_NAME, "textarea").get_attribute("value").split("\n")[0]
+
+        browser.find_element(By.CSS_SELECTOR, "#score-button").click()
+        wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#scores"), first))
+        image = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#heatmap img")))
+        wait.until(lambda d, image=image: d.execute_script(LOADED, image) > 300)
+        assert browser.execute_script(TOASTS) == []  # the page's own example gives no warning
+        # The heatmap keeps its drawn size (legible labels), scrolling sideways on a phone.
+        drawn = browser.execute_script(
+            "return [arguments[0].naturalWidth, arguments[0].getBoundingClientRect().width]", image
+        )
+        assert drawn[1] >= drawn[0] - 1, drawn
+
+        table = browser.find_element(By.CSS_SELECTOR, "#scores")
+        headers = [th.text.strip() for th in table.find_elements(By.CSS_SELECTOR, "th")]
+        scores = headers[1 : headers.index("prediction")]
+        assert scores, headers
+        for cell in table.find_elements(By.CSS_SELECTOR, "tbody tr td:nth-child(2)"):
+            assert len(cell.text.strip().partition(".")[2]) <= 4, cell.text
+        # The whole page in one screenshot, then (at 400 px) the score table scrolled into view.
+        height = browser.execute_script("return document.documentElement.scrollHeight")
+        browser.set_window_size(width, height + 120)
+        page = shots / f"{name}-{width}px-page.png"
+        assert browser.save_screenshot(str(page)) and page.stat().st_size > 5_000
+        if width == 400:
+            browser.set_window_size(width, 900)
+            browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", table)
+            inner = browser.execute_script("return window.innerWidth")
+            box = browser.execute_script(RECT, table)
+            assert box["left"] >= 0 and box["right"] <= inner + 1 and -1 <= box["top"] < 900, box
+            rights = browser.execute_script(
+                "return [...arguments[0].querySelectorAll('th')].map(c => [c.innerText.trim(), c.getBoundingClientRect().right])",
+                table,
+            )
+            assert all(right <= inner + 1 for text, right in rights if text in scores), rights
+            on_top = "const r = arguments[0].getBoundingClientRect(); return arguments[0].contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2))"
+            assert browser.execute_script(on_top, table)  # nothing (a toast) covers it
+            screenshot = shots / f"{name}-{width}px.png"
+            assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 5_000
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", image)
+            assert browser.save_screenshot(str(shots / f"{name}-{width}px-heatmap.png"))
+
+
+def test_a_warning_shows_once(browser, running_app, load_metric):
+    """A press whose module warns (one pair under moverscore's IDF: every token has IDF 0) shows
+    the warning once, over results that are there."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    prediction, reference = "The weather is cold today.", "It is freezing today. ||| Today is a cold day."
+    with pytest.warns(UserWarning, match="IDF 0 on every token"):
+        load_metric("moverscore").compute(predictions=[prediction], references=[reference.split(" ||| ")])
+    _, url = running_app("moverscore")
+    wait = WebDriverWait(browser, 120)
     browser.get(url)
     wait.until(ec.element_to_be_clickable((By.CSS_SELECTOR, "#score-button")))
-    _type(browser, "#predictions textarea", "\n".join(PREDICTIONS))
-    _type(browser, "#references textarea", "\n".join(REFERENCES))
-    predictions, references = (
-        browser.find_element(By.CSS_SELECTOR, f"#{box}") for box in ("predictions", "references")
-    )
-    assert references.rect["y"] >= predictions.rect["y"] + predictions.rect["height"] - 1  # stacked
+    _type(browser, "#predictions textarea", prediction)
+    _type(browser, "#references textarea", reference)
     browser.find_element(By.CSS_SELECTOR, "#score-button").click()
-    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#scores"), PREDICTIONS[0]))
-    table = browser.find_element(By.CSS_SELECTOR, "#scores")
-    browser.execute_script("arguments[0].scrollIntoView({block: 'start'})", table)
-    width = browser.execute_script("return window.innerWidth")
-    box = browser.execute_script("return arguments[0].getBoundingClientRect().toJSON()", table)
-    assert box["left"] >= 0 and box["right"] <= width + 1, box  # the table is in view, not pushed off screen
-    # Every score column is in view (scores first and rounded; the long texts scroll after them).
-    headers = browser.execute_script(
-        "return [...arguments[0].querySelectorAll('th')].map(c => [c.innerText.trim(), c.getBoundingClientRect().right])",
-        table,
-    )
-    scores = [right for text, right in headers if text in ("precision", "recall", "f1")]
-    assert len(scores) == 3 and max(scores) <= width + 1, headers
-    # Nothing stays on top of it: a warning toast (here: batch centering over 3 texts) goes away.
-    on_top = "const r = arguments[0].getBoundingClientRect(); return arguments[0].contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2))"
-    WebDriverWait(browser, 30).until(lambda d: d.execute_script(on_top, table))
-    screenshot = tmp_path / f"{APP}-400px.png"
-    assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 5_000
+    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#scores"), prediction))
+    image = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#heatmap img")))
+    wait.until(lambda d: d.execute_script(LOADED, image) > 300)
+    toasts = browser.execute_script(TOASTS)
+    assert len(toasts) == 1 and "IDF 0 on every token" in toasts[0], toasts

@@ -12,6 +12,7 @@ import pytest
 from moverkit._core.encoder import DEFAULT_MODEL
 from moverkit.demo import (
     DEMO_MODELS_VARIABLE,
+    LABEL_CHARS,
     MAX_PREDICTIONS,
     MAX_REFERENCES,
     MAX_TEXT_CHARS,
@@ -24,6 +25,7 @@ from moverkit.demo import (
     model_param,
     parse_pairs,
     pick_heatmap,
+    preset_default,
     score,
 )
 
@@ -137,8 +139,11 @@ def test_widgets_start_at_the_modules_default():
     # Numbers sit in text boxes: Gradio's number widget cannot be blank (it sends 0).
     assert Param("n", "N", "int").component(gr, 3).value == "3"
     assert Param("t", "T", "float").component(gr, None).value == ""
-    unset = Param("idf", "IDF", "bool").component(gr, None)  # None: the module decides (a preset)
+    # None: the module decides (a preset); the page says what blank gives, greyed or as an entry.
+    assert Param("t", "T", "float", unset="0.1 (twmd)").component(gr, None).placeholder == "0.1 (twmd)"
+    unset = Param("idf", "IDF", "bool", unset="yes (v2)").component(gr, None)
     assert isinstance(unset, gr.Dropdown) and unset.value == ""
+    assert unset.choices == [("yes (v2)", ""), ("yes", "yes"), ("no", "no")]
     assert isinstance(Param("idf", "IDF", "bool").component(gr, False), gr.Checkbox)
     assert Param("stop_words", "S", "words").component(gr, ["a", "b"]).value == "a b"
 
@@ -269,11 +274,102 @@ def test_heatmap_shows_the_matrix_with_tokens_on_both_axes():
     ax = fig.axes[0]
     np.testing.assert_array_equal(ax.images[0].get_array(), np.array(matrix))
     assert [t.get_text() for t in ax.get_yticklabels()] == ["the", "cat"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "cat", "x" * 29 + "…"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "cat", "x" * (LABEL_CHARS - 1) + "…"]
     assert sorted(t.get_text() for t in ax.texts) == sorted(format(v, ".2f") for row in matrix for v in row)
     # Light cells (yellow, the top of viridis) get black text, dark ones (purple) white.
     colors = {t.get_text(): t.get_color() for t in ax.texts}
     assert colors["0.90"] == "black" and colors["-0.40"] == "white"
+
+
+def _tick_labels(fig, axis):
+    """The visible tick labels of ``axis`` ("x" or "y") and their drawn boxes (pixels), laid out
+    as when the page renders the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    labels = [label for label in getattr(fig.axes[0], f"get_{axis}ticklabels")() if label.get_text()]
+    return labels, [label.get_window_extent(canvas.get_renderer()) for label in labels]
+
+
+def _similarity(rows: list[str], columns: list[str]) -> dict:
+    rng = np.random.default_rng(0)
+    return {"prediction_tokens": rows, "reference_tokens": columns, "similarity": rng.random((len(rows), len(columns)))}
+
+
+_WORDS = (
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "wizards",
+    "quietly",
+    "mix",
+    "jam",
+)
+
+
+def _labels(n: int, length: int) -> list[str]:
+    """``n`` distinct labels of ``length`` characters, of English words."""
+    text = " ".join(_WORDS * (length // 3 + 2))
+    return [(f"{i} " + text[i % 7 :])[:length] for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("n_columns", "length", "rotation"),
+    [(7, 8, 0), (5, 25, 0), (40, 10, 45), (300, 6, 45), (6, 60, 45)],
+    ids=["tokens", "sentences", "many-tokens", "a-512-token-text", "long-sentences"],
+)
+def test_heatmap_labels_are_readable(n_columns, length, rotation):
+    # Column labels are horizontal while they fit, else at 45° (never 90°); long ones end in an
+    # ellipsis; no two labels overlap, however many tokens (past a size only every k-th shows).
+    n_rows = n_columns // 2 + 2
+    fig = heatmap_figure(
+        _similarity(_labels(n_rows, length), _labels(n_columns, length)), Heatmap("similarity", "s"), "t"
+    )
+    for axis, n in (("x", n_columns), ("y", n_rows)):
+        labels, boxes = _tick_labels(fig, axis)
+        angle = rotation if axis == "x" else 0
+        assert {label.get_rotation() for label in labels} == {angle}
+        assert len(labels) == n if n <= 20 else len(labels) >= 20  # every label, or every k-th of many
+        line = 9 * fig.dpi / 72  # a 9 pt line, in pixels
+        for a, b in zip(boxes, boxes[1:]):
+            if axis == "y":
+                assert a.y0 - b.y1 >= 0  # rows go down
+            elif angle == 0:
+                assert b.x0 - a.x1 >= 0
+            else:  # parallel 45° lines: their distance is the horizontal gap / sqrt 2
+                assert (b.x1 - a.x1) / 2**0.5 >= line
+    texts = [label.get_text() for label in fig.axes[0].get_xticklabels()]
+    assert all(len(text) <= LABEL_CHARS for text in texts)
+    assert all(text.endswith("…") for text in texts) == (length > LABEL_CHARS)
+
+
+def test_heatmap_grows_with_its_labels():
+    few = heatmap_figure(_similarity(["a", "b"], ["c", "d"]), Heatmap("similarity", "s"), "t")
+    wide = heatmap_figure(_similarity(["a", "b"], [f"w{i}" for i in range(20)]), Heatmap("similarity", "s"), "t")
+    tall = heatmap_figure(_similarity([f"r{i}" for i in range(20)], ["c", "d"]), Heatmap("similarity", "s"), "t")
+    (w0, h0), (w1, _), (_, h2) = (f.get_size_inches() for f in (few, wide, tall))
+    assert w1 > w0 and h2 > h0
+
+
+def test_a_preset_default_names_its_value_and_source():
+    presets = {"v2": {"form": "1/(1+wmd)", "idf": True, "stop": ()}, "v1": {"form": "1-wmd", "idf": True, "stop": ()}}
+    assert preset_default("version", presets, "form", "v2") == {
+        "unset": "1/(1+wmd) (v2)",
+        "info": "from version (v1: 1-wmd)",
+    }
+    assert preset_default("version", presets, "idf", "v2", "weights") == {
+        "unset": "yes (v2)",
+        "info": "weights; from version",
+    }
+    assert preset_default("version", presets, "stop", "v2")["unset"] == "none (v2)"
 
 
 def test_cells_that_round_to_zero_are_left_blank():
@@ -331,6 +427,9 @@ def test_the_button_clears_old_results_before_scoring():
     [
         (Param("temprature", "T"), "centered_bertscore takes no argument temprature"),
         (Param("centering", "C", "choice", ("none", "dim")), "lack its default 'batch'"),
+        # A default of None: the page must say which value blank gives (the module's resolved one).
+        (Param("num_layers", "Layer", "int"), "num_layers default to None; give Param.unset"),
+        (Param("model_type", "Model", "model"), "model_type default to None; give Param.unset"),
     ],
 )
 def test_a_param_that_does_not_fit_the_module_fails_at_start(param, message):
@@ -339,5 +438,9 @@ def test_a_param_that_does_not_fit_the_module_fails_at_start(param, message):
 
     with pytest.raises(ValueError, match=message):
         build_demo(
-            "centered_bertscore", title="t", params=[param], heatmaps=[Heatmap("similarity", "s")], examples=[("a", "a")]
+            "centered_bertscore",
+            title="t",
+            params=[param],
+            heatmaps=[Heatmap("similarity", "s")],
+            examples=[("a", "a")],
         )

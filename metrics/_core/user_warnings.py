@@ -1,0 +1,45 @@
+"""One way to warn: attributed to the user's line, not to moverkit's insides.
+
+A fixed ``stacklevel`` points at the right frame only along one call path; the same warning is
+reached through ``compute`` (evaluate's wrapper and the module's ``_compute``), the functional
+API, the streaming wrapper and the CLI, each a different depth. :func:`warn_user` walks the stack
+instead and attributes the warning to the first frame outside moverkit and evaluate (as pandas'
+``find_stack_level`` does), so ``python -W error::UserWarning`` and warning filters by module see
+the caller's file and line.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import warnings
+
+import evaluate
+
+_INTERNAL_DIRS = (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.dirname(os.path.abspath(evaluate.__file__)) + os.sep,
+)
+"""The moverkit package and the evaluate package: frames inside them are not the user's."""
+
+
+def _is_internal(frame) -> bool:
+    path = os.path.abspath(frame.f_code.co_filename)
+    # evaluate.load copies each metric script into its modules cache (``evaluate_modules``)
+    return path.startswith(_INTERNAL_DIRS) or frame.f_globals.get("__name__", "").startswith("evaluate_modules")
+
+
+def stack_level() -> int:
+    """The ``stacklevel`` for :func:`warnings.warn` called from the function that calls this one,
+    that names the first frame outside moverkit and evaluate."""
+    frame = inspect.currentframe().f_back  # the caller of stack_level, i.e. warn_user
+    level = 1
+    while frame is not None and _is_internal(frame):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn(message, category)`` attributed to the user's code (see the module doc)."""
+    warnings.warn(message, category, stacklevel=stack_level())

@@ -1,0 +1,111 @@
+r"""``moverkit bench shuffled``: does each metric prefer the true reference to another pair's?
+
+A sanity check of the reference's role. For :math:`N` pairs :math:`(p_i, r_i)` drawn at random
+from a judgments TSV (pairs with distinct reference texts, so a shuffled reference is always a
+different text), each metric with its default arguments scores every prediction twice: against its
+true reference :math:`r_i` and against :math:`r_{\sigma(i)}`, :math:`\sigma` a derangement (a
+permutation with no fixed point) drawn with a fixed seed. The report gives, per metric, the share
+
+.. math::
+
+    \frac{1}{N} \left| \{ i : s(p_i, r_i) \succ s(p_i, r_{\sigma(i)}) \} \right|,
+
+where :math:`\succ` is "strictly greater" for a similarity and "strictly less" for a distance (a
+tie counts against the metric). A metric blind to the reference scores about 0.5; 1.0 means the
+true reference always wins. The output scored and its direction are the metric's headline
+correlation row (:data:`MAIN_OUTPUTS`, ``higher_is_better`` of :class:`~moverkit.bench.CorrelationRow`).
+
+Both calls of a metric score the same multiset of texts (the shuffled references are a permutation
+of the true ones), so a ``batch`` centering statistic is the same in both.
+"""
+
+from __future__ import annotations
+
+import random
+
+from . import registry
+from ._data import Judgments
+
+MAIN_OUTPUTS = {
+    "centered_bertscore": "f1",
+    "lazy_emd": "lazy_emd",
+    "moverscore": "moverscore",
+    "sbertscore": "f1",
+    "twmd": "twmd",
+}
+"""The output each metric is judged on: the one of its headline correlation row."""
+
+PAIRS = 400
+"""Pairs drawn by default."""
+
+
+def derangement(n: int, seed: int = 0) -> list[int]:
+    """A uniformly random permutation of ``range(n)`` with no fixed point (rejection sampling:
+    about :math:`e` shuffles on average), reproducible from ``seed``."""
+    if n < 2:
+        raise ValueError(f"a derangement needs at least 2 items, got {n}")
+    rng = random.Random(seed)
+    order = list(range(n))
+    while True:
+        rng.shuffle(order)
+        if all(i != j for i, j in enumerate(order)):
+            return order
+
+
+def sample_pairs(data: Judgments, n: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """``n`` (prediction, reference) pairs drawn at random from ``data``, no two with the same
+    reference text (the first row of each reference is the candidate)."""
+    first: dict[str, int] = {}
+    for i, reference in enumerate(data.references):
+        first.setdefault(reference, i)
+    if not 2 <= n <= len(first):
+        raise ValueError(f"--pairs {n}: give 2 to {len(first)} (the data's distinct references)")
+    rows = sorted(random.Random(seed).sample(list(first.values()), n))
+    return [data.predictions[i] for i in rows], [data.references[i] for i in rows]
+
+
+def directions() -> dict[str, bool]:
+    """``higher_is_better`` of each metric's main output, from the correlation rows."""
+    rows, _ = registry()
+    return {
+        metric: next(r.higher_is_better for r in rows if r.metric == metric and r.output == output)
+        for metric, output in MAIN_OUTPUTS.items()
+    }
+
+
+def run(data: Judgments, pairs: int = PAIRS, seed: int = 0, metrics=tuple(MAIN_OUTPUTS)) -> list[dict]:
+    """One row per metric: ``{"metric", "output", "higher_is_better", "wins", "pairs", "share"}``,
+    ``wins`` the pairs where the true reference scores strictly better (see the module doc)."""
+    from moverkit import functional
+
+    predictions, references = sample_pairs(data, pairs, seed)
+    shuffled = [references[j] for j in derangement(pairs, seed)]
+    higher = directions()
+    rows = []
+    for metric in metrics:
+        output, score = MAIN_OUTPUTS[metric], getattr(functional, metric)
+        true = score(predictions, references)[output]
+        other = score(predictions, shuffled)[output]
+        sign = 1.0 if higher[metric] else -1.0
+        wins = sum(sign * (t - o) > 0 for t, o in zip(true, other))
+        rows.append(
+            {
+                "metric": metric,
+                "output": output,
+                "higher_is_better": higher[metric],
+                "wins": wins,
+                "pairs": pairs,
+                "share": wins / pairs,
+            }
+        )
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """Markdown, one line per metric: the share in percent and as wins / pairs."""
+    lines = ["| metric | output | better | true reference wins |", "|---|---|---|---:|"]
+    for row in rows:
+        better = "higher" if row["higher_is_better"] else "lower (a distance)"
+        share = f"{100 * row['share']:.1f}% ({row['wins']}/{row['pairs']})"
+        lines.append(f"| {row['metric']} | {row['output']} | {better} | {share} |")
+    return "\n".join(lines)
