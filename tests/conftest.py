@@ -73,3 +73,15 @@ def tiny_model_path(tmp_path_factory):
     BertModel(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture(scope="session")
+def tiny_centering_stats(tiny_model_path):
+    """``stats_for(name)``: a corpus statistic of the tiny model for ``centering="corpus"``, the
+    sentence-level one for sbertscore and the token-level one for the others."""
+    from moverkit import fit_centering
+
+    corpus = ["The cat sat on the mat.", "Dogs bark at night!", "Markets fell on Monday.", "über 猫"]
+    token = fit_centering(corpus, tiny_model_path)
+    sentence = fit_centering(corpus, tiny_model_path, level="sentence")
+    return lambda name: sentence if name == "sbertscore" else token

@@ -14,7 +14,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from moverkit import fit_centering, functional  # noqa: E402
+from moverkit import functional  # noqa: E402
 from moverkit.functional.lazy_emd import score_bound  # noqa: E402
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE  # noqa: E402
 
@@ -71,15 +71,6 @@ ARGUMENTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def stats(tiny_model_path):
-    corpus = ["The cat sat on the mat.", "Dogs bark at night!", "Markets fell on Monday.", "über 猫"]
-    return {
-        "token": fit_centering(corpus, tiny_model_path),
-        "sentence": fit_centering(corpus, tiny_model_path, level="sentence"),
-    }
-
-
 def _in(values, low, high, what):
     for v in values:
         assert math.isfinite(v), (what, v)
@@ -115,7 +106,7 @@ def _check(name, kwargs, result):
 
 
 @pytest.mark.parametrize("name", list(ARGUMENTS))
-def test_no_nan_no_inf_and_every_output_in_its_documented_range(name, tiny_model_path, stats):
+def test_no_nan_no_inf_and_every_output_in_its_documented_range(name, tiny_model_path, tiny_centering_stats):
     function = getattr(functional, name)
 
     @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -126,7 +117,7 @@ def test_no_nan_no_inf_and_every_output_in_its_documented_range(name, tiny_model
         if call.get("variant") == "smd":
             del call["n_gram"]  # the sentence mover has one unit per text: n_gram is refused with it
         if call.get("centering") == "corpus":
-            call["centering_stats"] = stats["sentence" if name == "sbertscore" else "token"]
+            call["centering_stats"] = tiny_centering_stats(name)
         if name == "lazy_emd":
             call["return_alignment"] = True
         with warnings.catch_warnings():

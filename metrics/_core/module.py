@@ -11,6 +11,35 @@ import evaluate
 
 from .inputs import check_inputs
 
+ARGUMENT_DOCS = {
+    "model_type": (
+        "model_type (str, optional): a Hugging Face model id or local path. Default: the embedded\n"
+        "        sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download)."
+    ),
+    "batch_size": "batch_size (int, default 64): texts per forward pass.",
+    "device": 'device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.',
+    "verbose": "verbose (bool, default False): show a progress bar while encoding.",
+    "max_length": (
+        "max_length (int, optional): truncate texts to this many tokens (default and maximum: the\n"
+        "        model's limit). Longer texts are truncated with one warning."
+    ),
+    "long_texts": (
+        'long_texts (str, default "truncate"): texts longer than the token limit are cut at it\n'
+        '        ("truncate", as bert-score) or encoded whole in overlapping windows ("window": each token\n'
+        "        keeps its vector from the window where it is most central). Texts within the limit score\n"
+        '        the same either way. See "Long texts" in the card.'
+    ),
+    "dtype": (
+        'dtype (str, default "float32"): the precision of the encoder\'s forward pass: "float32" (exact,\n'
+        '        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within\n'
+        '        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no\n'
+        "        faster). Similarities and transport stay in float32/float64. It is in the hashcode."
+    ),
+}
+"""The documentation of the encoder arguments that several modules share, word for word: each
+module's ``_KWARGS_DESCRIPTION`` takes them with ``str.format`` (``{dtype}`` on a line of its own,
+indented as an argument), so the modules cannot drift apart."""
+
 
 def text_pair_features() -> list[datasets.Features]:
     """The two input layouts: one reference string per prediction, or a list of them."""

@@ -5,7 +5,7 @@
 import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit._core import TextPairMetric, text_pair_features
+    from moverkit._core.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
     from moverkit.functional.centered_bertscore import centered_bertscore
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
@@ -56,22 +56,20 @@ Args:
     references (list of str, or list of list of str): one reference per prediction, or a list of
         references per prediction; each prediction is then scored against each of its references
         and the best precision, recall and F1 are kept (each maximised on its own, as bert-score).
-    model_type (str, optional): a Hugging Face model id or local path. Default: the embedded
-        sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
+    {model_type}
     num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th
         block, negative counts from the top). Default: a tuned layer for known models, else the last.
     idf (bool or dict, default False): weight tokens by IDF fitted on the references (BERTScore's
         log((N+1)/(df+1))), or by a given dict from token id (or token string) to weight.
-    batch_size (int, default 64): texts per forward pass.
-    device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.
-    verbose (bool, default False): show a progress bar while encoding.
+    {batch_size}
+    {device}
+    {verbose}
     centering (str, default "batch"): "none", "dim" (each vector's own mean over dimensions),
         "sentence" (the mean of the text's tokens), "batch" (the mean of all tokens of all texts of
         this compute call) or "corpus" (a mean fitted once on a corpus: needs centering_stats).
     centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
         from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved to).
-    max_length (int, optional): truncate texts to this many tokens (default and maximum: the
-        model's limit). Longer texts are truncated with one warning.
+    {max_length}
     lang (str, default "en"): the language of the texts, as in evaluate's bertscore. It changes no
         score for a given model (not in the hashcode): bertscore picks a default model per
         language, moverkit always defaults to the English embedded model, so any other language
@@ -90,14 +88,8 @@ Args:
         threads for IDF counting; moverkit counts in one pass).
     all_layers (bool, default False): only False: True (bertscore's scores of every layer) is a
         ValueError; score one layer per call with num_layers.
-    long_texts (str, default "truncate"): texts longer than the token limit are cut at it
-        ("truncate", as bert-score) or encoded whole in overlapping windows ("window": each token
-        keeps its vector from the window where it is most central). Texts within the limit score
-        the same either way. See "Long texts" in the card.
-    dtype (str, default "float32"): the precision of the encoder's forward pass: "float32" (exact,
-        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within
-        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no
-        faster). Similarities and transport stay in float32/float64. It is in the hashcode.
+    {long_texts}
+    {dtype}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference and their cosine similarity matrix.
 
@@ -118,7 +110,7 @@ Examples:
     [1.0, 1.0]
     >>> print(results["hashcode"].split("_L")[0])
     centered_bertscore:sentence-transformers/all-MiniLM-L6-v2
-"""
+""".format(**ARGUMENT_DOCS)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -5,7 +5,7 @@
 import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit._core import TextPairMetric, text_pair_features
+    from moverkit._core.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
     from moverkit.functional.lazy_emd import lazy_emd
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
@@ -61,31 +61,23 @@ Args:
         iterations.
     max_iter (int, default 10000): the most Sinkhorn iterations per pair; a pair that has not
         converged by then keeps its last plan and a warning says how many there were.
-    model_type (str, optional): a Hugging Face model id or local path. Default: the embedded
-        sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
+    {model_type}
     num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th
         block, negative counts from the top). Default: a tuned layer for known models, else the last.
     idf (bool or dict, default False): token masses from IDF fitted on the references
         (log((N+1)/(df+1)), for both sides), or from a given dict from token id (or token string)
         to weight; then normalized to sum 1 per text. False: uniform masses (the paper's setting).
-    batch_size (int, default 64): texts per forward pass.
-    device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.
-    verbose (bool, default False): show a progress bar while encoding.
+    {batch_size}
+    {device}
+    {verbose}
     centering (str, default "none"): "none" (the paper's raw cosines, for which the lang presets
         were tuned), "dim", "sentence", "batch" (the mean of all tokens of this compute call) or
         "corpus" (a mean fitted once on a corpus: needs centering_stats).
     centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
         from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved to).
-    max_length (int, optional): truncate texts to this many tokens (default and maximum: the
-        model's limit). Longer texts are truncated with one warning.
-    long_texts (str, default "truncate"): texts longer than the token limit are cut at it
-        ("truncate", as bert-score) or encoded whole in overlapping windows ("window": each token
-        keeps its vector from the window where it is most central). Texts within the limit score
-        the same either way. See "Long texts" in the card.
-    dtype (str, default "float32"): the precision of the encoder's forward pass: "float32" (exact,
-        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within
-        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no
-        faster). Similarities and transport stay in float32/float64. It is in the hashcode.
+    {max_length}
+    {long_texts}
+    {dtype}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cost matrix and the optimal plan P*.
 
@@ -110,7 +102,7 @@ Examples:
     ...                          references=["a cat was sitting on the mat"], lang="en")
     >>> print(sorted(results), results["lazy_emd"][0] > 0.0)
     ['hashcode', 'lazy_emd'] True
-"""
+""".format(**ARGUMENT_DOCS)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

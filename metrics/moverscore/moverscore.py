@@ -5,7 +5,7 @@
 import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit._core import TextPairMetric, text_pair_features
+    from moverkit._core.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
     from moverkit.functional.moverscore import moverscore
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
@@ -64,8 +64,7 @@ Args:
     aggregation (str, optional): "layer" (the vectors of layer num_layers) or "power_means"
         (concatenated min, mean and max, Eq. 5, over the last five layers up to num_layers, each
         L2-normalised first; over all of them if the model has fewer).
-    model_type (str, optional): a Hugging Face model id or local path. Default: the embedded
-        sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
+    {model_type}
     num_layers (int, optional): the (top) layer used: k = output of the k-th block, negative
         counts from the top. Default: the last layer (as the MoverScore releases).
     idf (bool or dict, optional): True fits IDF log((N+1)/(df+1)) (unseen tokens log(N+1)) on the
@@ -86,22 +85,15 @@ Args:
         aggregation="layer" only); vectors are L2-normalised after centering.
     centering_stats (CenteringStats or path, optional): the statistic for centering="corpus", from
         moverkit.fit_centering(texts, model_type=..., num_layers=...).
-    batch_size (int, default 64): texts per forward pass.
-    device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.
-    verbose (bool, default False): show a progress bar while encoding.
-    max_length (int, optional): truncate texts to this many tokens (default and maximum: the
-        model's limit). Longer texts are truncated with one warning.
+    {batch_size}
+    {device}
+    {verbose}
+    {max_length}
     lang (str, default "en"): the language of the texts, as in evaluate's bertscore. It changes no
         score for a given model (it is not in the hashcode); with the English embedded model
         (model_type None) any other language warns: pass a multilingual model_type.
-    long_texts (str, default "truncate"): texts longer than the token limit are cut at it
-        ("truncate", as bert-score) or encoded whole in overlapping windows ("window": each token
-        keeps its vector from the window where it is most central). Texts within the limit score
-        the same either way. See "Long texts" in the card.
-    dtype (str, default "float32"): the precision of the encoder's forward pass: "float32" (exact,
-        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within
-        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no
-        faster). Similarities and transport stay in float32/float64. It is in the hashcode.
+    {long_texts}
+    {dtype}
     return_alignment (bool, default False): also return, per prediction, the transport units
         (tokens or n-grams with positive weight) of the prediction and of its best reference,
         the optimal flow and the cost matrix (the release's plot_example picture).
@@ -128,7 +120,7 @@ Examples:
     ...                          version="v1")
     >>> print([round(v, 2) for v in results["moverscore"]])
     [0.0, 1.0]
-"""
+""".format(**ARGUMENT_DOCS)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -5,7 +5,7 @@
 import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit._core import TextPairMetric, text_pair_features
+    from moverkit._core.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
     from moverkit.functional.sbertscore import sbertscore
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
@@ -69,8 +69,8 @@ Args:
         offline) or a local folder; a plain transformers model gets mean pooling. Default: the
         embedded sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
     batch_size (int, default 64): sentences per forward pass.
-    device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.
-    verbose (bool, default False): show a progress bar while encoding.
+    {device}
+    {verbose}
     centering (str, default "none"): centering of the sentence vectors before cosines: "none" (the
         paper's metric), "dim" (each vector's own mean over dimensions), "batch" (the mean sentence
         vector of all texts of this compute call: SBERT-b) or "corpus" (a mean fitted once on a
@@ -81,10 +81,7 @@ Args:
         saved to); it records the model and the sentence layer tag -1.
     lang (str, default "en"): the language of the sentence splitter (pysbd's codes: "en",
         "de", "fr", "es", "it", "ru", "zh", "ja", ...).
-    dtype (str, default "float32"): the precision of the encoder's forward pass: "float32" (exact,
-        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within
-        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no
-        faster). Similarities and transport stay in float32/float64. It is in the hashcode.
+    {dtype}
     return_alignment (bool, default False): also return, per prediction, the sentences of the
         prediction and of its best reference (by F1) and their cosine similarity matrix.
 
@@ -110,7 +107,7 @@ Examples:
     ['Dr. Smith paid $3.50.', 'He left.']
     >>> print(round(results["recall"][0], 2))
     1.0
-"""
+""".format(**ARGUMENT_DOCS)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

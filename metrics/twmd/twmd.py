@@ -5,7 +5,7 @@
 import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit._core import TextPairMetric, text_pair_features
+    from moverkit._core.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
     from moverkit.functional.twmd import twmd
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
@@ -58,31 +58,23 @@ Args:
         Many steps converge to the entropic optimal transport plan. Ignored by the other variants.
     normalize (bool, default True): divide by sqrt(C(X1, X1) C(X2, X2)) (Eq. 1), so that a text
         scores 1 against itself; False returns the raw C(X1, X2).
-    model_type (str, optional): a Hugging Face model id or local path. Default: the embedded
-        sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
+    {model_type}
     num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th
         block, negative counts from the top). Default: a tuned layer for known models, else the last.
-    batch_size (int, default 64): texts per forward pass.
-    device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.
-    verbose (bool, default False): show a progress bar while encoding.
+    {batch_size}
+    {device}
+    {verbose}
     centering (str, default "batch"): "none", "dim" (each vector's own mean over dimensions),
         "sentence" (the mean of the text's tokens), "batch" (the mean of all tokens of all texts of
         this compute call) or "corpus" (a mean fitted once on a corpus: needs centering_stats).
     centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
         from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved to).
-    max_length (int, optional): truncate texts to this many tokens (default and maximum: the
-        model's limit). Longer texts are truncated with one warning.
+    {max_length}
     lang (str, default "en"): the language of the texts, as in evaluate's bertscore. It changes no
         score for a given model (it is not in the hashcode); with the English embedded model
         (model_type None) any other language warns: pass a multilingual model_type.
-    long_texts (str, default "truncate"): texts longer than the token limit are cut at it
-        ("truncate", as bert-score) or encoded whole in overlapping windows ("window": each token
-        keeps its vector from the window where it is most central). Texts within the limit score
-        the same either way. See "Long texts" in the card.
-    dtype (str, default "float32"): the precision of the encoder's forward pass: "float32" (exact,
-        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within
-        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no
-        faster). Similarities and transport stay in float32/float64. It is in the hashcode.
+    {long_texts}
+    {dtype}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cosine similarity matrix and the transport plan.
 
@@ -108,7 +100,7 @@ Examples:
     ...                          references=["a cat was sitting on the mat"], variant="trwmd")
     >>> print(sorted(results), results["trwmd"][0] < 1.0)
     ['hashcode', 'trwmd'] True
-"""
+""".format(**ARGUMENT_DOCS)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from moverkit import fit_centering, functional
+from moverkit import functional
 from moverkit._core.centering import MIN_BATCH_TEXTS, SENTENCE_CENTERING_MODES
 
 TOKEN_METRICS = ("centered_bertscore", "twmd", "moverscore", "lazy_emd")
@@ -24,28 +24,19 @@ BEST = {"lazy_emd": 0.0}  # a distance; the others score 1 for a text against it
 TEXTS = ["a", "Dogs bark.", "The cat sat on the mat and looked at the birds outside."]
 
 
-@pytest.fixture(scope="module")
-def stats(tiny_model_path):
-    corpus = ["A corpus of a few texts.", "Cats and dogs.", "Markets fell on Monday.", "He went home."]
-    return {
-        "token": fit_centering(corpus, tiny_model_path),
-        "sentence": fit_centering(corpus, tiny_model_path, level="sentence"),
-    }
-
-
 def _modes(name):
     return SENTENCE_CENTERING_MODES if name == "sbertscore" else ("none", "dim", "sentence", "batch", "corpus")
 
 
 @pytest.mark.parametrize("name", [*TOKEN_METRICS, "sbertscore"])
-def test_identical_texts_score_the_best_value_in_every_centering_mode(name, tiny_model_path, stats):
+def test_identical_texts_score_the_best_value_in_every_centering_mode(name, tiny_model_path, tiny_centering_stats):
     # Old: ["a"] vs ["a"] scored F1 0.0 in centered_bertscore (batch, sentence), twmd 0.0, lazy_emd
     # 0.16, sbertscore 0.0 for a lone sentence in batch mode: centering left a zero vector.
     function = getattr(functional, name)
     for centering in _modes(name):
         kwargs = {"model_type": tiny_model_path, "centering": centering}
         if centering == "corpus":
-            kwargs["centering_stats"] = stats["sentence" if name == "sbertscore" else "token"]
+            kwargs["centering_stats"] = tiny_centering_stats(name)
         for texts in ([TEXTS[0]], TEXTS):  # alone, and in a call of several texts
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # small batches warn (tested below)
