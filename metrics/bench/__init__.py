@@ -22,6 +22,16 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+MAIN_OUTPUTS = {
+    "centered_bertscore": "f1",
+    "lazy_emd": "lazy_emd",
+    "moverscore": "moverscore",
+    "sbertscore": "f1",
+    "twmd": "twmd",
+}
+"""The output each metric is judged on by the single-purpose benchmarks: the one of its headline
+correlation row."""
+
 
 @dataclass(frozen=True)
 class CorrelationRow:

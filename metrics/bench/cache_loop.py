@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
+from . import MAIN_OUTPUTS
 from ._data import Judgments
-from .precision import OUTPUTS
 
 
 def new_prediction(text: str, k: int) -> str:
@@ -47,7 +47,7 @@ def run(
 
     references, predictions = loop_inputs(data, n, evaluations)
     module = moverkit.load(metric)
-    output = OUTPUTS[metric]
+    output = MAIN_OUTPUTS[metric]
     module.compute(predictions=predictions[0][:16], references=references[:16])  # model loaded, warm
     uncached = [module.compute(predictions=p, references=references)[output] for p in predictions]
     moverkit.set_cache()

@@ -14,25 +14,16 @@ import time
 
 import numpy as np
 
-from . import CorrelationRow
+from . import MAIN_OUTPUTS, CorrelationRow
 from ._correlation import correlate, score_row
 from ._data import Judgments
-
-OUTPUTS = {
-    "centered_bertscore": "f1",
-    "twmd": "twmd",
-    "moverscore": "moverscore",
-    "lazy_emd": "lazy_emd",
-    "sbertscore": "f1",
-}
-"""Each metric's main output (the one its correlation rows report)."""
 
 DTYPES = ("float32", "bfloat16")
 
 
 def measure(metric: str, data: Judgments, rounds: int = 3) -> dict:
     """Times, score change and correlations of ``metric`` under each of :data:`DTYPES`."""
-    rows = {dtype: CorrelationRow(dtype, metric, OUTPUTS[metric], {"dtype": dtype}) for dtype in DTYPES}
+    rows = {dtype: CorrelationRow(dtype, metric, MAIN_OUTPUTS[metric], {"dtype": dtype}) for dtype in DTYPES}
     warm = Judgments(data.groups[:16], data.predictions[:16], data.references[:16], data.human[:16])
     for row in rows.values():
         score_row(row, warm)  # model loaded, kernels warm

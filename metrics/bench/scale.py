@@ -66,7 +66,14 @@ def measure(data: Path, metric: str, centering: str, size: int, memory_budget: s
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     assert len(next(v for v in result.values() if isinstance(v, list))) == size
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"metric": metric, "centering": centering, "pairs": size, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak_kib / 1024}
+    return {
+        "metric": metric,
+        "centering": centering,
+        "pairs": size,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "peak_rss_mb": peak_kib / 1024,
+    }
 
 
 def run(

@@ -23,17 +23,8 @@ from __future__ import annotations
 
 import random
 
-from . import registry
+from . import MAIN_OUTPUTS, registry
 from ._data import Judgments
-
-MAIN_OUTPUTS = {
-    "centered_bertscore": "f1",
-    "lazy_emd": "lazy_emd",
-    "moverscore": "moverscore",
-    "sbertscore": "f1",
-    "twmd": "twmd",
-}
-"""The output each metric is judged on: the one of its headline correlation row."""
 
 PAIRS = 400
 """Pairs drawn by default."""
