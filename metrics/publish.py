@@ -38,8 +38,8 @@ from pathlib import Path
 
 _TEXT_FILES = (".md", ".txt")
 _PLACEHOLDER = re.compile(r"\{[A-Z_]+_PLACEHOLDER\}")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 _GITHUB_REMOTE = re.compile(r"github\.com[:/]([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?$")
 
 DRY_RUN_REPOSITORY = "OWNER/moverkit"
@@ -59,12 +59,12 @@ class Release:
     commit: str
 
     def __post_init__(self):
-        if not _NAME.match(self.org):
+        if not _NAME.fullmatch(self.org):
             raise ValueError(f"org must be a Hub user or organisation name, got {self.org!r}")
         owner, _, name = self.repository.partition("/")
-        if not (_NAME.match(owner) and _NAME.match(name)):
+        if not (_NAME.fullmatch(owner) and _NAME.fullmatch(name)):
             raise ValueError(f"repository must be a GitHub 'owner/name', got {self.repository!r}")
-        if not _COMMIT.match(self.commit):
+        if not _COMMIT.fullmatch(self.commit):
             raise ValueError(f"commit must be a full 40-character git commit hash (lowercase hex), got {self.commit!r}")
 
     def space_id(self, name: str) -> str:

@@ -1,7 +1,8 @@
-"""Property test (issue 12): over random short unicode texts and random admissible arguments, no
-metric returns NaN or inf, F1 lies in [min(P, R), max(P, R)], and every output lies in its
-documented range (the cards' "Output values"). Hypothesis draws the cases; the tiny random model
-keeps each call fast."""
+"""Property test (issues 12, 21): over random short unicode texts and random admissible arguments, no
+metric returns NaN or inf, F1 lies in [min(P, R), max(P, R)], every output lies in its documented
+range (the cards' "Output values") with no rounding allowance, and a text scored against itself gets
+exactly the best value (or the empty value, when a side has no scored token). Hypothesis draws the
+cases; the tiny random model keeps each call fast."""
 
 from __future__ import annotations
 
@@ -71,10 +72,20 @@ ARGUMENTS = {
 }
 
 
+BEST = {"lazy_emd": 0.0}  # the others: 1.0
+EMPTY = {"lazy_emd": 1.0}  # the others: 0.0
+
+
 def _in(values, low, high, what):
     for v in values:
         assert math.isfinite(v), (what, v)
-        assert low - 1e-6 <= v <= high + 1e-6, (what, v, low, high)
+        assert low <= v <= high, (what, v, low, high)
+
+
+def _outputs(name, kwargs, result):
+    if name in ("centered_bertscore", "sbertscore"):
+        return [result[k] for k in ("precision", "recall", "f1")]
+    return [result[kwargs.get("variant", name) if name == "twmd" else name]]
 
 
 def _check(name, kwargs, result):
@@ -120,9 +131,19 @@ def test_no_nan_no_inf_and_every_output_in_its_documented_range(name, tiny_model
             call["centering_stats"] = tiny_centering_stats(name)
         if name == "lazy_emd":
             call["return_alignment"] = True
+        n = len(predictions)
+        # The predictions also scored against themselves, in the same call.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # small batches, IDF of one pair, empty texts: tested elsewhere
-            result = function(predictions, references, model_type=tiny_model_path, **call)
+            result = function(predictions + predictions, references + predictions, model_type=tiny_model_path, **call)
         _check(name, kwargs, result)
+        if name == "twmd" and not kwargs["normalize"]:
+            return  # unnormalized, a text against itself scores C(X, X), not 1
+        best, empty = BEST.get(name, 1.0), EMPTY.get(name, 0.0)
+        for values in _outputs(name, kwargs, result):
+            for text, value in zip(predictions, values[n:]):
+                assert value in (best, empty), (text, value)
+                if not text.strip():
+                    assert value == empty, (text, value)
 
     check()

@@ -171,6 +171,11 @@ def test_refuses_a_folder_in_use_and_an_unknown_placeholder(tmp_path):
         (ORG, REPOSITORY, COMMIT[:12], "commit"),
         (ORG, REPOSITORY, COMMIT + "0", "commit"),
         (ORG, REPOSITORY, COMMIT.upper(), "commit"),
+        # `$` matches before a trailing newline: the newline would land in the Space card's link.
+        (ORG, REPOSITORY, "0" * 40 + "\n", "commit"),
+        (ORG + "\n", REPOSITORY, COMMIT, "org"),
+        (ORG, REPOSITORY + "\n", COMMIT, "repository"),
+        (ORG, "octo\n/moverkit", COMMIT, "repository"),
     ],
 )
 def test_release_names_are_checked(org, repository, commit, wrong):

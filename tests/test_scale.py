@@ -104,6 +104,25 @@ def test_budget_from_environment(monkeypatch):
     assert streaming.memory_budget() == streaming.DEFAULT_MEMORY_BUDGET
 
 
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "1e9"])
+def test_bad_budget_in_the_environment_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("MOVERKIT_MEMORY_BUDGET", value)
+    with pytest.raises(ValueError, match="MOVERKIT_MEMORY_BUDGET"):
+        twmd(["a cat"], ["a dog"], centering="none")
+
+
+def test_a_chunked_call_warns_of_a_small_batch_as_an_unchunked_one(tiny_budget):
+    predictions = ["word " * 300 + str(i) for i in range(3)]  # 3 long texts: a chunk each under 1MB
+    references = ["text " * 300 + str(i) for i in range(3)]
+    with pytest.warns(UserWarning, match="over only 6 distinct texts") as whole:
+        twmd(predictions, references, max_length=512)
+    tiny_budget()
+    assert chunk_count(predictions, references) >= 2
+    with pytest.warns(UserWarning, match="over only 6 distinct texts") as chunked:
+        twmd(predictions, references, max_length=512)
+    assert [str(w.message) for w in chunked] == [str(w.message) for w in whole]
+
+
 def test_verbose_shows_one_bar_over_pairs(pairs, tiny_budget, capsys):
     predictions, references = pairs
     tiny_budget()
@@ -126,6 +145,12 @@ def test_bench_scale_texts_are_distinct():
 def test_bench_scale_measures_in_a_fresh_process(wmt17_full):
     from moverkit.bench.scale import format_table, run
 
-    rows = run(Path(__file__).resolve().parents[2] / "shared" / "data" / "wmt17_seg_da_to_en.tsv", sizes=(20,), runs=[("twmd", "corpus")], memory_budget="1MB", log=lambda line: None)
+    rows = run(
+        Path(__file__).resolve().parents[2] / "shared" / "data" / "wmt17_seg_da_to_en.tsv",
+        sizes=(20,),
+        runs=[("twmd", "corpus")],
+        memory_budget="1MB",
+        log=lambda line: None,
+    )
     assert rows[0]["pairs"] == 20 and rows[0]["wall_s"] > 0 and rows[0]["peak_rss_mb"] > 100
     assert "| twmd | corpus | 20 |" in format_table(rows)

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
-import re
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -40,11 +38,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .centering import CenteringStats, row_mean
+from .centering import CenteringStats, row_mean, warn_small_batch
 from .encoder import check_max_length, encode, get_encoder, tokenize
 from .idf import IdfTable
 from .inputs import CallTexts, call_texts
 from .pairs import CallScope, call_scope
+from .sizes import parse_size, size_from_env
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold when neither :func:`set_memory_budget` nor the
@@ -59,22 +58,9 @@ CHARS_PER_TOKEN = 3.0
 """A low estimate of characters per token (English word pieces run at about 4), so that chunks
 are planned on the safe side before any text is tokenized."""
 
+MEMORY_BUDGET_VARIABLE = "MOVERKIT_MEMORY_BUDGET"
+
 _budget: int | None = None
-
-
-def parse_size(size) -> int:
-    """``size`` in bytes: an int, or a string such as ``"512MB"``, ``"2 GB"`` or ``"1.5G"`` (binary units)."""
-    if isinstance(size, bool) or not isinstance(size, (int, str)):
-        raise TypeError(f"memory budget must be a number of bytes or a string such as '1GB', got {size!r}")
-    value = size
-    if isinstance(size, str):
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*", size.upper())
-        if match is None:
-            raise ValueError(f"memory budget must look like '512MB' or '2GB', got {size!r}")
-        value = int(float(match.group(1)) * 1024 ** " KMGT".index(match.group(2) or " "))
-    if value <= 0:
-        raise ValueError(f"memory budget must be positive, got {size!r}")
-    return value
 
 
 def set_memory_budget(size) -> None:
@@ -89,8 +75,7 @@ def memory_budget() -> int:
     """The budget in bytes: :func:`set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s, else the default."""
     if _budget is not None:
         return _budget
-    env = os.environ.get("MOVERKIT_MEMORY_BUDGET")
-    return parse_size(env) if env else DEFAULT_MEMORY_BUDGET
+    return size_from_env(MEMORY_BUDGET_VARIABLE, DEFAULT_MEMORY_BUDGET)
 
 
 def streamed(metric: Callable[..., dict]) -> Callable[..., dict]:
@@ -179,7 +164,7 @@ def batch_mean(encoder, texts: CallTexts, args: dict, max_tokens: int, limit: in
     call has no token to average: each chunk then subtracts its own zero mean, as one call would)."""
     unique, counts = texts.unique, texts.counts()
     total = torch.zeros(encoder.model.config.hidden_size, dtype=torch.float64)
-    n = 0
+    n, sizes = 0, []
     for start, end in text_chunks(unique, max_tokens, limit):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # truncation is reported once, by the scoring pass
@@ -187,7 +172,10 @@ def batch_mean(encoder, texts: CallTexts, args: dict, max_tokens: int, limit: in
         mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts[start:end])
         total += mean.cpu() * rows
         n += rows
+        scored = (~clouds.special).long().cpu()
+        sizes.append(torch.zeros(end - start, dtype=torch.long).index_add_(0, clouds.text_index().cpu(), scored))
         del clouds
+    warn_small_batch(torch.cat(sizes), "texts")  # as an unchunked call warns (its chunks then do not)
     if n == 0:
         return None
     return CenteringStats(

@@ -62,7 +62,7 @@ def run(
                 times.append((time.perf_counter() - start, time.process_time() - cpu_start))
             rounds_times.append(times)
     finally:
-        moverkit.set_cache(max_tokens=0)
+        moverkit.set_cache(0)
     times = [statistics.median(wall for wall, _ in t) for t in zip(*rounds_times)]
     cpu_times = [statistics.median(cpu for _, cpu in t) for t in zip(*rounds_times)]
     delta = max(float(np.abs(np.array(a) - np.array(b)).max()) for a, b in zip(cached, uncached))

@@ -153,14 +153,25 @@ def masses(weights: torch.Tensor) -> torch.Tensor:
 
 
 def solve_pairs(data, pairs: torch.Tensor, params: dict):
-    """Costs, masses, solution and plan of the pairs ``pairs`` (each with mass on both sides)."""
+    r"""Costs, masses, solution and plan of the pairs ``pairs`` (each with mass on both sides).
+
+    A pair whose two sides are the same text gets the identity coupling :math:`P = \mathrm{diag}(a)`
+    (its sides carry the same masses): the exact transport plan, of cost 0, so that a text scores
+    exactly 0 against itself. The entropic plan of Eq. (11) would blur mass onto near-duplicate
+    tokens (measured: 5e-7 for a short sentence, 0.005 for a 21-token "the the ...", 0.0165 for an
+    8,836-token repetitive text): that blur measures epsilon, not the text."""
     pred, ref = data.pad_pairs(pairs)
     same = data.pred_index[pairs] == data.ref_index[pairs]
     cost, a, b = cosine_cost(pred, ref, same), masses(pred.weights), masses(ref.weights)
     solved = unbalanced_sinkhorn(
         cost, a, b, params["epsilon"], params["reg_c"], params["reg_r"], max_iter=params["max_iter"]
     )
-    return cost, solved, transport_plan(cost, a, b, solved, params["epsilon"])
+    plan = transport_plan(cost, a, b, solved, params["epsilon"])
+    if bool(same.any()):
+        diagonal = torch.eye(cost.shape[1], cost.shape[2], dtype=cost.dtype, device=cost.device)
+        identity = a[:, :, None] * diagonal
+        plan = torch.where(same[:, None, None], identity, plan)
+    return cost, solved, plan
 
 
 def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:

@@ -440,8 +440,13 @@ def to_score(distance: float | None, score_form: str) -> float:
 
 def score_pairs(data: PairData, pred: Units, ref: Units, config: Config) -> torch.Tensor:
     """MoverScore of every pair: costs batched (one tensor operation per bucket of pairs of
-    similar unit counts, :data:`COST_ELEMENTS` entries at most), then one exact solve per pair."""
+    similar unit counts, :data:`COST_ELEMENTS` entries at most), then one exact solve per pair.
+
+    A pair whose prediction is the same text as its reference has distance 0, so it scores exactly
+    1: a text matches itself. (Computed, its distance would be about 1e-8 from the rounding of the
+    expanded squared distance, or a little more where IDF weighs its two sides differently.)"""
     n_pred, n_ref = pred.counts(data.pred_index).cpu(), ref.counts(data.ref_index).cpu()
+    same = (data.pred_index == data.ref_index).cpu()
     scores = np.zeros(len(data.pred_index))
     for batch in pair_buckets(n_pred, n_ref, COST_ELEMENTS):
         x, a = pred.pad(data.pred_index[batch.to(data.pred_index.device)])
@@ -450,7 +455,12 @@ def score_pairs(data: PairData, pred: Units, ref: Units, config: Config) -> torc
         a, b = a.cpu().numpy(), b.cpu().numpy()
         for row, k in enumerate(batch.tolist()):
             p, r = int(n_pred[k]), int(n_ref[k])
-            distance = transport(a[row, :p], b[row, :r], cost[row, :p, :r])[0] if p and r else None
+            if not (p and r):
+                distance = None
+            elif same[k]:
+                distance = 0.0
+            else:
+                distance = transport(a[row, :p], b[row, :r], cost[row, :p, :r])[0]
             scores[k] = to_score(distance, config.score_form)
     return torch.from_numpy(scores)
 

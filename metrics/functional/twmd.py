@@ -88,6 +88,7 @@ def twmd(
     scores = pair_values(data, params)
     if normalize:
         scores = normalized(scores, self_values(data, params), data.ref_index, data.pred_index)
+    scores = within_range(scores, params, data)
     best, which = best_per_group(scores, data.group, data.n_predictions)
     results = {
         variant: best.tolist(),
@@ -155,14 +156,43 @@ def self_values(data, params) -> torch.Tensor:
 
 
 def normalized(cross: torch.Tensor, own: torch.Tensor, ref_index: torch.Tensor, pred_index: torch.Tensor):
-    r"""Eq. (1): :math:`C(X_1, X_2) / \sqrt{C(X_1, X_1) C(X_2, X_2)}`; 0 where a self-similarity is
-    not positive (an empty text; a token that centering turned to zero still has cosine 1 with itself)."""
+    r"""Eq. (1): :math:`C(X_1, X_2) / \sqrt{C(X_1, X_1) C(X_2, X_2)}`, exactly 1 for a text against
+    itself; 0 where a self-similarity is not positive (an empty text; a token that centering turned
+    to zero still has cosine 1 with itself)."""
     # Each root on its own: trwmd's C grows like T log L, and at T = 1e300 the product would overflow.
     # Clamp before the square root: at a zero value sqrt's gradient would be 0/0 = NaN (fine-tuning).
+    # A text against itself is C(X, X) / C(X, X) = 1 exactly (the product of the two roots can
+    # differ from C(X, X) in its last bit: 1.0000000000000002 was seen).
     roots = own.clamp_min(1e-300).sqrt()
     denominator = roots[ref_index] * roots[pred_index]
     positive = (own[ref_index] > 0) & (own[pred_index] > 0)
-    return torch.where(positive, cross / denominator, 0.0)
+    ratio = torch.where(ref_index == pred_index, 1.0, cross / denominator)
+    return torch.where(positive, ratio, 0.0)
+
+
+def score_range(params: dict, n_pred: torch.Tensor | None = None, n_ref: torch.Tensor | None = None):
+    r"""The documented range (low, high) of the variant's scores (the card's "Output values"),
+    per pair where it depends on the token counts ``n_pred`` (L2) and ``n_ref`` (L1).
+
+    Cauchy-Schwarz bounds sbert and cka (and unnormalized twmd, a convex combination of cosines);
+    normalized twmd is documented as [-1, 1] (Eq. 1 does not bound it: measured at most 1.0 on
+    WMT17); trwmd's entropy term lets it pass 1 by at most :math:`T \log L_2`, and unnormalized
+    trwmd lies in [-1, 1 + T log L2]; unnormalized cka in [0, L1 L2]."""
+    variant, normalize = params["variant"], params["normalize"]
+    if variant == "cka":
+        return 0.0, (1.0 if normalize or n_pred is None else (n_pred * n_ref).double())
+    if variant == "trwmd":
+        excess = params["temperature"] * torch.log(n_pred.double().clamp_min(1)) if n_pred is not None else math.inf
+        return -1.0, 1.0 + excess
+    return -1.0, 1.0
+
+
+def within_range(scores: torch.Tensor, params: dict, data) -> torch.Tensor:
+    """``scores`` cut back into :func:`score_range`: float rounding (a cosine of unit vectors at
+    1 + 2e-16, a float32 dot product) must not leave the documented range."""
+    low, high = score_range(params, data.lengths(data.pred_index), data.lengths(data.ref_index))
+    high = torch.as_tensor(high, dtype=scores.dtype, device=scores.device)
+    return torch.minimum(scores.clamp_min(low), high)
 
 
 def similarity(ref, pred) -> torch.Tensor:

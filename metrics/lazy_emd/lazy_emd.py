@@ -84,7 +84,7 @@ Args:
 Returns:
     lazy_emd (list of float): per prediction, <C, P*> >= 0; a distance: LOWER is closer. With
         raw cosines and the "en" preset, real translation pairs score about 0.05-0.3; a text
-        against itself scores near 0 (not exactly 0: the entropic plan leaks a little mass). A
+        against itself scores exactly 0 (its plan is the identity coupling). A
         prediction or reference with no scored token (empty or whitespace-only) scores 1.0, the
         value 1 - precision gives for bert-score's precision 0.
     hashcode (str): model, layer, idf, centering, token limit (max_length), reg_c, reg_r, epsilon,

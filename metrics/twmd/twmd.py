@@ -80,9 +80,10 @@ Args:
 
 Returns:
     twmd | trwmd | sbert | cka (list of float): per prediction, the score of the chosen variant;
-        higher is better. Normalized: 1 for identical texts; sbert in [-1, 1], cka in [0, 1]; twmd
-        in [-1, 1] in practice (Eq. 1 does not bound it); trwmd can pass 1 slightly (Eq. 7 holds
-        an entropy term; at most 1.0008 on WMT17). An empty (or whitespace-only) prediction or
+        higher is better. Normalized: exactly 1 for identical texts; sbert in [-1, 1], cka in [0, 1];
+        twmd in [-1, 1] (Eq. 1 does not bound it: a value past 1 is cut back, none was seen on
+        WMT17); trwmd can pass 1 by at most T log L2 (Eq. 7 holds an entropy term; at most 1.0008
+        on WMT17). No rounding leaves these ranges. An empty (or whitespace-only) prediction or
         reference, or a text whose vectors centering turns to zero (one token, "sentence"), scores 0.0.
     hashcode (str): model, layer, centering, token limit (max_length), variant, its parameters and versions.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -20,8 +24,8 @@ PREDICTIONS = [
 
 @pytest.fixture
 def cache_on():
-    previous = cache_info()["max_tokens"]
-    set_cache(100_000)
+    previous = cache_info()["max_bytes"]
+    set_cache("256MB")
     clear_cache()
     yield
     set_cache(previous)
@@ -33,9 +37,10 @@ def test_off_by_default(monkeypatch):
     assert cache._budget_from_env() == 0
     monkeypatch.setenv(cache.ENV_VAR, "1234")
     assert cache._budget_from_env() == 1234
-    monkeypatch.setenv(cache.ENV_VAR, "lots")
-    with pytest.raises(ValueError, match=cache.ENV_VAR):
-        cache._budget_from_env()
+    monkeypatch.setenv(cache.ENV_VAR, "2GB")
+    assert cache._budget_from_env() == 2 * 2**30
+    monkeypatch.setenv(cache.ENV_VAR, "0")
+    assert cache._budget_from_env() == 0
 
 
 @pytest.mark.parametrize("name", ["centered_bertscore", "twmd", "moverscore", "lazy_emd"])
@@ -94,12 +99,12 @@ def test_another_model_never_reuses(cache_on, tiny_model_path):
 
 def test_budget_evicts_least_recently_used(cache_on):
     encoder = get_encoder()
-    one = cached_encode(encoder, REFERENCES[:1])
-    budget = len(one.token_ids[0]) + 12
+    cached_encode(encoder, REFERENCES[:1])
+    budget = cache_info()["bytes"] + 1000  # one text and a little
     set_cache(budget)
     cached_encode(encoder, REFERENCES)
     info = cache_info()
-    assert 0 < info["tokens"] <= budget and info["texts"] < len(REFERENCES)
+    assert 0 < info["bytes"] <= budget and info["texts"] < len(REFERENCES)
     set_cache(0)
     assert cache_info()["texts"] == 0
     cached_encode(encoder, REFERENCES)
@@ -114,7 +119,55 @@ def test_release_clears_it(cache_on):
 
 
 def test_set_cache_checks_its_argument():
-    with pytest.raises(TypeError, match="max_tokens"):
+    with pytest.raises(TypeError, match="max_bytes"):
         moverkit.set_cache(1.5)
-    with pytest.raises(ValueError, match="max_tokens"):
+    with pytest.raises(ValueError, match="max_bytes"):
         moverkit.set_cache(-1)
+    with pytest.raises(ValueError, match="max_bytes"):
+        moverkit.set_cache("lots")
+
+
+def test_budget_counts_bytes_not_tokens(cache_on):
+    # Long texts cut to a few tokens: a budget in tokens counted 200 such texts as 1,600 tokens while
+    # their strings (the keys) held 28 MB.
+    encoder = get_encoder()
+    texts = [f"{i} " + "word " * 28_000 for i in range(40)]  # 140 KB each, 5.6 MB in all
+    set_cache("2MB")
+    cached_encode(encoder, texts, max_length=8)
+    info = cache_info()
+    assert info["bytes"] <= 2 * 2**20 and info["texts"] < 15
+
+
+@pytest.mark.parametrize("value", ["lots", "-5", "1.5.0", "12 parsecs"])
+def test_bad_environment_budget_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv(cache.ENV_VAR, value)
+    with pytest.raises(ValueError, match=cache.ENV_VAR):
+        cache._budget_from_env()
+
+
+RELEASE_RSS = """
+import torch
+import moverkit
+from moverkit._core import cache
+
+def rss_mb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS"))
+
+cache.set_cache("4GB")
+base = rss_mb()
+for i in range(20_000):  # 20,000 small texts, as a long training loop leaves them
+    cloud = cache._Cloud(torch.randn(12, 384), list(range(1000, 1012)), torch.zeros(12, dtype=torch.bool), None)
+    cache._CACHE.put(((0,), f"text {i} " + "x" * 200), cloud)
+full = rss_mb()
+moverkit.release()
+print((full - rss_mb()) / (full - base))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the resident size from /proc (Linux)")
+def test_release_gives_the_memory_back():
+    # Measured: 393 MB held by 20,000 cached texts; release() returned 6% of it before (the freed
+    # pages stayed in glibc's arenas), 99% with malloc_trim.
+    out = subprocess.run([sys.executable, "-c", RELEASE_RSS], capture_output=True, text=True, check=True)
+    assert float(out.stdout) > 0.8
