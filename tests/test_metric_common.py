@@ -19,6 +19,7 @@ import pytest
 
 import moverkit
 from moverkit import functional
+from moverkit.specs import SPECS, MetricSpec
 
 MODULES = moverkit.METRICS
 
@@ -28,18 +29,16 @@ NOT_SCORING = {"predictions", "references", "batch_size", "device", "verbose", "
 
 @dataclass(frozen=True)
 class Contract:
-    """What one metric promises. ``outputs``: the per-example keys; ``lower_is_better``: a distance;
-    ``empty``: the documented score of a pair with an empty side; ``best``: the score of a text
-    against itself, exactly (and of two texts with the same tokens, within ``best_tol``); ``fixed``: settings under which a pair's score does not
-    depend on the other pairs of the call (for the best-reference check); ``variations``: for every
-    scoring argument, another admissible value (the hashcode must change with each);
-    ``not_scoring``: the metric's own arguments that change no score (compatibility arguments)."""
+    """How to test what one metric promises (its promises themselves are its spec,
+    :mod:`moverkit.specs`: outputs, direction, identical and empty values). ``best_tol``: how close
+    two different texts with the same tokens come to the identical value; ``fixed``: settings under
+    which a pair's score does not depend on the other pairs of the call (for the best-reference
+    check); ``variations``: for every scoring argument, another admissible value (the hashcode must
+    change with each); ``not_scoring``: the metric's own arguments that change no score
+    (compatibility arguments)."""
 
-    outputs: tuple[str, ...]
-    empty: float
-    best: float
+    spec: MetricSpec
     variations: dict = field(default_factory=dict)
-    lower_is_better: bool = False
     best_tol: float = 1e-6
     fixed: dict = field(default_factory=lambda: {"centering": "none"})
     not_scoring: tuple[str, ...] = ()
@@ -49,18 +48,14 @@ TOKEN_LEVEL = {"num_layers": 3, "centering": "dim", "max_length": 8, "long_texts
 
 CONTRACTS = {
     "centered_bertscore": Contract(
-        outputs=("precision", "recall", "f1"),
-        empty=0.0,
-        best=1.0,
+        SPECS["centered_bertscore"],
         variations={**TOKEN_LEVEL, "idf": True, "model_type": "TINY", "rescale_with_baseline": True},
         # lang only warns; baseline_path acts through rescale_with_baseline (its values are in the
         # hashcode then: tests/test_bertscore_dropin.py); the others are bertscore's, accepted.
         not_scoring=("lang", "baseline_path", "use_fast_tokenizer", "nthreads", "all_layers"),
     ),
     "twmd": Contract(
-        outputs=("twmd",),
-        empty=0.0,
-        best=1.0,
+        SPECS["twmd"],
         variations={
             **TOKEN_LEVEL,
             "model_type": "TINY",
@@ -72,9 +67,7 @@ CONTRACTS = {
         not_scoring=("lang",),  # it only warns about the English embedded model
     ),
     "moverscore": Contract(
-        outputs=("moverscore",),
-        empty=0.0,
-        best=1.0,
+        SPECS["moverscore"],
         variations={
             **TOKEN_LEVEL,
             "num_layers": 4,
@@ -95,11 +88,8 @@ CONTRACTS = {
         not_scoring=("lang",),  # it only warns about the English embedded model
     ),
     "lazy_emd": Contract(
-        outputs=("lazy_emd",),
-        empty=1.0,
-        best=0.0,
+        SPECS["lazy_emd"],
         best_tol=0.02,  # two texts with the same tokens: the entropic plan (epsilon = 0.009) leaks a little mass
-        lower_is_better=True,
         variations={
             **TOKEN_LEVEL,
             "model_type": "TINY",
@@ -112,9 +102,7 @@ CONTRACTS = {
         },
     ),
     "sbertscore": Contract(
-        outputs=("precision", "recall", "f1"),
-        empty=0.0,
-        best=1.0,
+        SPECS["sbertscore"],
         variations={"model_type": "TINY", "centering": "dim", "lang": "de", "dtype": "bfloat16"},
     ),
 }
@@ -131,7 +119,15 @@ PAIRS = (
 
 
 def _best(contract, values):
-    return min(values) if contract.lower_is_better else max(values)
+    return max(values) if contract.spec.higher_is_better else min(values)
+
+
+def test_every_metric_has_a_spec_naming_its_outputs():
+    assert tuple(SPECS) == MODULES
+    for name, spec in SPECS.items():
+        result = getattr(functional, name)(["a cat sat"], ["the cat sat"], centering="none")
+        assert set(result) - {"hashcode"} == set(spec.outputs) and spec.main in spec.outputs
+        assert spec.low <= spec.identical <= spec.high and spec.low <= result[spec.main][0] <= spec.high
 
 
 def test_all_five_metrics_are_bundled_with_card_and_requirements():
@@ -203,7 +199,7 @@ def test_bad_argument_is_a_clear_error_naming_it(name, load_metric, kwargs, erro
 def test_no_pairs_give_empty_lists_and_a_hashcode(name, load_metric):
     contract = CONTRACTS[name]
     result = getattr(functional, name)([], [])
-    assert result == {**{key: [] for key in contract.outputs}, "hashcode": result["hashcode"]}
+    assert result == {**{key: [] for key in contract.spec.outputs}, "hashcode": result["hashcode"]}
     assert result["hashcode"] == getattr(functional, name)(*PAIRS)["hashcode"]
     metric = load_metric(name)
     assert metric.compute(predictions=[], references=[]) == result
@@ -234,8 +230,8 @@ def test_text_spelling_special_tokens_scores_as_that_text(name):
     spelled = ["[CLS] the cat [SEP] sat [PAD] on the [MASK] mat", "stocks [MASK] fell"]
     spaced = ["[ cls ] the cat [ sep ] sat [ pad ] on the [ mask ] mat", "stocks [ mask ] fell"]
     result = function(spelled, spaced)
-    for key in contract.outputs:
-        assert result[key] == pytest.approx([contract.best] * 2, abs=contract.best_tol), key
+    for key in contract.spec.outputs:
+        assert result[key] == pytest.approx([contract.spec.identical] * 2, abs=contract.best_tol), key
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -305,7 +301,7 @@ def test_best_reference_is_kept(name):
     others = references[1:] + references[:1]
     both = function(predictions, [[r, o] for r, o in zip(references, others)], **contract.fixed)
     alone = [function(predictions, refs, **contract.fixed) for refs in (references, others)]
-    for key in contract.outputs:
+    for key in contract.spec.outputs:
         expected = [_best(contract, values) for values in zip(*(a[key] for a in alone))]
         assert both[key] == pytest.approx(expected, abs=1e-6), key
 
@@ -319,7 +315,7 @@ def test_same_numbers_for_any_batch_size_and_pair_order(name):
     small = function(predictions, references, batch_size=1)
     order = [2, 0, 3, 1]
     shuffled = function([predictions[i] for i in order], [references[i] for i in order])
-    for key in contract.outputs:
+    for key in contract.spec.outputs:
         assert small[key] == pytest.approx(base[key], abs=1e-6), key
         assert shuffled[key] == pytest.approx([base[key][i] for i in order], abs=1e-6), key
     assert small["hashcode"] == base["hashcode"] == shuffled["hashcode"]
@@ -361,8 +357,8 @@ def test_empty_texts_score_the_documented_value(name, empty):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the metrics that warn about empty texts are tested in their own files
         result = function([empty, "a real text", empty], ["a real text", empty, empty])
-    for key in contract.outputs:
-        assert result[key] == [contract.empty] * 3, key
+    for key in contract.spec.outputs:
+        assert result[key] == [contract.spec.empty] * 3, key
 
 
 # Texts whose tokens repeat: near-duplicate vectors drew mass off the diagonal of lazy_emd's
@@ -383,5 +379,5 @@ def test_identical_texts_score_exactly_the_best_value(name, kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # truncation and small-batch warnings are tested elsewhere
         result = function(texts, texts, **kwargs)
-    for key in contract.outputs:
-        assert result[key] == [contract.best] * len(texts), key
+    for key in contract.spec.outputs:
+        assert result[key] == [contract.spec.identical] * len(texts), key

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from moverkit.bench import MAIN_OUTPUTS
 from moverkit.bench._data import Judgments, read_judgments
-from moverkit.bench.shuffled import MAIN_OUTPUTS, derangement, run, sample_pairs
+from moverkit.bench.shuffled import derangement, run, sample_pairs
 from moverkit.cli import main
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "wmt17_sample.tsv"

@@ -22,21 +22,17 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-MAIN_OUTPUTS = {
-    "centered_bertscore": "f1",
-    "lazy_emd": "lazy_emd",
-    "moverscore": "moverscore",
-    "sbertscore": "f1",
-    "twmd": "twmd",
-}
-"""The output each metric is judged on by the single-purpose benchmarks: the one of its headline
-correlation row."""
+from moverkit.specs import SPECS, spec
+
+MAIN_OUTPUTS = {name: s.main for name, s in SPECS.items()}
+"""The output each metric is judged on by the single-purpose benchmarks (its spec's ``main``)."""
 
 
 @dataclass(frozen=True)
 class CorrelationRow:
     """One line of a correlation table: ``output`` of metric ``metric`` computed with ``kwargs``.
-    ``higher_is_better=False`` marks a distance (its correlations with humans are negative).
+    ``higher_is_better`` is the metric's direction (:mod:`moverkit.specs`): False for a distance,
+    whose correlations with humans are negative.
     ``inputs``, when given, turns the benchmark's judgments into the ones this row scores (e.g.
     long documents made of consecutive segments: :mod:`moverkit.bench.long_documents`)."""
 
@@ -44,8 +40,11 @@ class CorrelationRow:
     metric: str
     output: str
     kwargs: dict = field(default_factory=dict)
-    higher_is_better: bool = True
     inputs: Callable | None = None
+
+    @property
+    def higher_is_better(self) -> bool:
+        return spec(self.metric).higher_is_better
 
 
 @dataclass(frozen=True)

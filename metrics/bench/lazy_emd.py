@@ -23,13 +23,9 @@ from . import CorrelationRow, SpeedSuite
 from ._peers import encoder_floor, metric_run
 
 CORRELATION_ROWS = [
-    CorrelationRow("Lazy-EMD (en preset)", "lazy_emd", "lazy_emd", {"lang": "en"}, higher_is_better=False),
+    CorrelationRow("Lazy-EMD (en preset)", "lazy_emd", "lazy_emd", {"lang": "en"}),
     CorrelationRow(
-        "Lazy-EMD-b (en preset, batch centering)",
-        "lazy_emd",
-        "lazy_emd",
-        {"lang": "en", "centering": "batch"},
-        higher_is_better=False,
+        "Lazy-EMD-b (en preset, batch centering)", "lazy_emd", "lazy_emd", {"lang": "en", "centering": "batch"}
     ),
 ]
 

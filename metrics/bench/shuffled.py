@@ -13,7 +13,7 @@ permutation with no fixed point) drawn with a fixed seed. The report gives, per 
 where :math:`\succ` is "strictly greater" for a similarity and "strictly less" for a distance (a
 tie counts against the metric). A metric blind to the reference scores about 0.5; 1.0 means the
 true reference always wins. The output scored and its direction are the metric's headline
-correlation row (:data:`MAIN_OUTPUTS`, ``higher_is_better`` of :class:`~moverkit.bench.CorrelationRow`).
+correlation row: its spec's ``main`` and ``higher_is_better`` (:mod:`moverkit.specs`).
 
 Both calls of a metric score the same multiset of texts (the shuffled references are a permutation
 of the true ones), so a ``batch`` centering statistic is the same in both.
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import random
 
-from . import MAIN_OUTPUTS, registry
+from moverkit.specs import SPECS
+
 from ._data import Judgments
 
 PAIRS = 400
@@ -55,35 +56,25 @@ def sample_pairs(data: Judgments, n: int, seed: int = 0) -> tuple[list[str], lis
     return [data.predictions[i] for i in rows], [data.references[i] for i in rows]
 
 
-def directions() -> dict[str, bool]:
-    """``higher_is_better`` of each metric's main output, from the correlation rows."""
-    rows, _ = registry()
-    return {
-        metric: next(r.higher_is_better for r in rows if r.metric == metric and r.output == output)
-        for metric, output in MAIN_OUTPUTS.items()
-    }
-
-
-def run(data: Judgments, pairs: int = PAIRS, seed: int = 0, metrics=tuple(MAIN_OUTPUTS)) -> list[dict]:
+def run(data: Judgments, pairs: int = PAIRS, seed: int = 0, metrics=tuple(SPECS)) -> list[dict]:
     """One row per metric: ``{"metric", "output", "higher_is_better", "wins", "pairs", "share"}``,
     ``wins`` the pairs where the true reference scores strictly better (see the module doc)."""
     from moverkit import functional
 
     predictions, references = sample_pairs(data, pairs, seed)
     shuffled = [references[j] for j in derangement(pairs, seed)]
-    higher = directions()
     rows = []
     for metric in metrics:
-        output, score = MAIN_OUTPUTS[metric], getattr(functional, metric)
+        output, score, higher = SPECS[metric].main, getattr(functional, metric), SPECS[metric].higher_is_better
         true = score(predictions, references)[output]
         other = score(predictions, shuffled)[output]
-        sign = 1.0 if higher[metric] else -1.0
+        sign = 1.0 if higher else -1.0
         wins = sum(sign * (t - o) > 0 for t, o in zip(true, other))
         rows.append(
             {
                 "metric": metric,
                 "output": output,
-                "higher_is_better": higher[metric],
+                "higher_is_better": higher,
                 "wins": wins,
                 "pairs": pairs,
                 "share": wins / pairs,

@@ -1,0 +1,106 @@
+"""The facts of each metric, once: what it outputs, which way is better, its range, and the values
+it promises for identical and for empty texts.
+
+Tests (the contract over all five metrics), the benchmarks (which output a metric is judged on,
+and its direction), the demos (the direction beside every score) and the comparison of systems all
+read these, so that a fact is stated in one place. Each value is the one the metric's card
+documents under "Output values" for its default settings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What one metric promises, for its default settings.
+
+    ``outputs``: the per-example keys of its result; ``main``: the output it is judged on (its
+    headline correlation row); ``higher_is_better``: False for a distance; ``low``/``high``: the
+    documented range of ``main``; ``identical``: the score of a text against itself (exactly);
+    ``empty``: the score of a pair with an empty (or whitespace-only) side."""
+
+    name: str
+    outputs: tuple[str, ...]
+    main: str
+    higher_is_better: bool
+    low: float
+    high: float
+    identical: float
+    empty: float
+
+    @property
+    def direction(self) -> str:
+        """``"higher is better"`` or ``"lower is better"``: what a reader needs beside a score."""
+        return "higher is better" if self.higher_is_better else "lower is better"
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether score ``a`` is strictly better than ``b``."""
+        return a > b if self.higher_is_better else a < b
+
+
+SPECS = {
+    spec.name: spec
+    for spec in (
+        MetricSpec(
+            "centered_bertscore",
+            outputs=("precision", "recall", "f1"),
+            main="f1",
+            higher_is_better=True,
+            low=-1.0,
+            high=1.0,
+            identical=1.0,
+            empty=0.0,
+        ),
+        MetricSpec(
+            "lazy_emd",
+            outputs=("lazy_emd",),
+            main="lazy_emd",
+            higher_is_better=False,
+            low=0.0,
+            high=math.inf,  # bounded per pair by moverkit.functional.lazy_emd.score_bound
+            identical=0.0,
+            empty=1.0,
+        ),
+        MetricSpec(
+            "moverscore",
+            outputs=("moverscore",),
+            main="moverscore",
+            higher_is_better=True,
+            low=0.0,  # v2's 1/(1 + wmd); v1's 1 - wmd reaches -3
+            high=1.0,
+            identical=1.0,
+            empty=0.0,
+        ),
+        MetricSpec(
+            "sbertscore",
+            outputs=("precision", "recall", "f1"),
+            main="f1",
+            higher_is_better=True,
+            low=-1.0,
+            high=1.0,
+            identical=1.0,
+            empty=0.0,
+        ),
+        MetricSpec(
+            "twmd",
+            outputs=("twmd",),
+            main="twmd",
+            higher_is_better=True,
+            low=-1.0,
+            high=1.0,
+            identical=1.0,
+            empty=0.0,
+        ),
+    )
+}
+"""Every bundled metric's :class:`MetricSpec`, by name (the names of :data:`moverkit.METRICS`)."""
+
+
+def spec(name: str) -> MetricSpec:
+    """The :class:`MetricSpec` of metric ``name``; an unknown name is an error listing the metrics."""
+    if name not in SPECS:
+        raise ValueError(f"unknown metric {name!r}; choose one of {', '.join(SPECS)}")
+    return SPECS[name]
