@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._core.cache import set_cache
     from ._core.centering import fit_centering
-    from ._core.registry import release
+    from ._core.memory import release
     from ._core.streaming import set_memory_budget
 
 __version__ = "0.1.0"
@@ -91,7 +91,7 @@ def means(result: dict) -> dict:
 # ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties.
 _LAZY = {
     "fit_centering": "._core.centering",
-    "release": "._core.registry",
+    "release": "._core.memory",
     "set_memory_budget": "._core.streaming",
     "set_cache": "._core.cache",
 }

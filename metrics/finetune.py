@@ -33,16 +33,26 @@ stopping on it (the best epoch's weights are kept). The result is a model folder
 (``save_pretrained`` of the encoder cut after the layer trained, so that its last layer is that
 layer, and its tokenizer) with a model card; every moverkit metric loads it with
 ``model_type=<folder>``, and its hashcode names it (folder name and content digest).
+
+The output folder. A run writes :data:`MARKER` into it, a JSON file that lists what the run wrote
+(the model's files, the Trainer's ``checkpoints/checkpoint-N`` folders); a later run writes over
+those and nothing else. A non-empty folder without the marker is refused (``overwrite=True`` lets
+the model's files replace any of the same name there; nothing else is deleted), and so is a
+``checkpoints/checkpoint-N`` folder that no run of ours wrote (the Trainer would delete it when it
+rotates its checkpoints, or resume from it). These checks come before any model is loaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import json
 import math
+import numbers
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,6 +62,8 @@ import torch
 
 from ._core import checks, prepare_pairs
 from ._core.encoder import DEFAULT_MODEL, load_encoder
+from ._core.request import Centering, EncoderRequest
+from ._core.user_warnings import warn_user
 from .bench._correlation import correlate
 from .bench._data import Judgments, read_judgments
 from .functional.twmd import VARIANTS, normalized, pair_values, resolve_params, self_values
@@ -61,6 +73,29 @@ TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
 longer fits the fine-tuned one (fit one on the result with ``moverkit.fit_centering`` instead)."""
 
 STANDARDIZATIONS = ("group", "global", "none")
+
+MARKER = ".moverkit-finetune.json"
+"""The file a run writes into its output folder: which moverkit wrote it, and what the run wrote
+there (``files``, the model folder's top-level files; ``checkpoints``, the Trainer's folders in
+``checkpoints/``; ``epochs_trained``); a later run may write over these, and over nothing else."""
+
+MODEL_FOLDER_FILES = (
+    "README.md",
+    "config.json",
+    "generation_config.json",
+    "*.safetensors",
+    "*.bin",
+    "*.index.json",
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.*",
+    "merges.txt",
+    "*.model",
+    "chat_template.*",
+)
+"""Names that ``save_pretrained`` of a model and its tokenizer, and the model card, may write: in a
+folder of ours, a file so named that no run of ours wrote is refused before training."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +110,7 @@ class FinetuneResult:
     cpu_seconds_per_epoch: float  # CPU seconds of this process (all threads) in them: less sensitive to a busy machine
     n_train: int
     n_validation: int
+    epochs_trained: int | None = None  # the Trainer's epoch count at the end, the resumed run's epochs included
 
 
 def finetune(
@@ -104,6 +140,7 @@ def finetune(
     group_column: str | None = "lp",
     keep_checkpoints: bool = False,
     resume: bool = False,
+    overwrite: bool = False,
     verbose: bool = True,
 ) -> FinetuneResult:
     """Fine-tune an encoder so that ``variant``'s Sim matches human scores (see the module doc).
@@ -111,12 +148,21 @@ def finetune(
     ``data`` is a TSV file laid out like WMT17's segment-level DA table (a header row; columns
     named by ``*_column``) or a :class:`datasets.Dataset` with those columns (``group_column``
     may be ``None``: one group). Rows with an empty prediction or reference are dropped (their Sim
-    is 0 whatever the encoder). ``validation_split`` (0 <= v < 1) of the rows, drawn with
-    ``seed``, are held out for the validation Pearson r that picks the epoch and stops early; 0
-    trains on everything for ``epochs`` epochs. ``batch_size`` pairs per step (an incomplete
-    last mini-batch is dropped); centering, when ``batch``, takes the mean of each mini-batch.
-    Checkpoints go to ``output_dir/checkpoints`` (kept with ``keep_checkpoints``; ``resume=True``
-    continues from the last one).
+    is 0 whatever the encoder). Human scores that are all equal are refused (nothing to learn, and
+    no correlation to validate with); with ``standardize="group"``, a group whose scores are all
+    equal is left out (with a warning) and no group with varying scores is refused.
+    ``validation_split`` (0 <= v < 1) of the rows, drawn with ``seed``, are held out for the
+    validation Pearson r that picks the epoch and stops early (refused if it is undefined on
+    them); 0 trains on everything for ``epochs`` epochs. ``batch_size`` pairs per step (an
+    incomplete last mini-batch is dropped); centering, when ``batch``, takes the mean of each
+    mini-batch.
+
+    ``output_dir`` is new, empty, or the folder of an earlier run (it holds :data:`MARKER`);
+    ``overwrite=True`` takes another non-empty folder, whose files of the same names as the
+    model's are then replaced (nothing else in it is deleted). Checkpoints go to
+    ``output_dir/checkpoints``; at the end the run removes the ones its Trainer wrote (and the
+    folder, if nothing else is left in it), unless ``keep_checkpoints``. ``resume=True``
+    continues from the last checkpoint of an earlier run into ``output_dir``.
     """
     params = resolve_params(variant, temperature, sinkhorn_iterations, True, centering)
     checks.one_of("centering", centering, TRAINING_CENTERINGS)
@@ -132,32 +178,50 @@ def finetune(
     patience = checks.positive_int("early_stopping_patience", early_stopping_patience)
     seed = checks.positive_int("seed", seed, minimum=0)
     checks.optional_positive_int("max_length", max_length)
-    for name, flag in (("keep_checkpoints", keep_checkpoints), ("resume", resume), ("verbose", verbose)):
+    for name, flag in (
+        ("keep_checkpoints", keep_checkpoints),
+        ("resume", resume),
+        ("overwrite", overwrite),
+        ("verbose", verbose),
+    ):
         checks.boolean(name, flag)
+    folder = OutputFolder(output_dir, overwrite=overwrite, resume=resume)
 
     judged = _without_empty(load_judgments(data, prediction_column, reference_column, score_column, group_column))
+    judged, excluded = _with_spread(judged, standardize)
     targets = target_mean + target_std * standardized(judged.human, judged.groups, standardize)
     train_rows, valid_rows = split_rows(len(judged.human), validation_split, seed)
     if len(valid_rows) == 1:
         raise ValueError("validation_split leaves a single validation pair; a correlation needs at least 2")
+    if valid_rows:
+        _check_validation(targets[valid_rows], [judged.groups[i] for i in valid_rows])
 
     encoder = trainable_encoder(model_type, num_layers, device)
     scorer = Scorer(encoder, params, centering, max_length)
     train_set = _dataset(judged, targets, train_rows)
     valid_set = _dataset(judged, targets, valid_rows) if len(valid_rows) else None
 
-    output = Path(output_dir)
-    output.mkdir(parents=True, exist_ok=True)
+    folder.begin()
+    output = folder.path
     before = scorer.validate(valid_set) if valid_set is not None else None
     trainer = _trainer(
-        scorer, train_set, valid_set, output / "checkpoints", epochs, batch_size, learning_rate, patience, seed, verbose
+        scorer,
+        train_set,
+        valid_set,
+        folder.checkpoints,
+        epochs,
+        batch_size,
+        learning_rate,
+        patience,
+        seed,
+        verbose,
+        on_save=folder.saved,
     )
-    trainer.train(resume_from_checkpoint=True if resume else None)
+    trainer.train(resume_from_checkpoint=None if folder.resume_from is None else str(folder.resume_from))
 
     history = _history(trainer)
+    epochs_trained = round(trainer.state.epoch or 0)
     after = scorer.validate(valid_set) if valid_set is not None else None
-    encoder.model.save_pretrained(output)
-    encoder.tokenizer.save_pretrained(output)
     seconds = [entry["seconds"] for entry in history if entry.get("seconds")]
     cpu_seconds = [entry["cpu_seconds"] for entry in history if entry.get("cpu_seconds")]
     result = FinetuneResult(
@@ -169,6 +233,7 @@ def finetune(
         cpu_seconds_per_epoch=float(np.mean(cpu_seconds)) if cpu_seconds else math.nan,
         n_train=len(train_rows),
         n_validation=len(valid_rows),
+        epochs_trained=epochs_trained,
     )
     recipe = {
         "base_model": encoder.name,
@@ -178,6 +243,8 @@ def finetune(
         **params,
         "centering": centering,
         "epochs": epochs,
+        "epochs_trained": epochs_trained,
+        **({"resumed_from": folder.resume_from.name} if folder.resume_from is not None else {}),
         "learning_rate": learning_rate,
         "batch_size": batch_size,
         "validation_split": validation_split,
@@ -188,11 +255,173 @@ def finetune(
         "seed": seed,
         "data": str(data) if isinstance(data, (str, os.PathLike)) else f"datasets.Dataset ({len(data)} rows)",
         "groups": sorted(set(judged.groups)),
+        **({"excluded_groups": excluded} if excluded else {}),
     }
-    (output / "README.md").write_text(model_card(recipe, result), encoding="utf-8")
-    if not keep_checkpoints:
-        shutil.rmtree(output / "checkpoints", ignore_errors=True)
+    folder.install(encoder.model, encoder.tokenizer, model_card(recipe, result))
+    folder.finish(keep_checkpoints, epochs_trained)
     return result
+
+
+class OutputFolder:
+    """The output folder of a run (see the module doc): checked when made, before any work, then
+    written by :meth:`begin`, :meth:`saved`, :meth:`install` and :meth:`finish`, which keep
+    :data:`MARKER` up to date and touch nothing that no run of ours wrote."""
+
+    def __init__(self, path: str | os.PathLike, *, overwrite: bool = False, resume: bool = False):
+        self.path = Path(path)
+        self.checkpoints = self.path / "checkpoints"
+        self.overwrite = overwrite
+        self.resume_from: Path | None = None
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"output folder {self.path} is not a folder")
+        entries = sorted(os.listdir(self.path)) if self.path.is_dir() else []
+        marker = self._read_marker() if MARKER in entries else None
+        if resume and marker is None:
+            raise ValueError(
+                f"resume=True (--resume) continues an earlier run of moverkit finetune into {self.path}, "
+                f"and there is none there (no {MARKER})"
+            )
+        if marker is None and entries and not overwrite:
+            shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+            raise ValueError(
+                f"output folder {self.path} is not empty ({shown}) and no run of moverkit finetune wrote it "
+                f"(it has no {MARKER}): choose a new or empty folder, or pass overwrite=True (--overwrite) to "
+                "write the model's files over any of the same name there (nothing else is deleted)"
+            )
+        self.files = set((marker or {}).get("files", []))
+        self.ours = set((marker or {}).get("checkpoints", []))
+        if self.checkpoints.exists() and not self.checkpoints.is_dir():
+            raise ValueError(f"{self.checkpoints} is not a folder; the Trainer writes its checkpoints there")
+        found = self._trainer_checkpoints()
+        foreign = sorted(set(found) - self.ours)
+        if foreign:
+            raise ValueError(
+                f"{self.checkpoints} holds checkpoint folders that no run of moverkit finetune wrote "
+                f"({', '.join(foreign)}): the Trainer would delete them as it rotates its checkpoints, or "
+                "resume from them; move them away or choose another output folder"
+            )
+        self.ours &= set(found)
+        if marker is not None and not overwrite:
+            clash = [
+                name
+                for name in entries
+                if name not in self.files and any(fnmatch.fnmatch(name, p) for p in MODEL_FOLDER_FILES)
+            ]
+            if clash:
+                raise ValueError(
+                    f"output folder {self.path} holds {', '.join(clash)}, which no run of moverkit finetune wrote "
+                    "and the model folder would replace: move them away, or pass overwrite=True (--overwrite)"
+                )
+        if resume:
+            if not self.ours:
+                raise ValueError(
+                    f"resume=True (--resume): {self.checkpoints} holds no checkpoint of an earlier run to resume "
+                    "from (runs remove theirs at the end unless keep_checkpoints=True / --keep-checkpoints)"
+                )
+            self.resume_from = self.checkpoints / max(self.ours, key=_checkpoint_step)
+
+    def begin(self) -> None:
+        """Create the folder and write the marker (status ``training``); a run that does not
+        resume first removes the checkpoints of earlier runs here (they are ours, and the
+        Trainer would mix them with its own)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.resume_from is None:
+            for name in sorted(self.ours):
+                shutil.rmtree(self.checkpoints / name, ignore_errors=True)
+            self.ours = set()
+        self._write_marker("training")
+
+    def saved(self, step: int) -> None:
+        """After the Trainer saved ``checkpoint-<step>`` (and maybe rotated older ones away)."""
+        self.ours = (self.ours | {f"checkpoint-{step}"}) & set(self._trainer_checkpoints())
+        self._write_marker("training")
+
+    def install(self, model, tokenizer, card: str) -> None:
+        """Write the model folder: ``model`` and ``tokenizer`` (``save_pretrained``) and the card
+        (README.md), staged in a new folder inside the output folder and moved in once none of
+        them would replace a file that no run of ours wrote (unless ``overwrite``); files of the
+        earlier run that this one does not write again are removed."""
+        staging = Path(tempfile.mkdtemp(prefix=".moverkit-finetune-", dir=self.path))
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        names = sorted(os.listdir(staging))
+        clash = [n for n in names if os.path.lexists(self.path / n) and n not in self.files]
+        if clash and not self.overwrite:
+            raise FileExistsError(
+                f"output folder {self.path} holds {', '.join(clash)}, which no run of moverkit finetune wrote: "
+                f"nothing was replaced; the fine-tuned model folder is in {staging}"
+            )
+        stale = self.files - set(names)
+        self.files |= set(names)
+        self._write_marker("training")  # ours before they are moved in, should the move be cut short
+        for name in names:
+            os.replace(staging / name, self.path / name)
+        for name in sorted(stale):
+            if (self.path / name).is_file():
+                (self.path / name).unlink()
+        staging.rmdir()
+        self.files = set(names)
+
+    def finish(self, keep_checkpoints: bool, epochs_trained: int) -> None:
+        """Remove the checkpoints of our runs (unless ``keep_checkpoints``), then ``checkpoints/``
+        if nothing else is in it, and mark the run complete."""
+        if not keep_checkpoints:
+            for name in sorted(self.ours):
+                if (self.checkpoints / name).is_dir():
+                    shutil.rmtree(self.checkpoints / name)
+            self.ours = set()
+            if self.checkpoints.is_dir() and not any(self.checkpoints.iterdir()):
+                self.checkpoints.rmdir()
+        self._write_marker("complete", epochs_trained=epochs_trained)
+
+    def _trainer_checkpoints(self) -> list[str]:
+        """The folders of ``checkpoints/`` that the Trainer counts as its checkpoints (it rotates
+        and resumes from ``checkpoint-*`` folders)."""
+        if not self.checkpoints.is_dir():
+            return []
+        return sorted(p.name for p in self.checkpoints.glob("checkpoint-*") if p.is_dir())
+
+    def _read_marker(self) -> dict:
+        path = self.path / MARKER
+        try:
+            marker = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise ValueError(f"{path} cannot be read as moverkit finetune's marker ({err}); remove it") from None
+        names = [marker.get(key, []) for key in ("files", "checkpoints")] if isinstance(marker, dict) else None
+        if (
+            names is None
+            or marker.get("written_by") != "moverkit finetune"
+            or not all(isinstance(listed, list) and all(map(_plain_name, listed)) for listed in names)
+        ):
+            raise ValueError(f"{path} is not moverkit finetune's marker (a JSON object listing files and checkpoints)")
+        return marker
+
+    def _write_marker(self, status: str, **extra) -> None:
+        from . import __version__
+
+        marker = {
+            "written_by": "moverkit finetune",
+            "moverkit_version": __version__,
+            "status": status,
+            "files": sorted(self.files),
+            "checkpoints": sorted(self.ours, key=_checkpoint_step),
+            **extra,
+        }
+        staged = self.path / (MARKER + ".tmp")
+        staged.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        os.replace(staged, self.path / MARKER)
+
+
+def _plain_name(name) -> bool:
+    """A file name in a folder, no path (a marker's list names nothing outside the folder)."""
+    return isinstance(name, str) and name not in ("", ".", "..") and os.path.basename(name) == name and "\\" not in name
+
+
+def _checkpoint_step(name: str) -> int:
+    """The step of a ``checkpoint-<step>`` folder (-1 if the name has none)."""
+    step = name.rpartition("-")[2]
+    return int(step) if step.isdigit() else -1
 
 
 def trainable_encoder(model_type: str | None = None, num_layers: int | None = None, device: str | None = None):
@@ -220,9 +449,9 @@ class Scorer:
         data = prepare_pairs(
             list(predictions),
             list(references),
+            EncoderRequest(max_length=self.max_length),
+            Centering(self.centering),
             encoder=self.encoder,
-            centering=self.centering,
-            max_length=self.max_length,
         )
         cross = pair_values(data, self.params)
         return normalized(cross, self_values(data, self.params), data.ref_index, data.pred_index)
@@ -264,11 +493,41 @@ def load_judgments(data, prediction: str, reference: str, score: str, group: str
     if not isinstance(data, datasets.Dataset):
         raise TypeError(f"data must be a TSV path or a datasets.Dataset, got {type(data).__name__}")
     wanted = [c for c in (prediction, reference, score, group) if c is not None]
-    missing = [c for c in wanted if c not in data.column_names]
+    missing = [c for c in dict.fromkeys(wanted) if c not in data.column_names]
     if missing:
-        raise ValueError(f"the dataset lacks the column(s) {', '.join(missing)}; it has {data.column_names}")
+        raise ValueError(
+            f"the dataset lacks the column(s) {', '.join(map(repr, missing))}; it has {', '.join(data.column_names)}"
+        )
     groups = [str(g) for g in data[group]] if group is not None else ["all"] * len(data)
-    return Judgments(groups, list(data[prediction]), list(data[reference]), [float(s) for s in data[score]])
+    return Judgments(
+        groups,
+        [_dataset_text(value, row, prediction) for row, value in enumerate(data[prediction])],
+        [_dataset_text(value, row, reference) for row, value in enumerate(data[reference])],
+        [_dataset_score(value, row, score) for row, value in enumerate(data[score])],
+    )
+
+
+def _dataset_text(value, row: int, column: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"datasets.Dataset row {row}: column {column!r} is not a text: {value!r}")
+    return value
+
+
+def _dataset_score(value, row: int, column: str) -> float:
+    """A human score of a dataset row: a real number, or a text that reads as one; finite."""
+    where = f"datasets.Dataset row {row}: column {column!r}"
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{where} is not a number: {value!r}") from None
+    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise ValueError(f"{where} is not a number: {value!r}")
+    if not math.isfinite(number):
+        raise ValueError(f"{where} is not a finite number: {value!r}")
+    return number
 
 
 def _without_empty(judged: Judgments) -> Judgments:
@@ -278,6 +537,54 @@ def _without_empty(judged: Judgments) -> Judgments:
     if any(not math.isfinite(judged.human[i]) for i in keep):
         raise ValueError("every human score must be a finite number")
     return Judgments(*([column[i] for i in keep] for column in dataclasses.astuple(judged)))
+
+
+def _with_spread(judged: Judgments, standardize: str) -> tuple[Judgments, list[str]]:
+    """The rows whose human scores can teach, and the groups left out. Scores that are all equal
+    are refused (no target to learn, and validation correlations would be NaN). With ``group``
+    standardization a group whose scores are all equal has z = 0 throughout, nothing to learn
+    within it: it is left out with a warning, and refused when no group is left."""
+    values = np.asarray(judged.human, dtype=np.float64)
+    if values.min() == values.max():
+        raise ValueError(
+            f"the human scores have no spread: all {len(values)} are {values[0]:g}; fine-tuning fits the "
+            "metric to how they vary (and a correlation with constant scores is undefined)"
+        )
+    if standardize != "group":
+        return judged, []
+    by_group = judged.by_group()
+    constant = sorted(g for g, rows in by_group.items() if values[rows].min() == values[rows].max())
+    if len(constant) == len(by_group):
+        shown = ", ".join(constant[:10]) + (f" and {len(constant) - 10} more" if len(constant) > 10 else "")
+        raise ValueError(
+            f"no group has human scores with spread (in each of {shown} they are all equal): "
+            "standardize='group' compares scores within a group only; use standardize='global' if the "
+            "scores are comparable across groups"
+        )
+    if not constant:
+        return judged, []
+    keep = [i for i, g in enumerate(judged.groups) if g not in set(constant)]
+    warn_user(
+        f"fine-tuning leaves out the group(s) {', '.join(constant)} ({len(judged.groups) - len(keep)} pairs): "
+        "their human scores are all equal, so standardize='group' gives them nothing to learn"
+    )
+    return Judgments(*([column[i] for i in keep] for column in dataclasses.astuple(judged))), constant
+
+
+def _check_validation(targets: np.ndarray, groups: Sequence[str]) -> None:
+    """Refuse a validation split whose Pearson r (:func:`correlations`: the mean over its groups
+    of at least 3 pairs, else over all pairs) is undefined whatever the scores: no such group,
+    or the pairs, with targets that vary."""
+    by_group: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    sets = [rows for rows in by_group.values() if len(rows) >= 3] or [list(range(len(targets)))]
+    if all(np.ptp(targets[rows]) == 0 for rows in sets):
+        where = "in no group of 3 or more of them" if len(sets) > 1 or len(sets[0]) < len(targets) else "among them"
+        raise ValueError(
+            f"the {len(targets)} validation pairs have no human scores that vary {where}, so the validation "
+            "Pearson r is undefined: change validation_split (0: no validation) or the seed"
+        )
 
 
 def standardized(scores: Sequence[float], groups: Sequence[str], how: str) -> np.ndarray:
@@ -325,9 +632,12 @@ def _collate(rows: list[dict]) -> dict:
     }
 
 
-def _trainer(scorer, train_set, valid_set, checkpoints, epochs, batch_size, learning_rate, patience, seed, verbose):
+def _trainer(
+    scorer, train_set, valid_set, checkpoints, epochs, batch_size, learning_rate, patience, seed, verbose, on_save=None
+):
     """transformers' Trainer on the encoder's model, with the MSE-of-Sim loss and validation by
-    the scorer (Pearson r picks the best epoch; early stopping after ``patience`` worse epochs)."""
+    the scorer (Pearson r picks the best epoch; early stopping after ``patience`` worse epochs);
+    ``on_save(step)`` is called after each checkpoint is saved."""
     from transformers import EarlyStoppingCallback, Trainer, TrainerCallback, TrainingArguments
 
     class SimilarityTrainer(Trainer):
@@ -352,6 +662,11 @@ def _trainer(scorer, train_set, valid_set, checkpoints, epochs, batch_size, lear
         def on_epoch_end(self, args, state, control, **kwargs):
             wall, cpu = time.perf_counter() - self.start[0], time.process_time() - self.start[1]
             state.log_history.append({"epoch": round(state.epoch), "epoch_seconds": wall, "epoch_cpu_seconds": cpu})
+
+    class SaveHook(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if on_save is not None:
+                on_save(state.global_step)
 
     validate = valid_set is not None
     args = TrainingArguments(
@@ -387,7 +702,11 @@ def _trainer(scorer, train_set, valid_set, checkpoints, epochs, batch_size, lear
         eval_dataset=valid_set,
         data_collator=_collate,
         processing_class=scorer.encoder.tokenizer,
-        callbacks=[EpochTimer(), *([EarlyStoppingCallback(early_stopping_patience=patience)] if validate else [])],
+        callbacks=[
+            EpochTimer(),
+            SaveHook(),
+            *([EarlyStoppingCallback(early_stopping_patience=patience)] if validate else []),
+        ],
     )
 
 
@@ -422,14 +741,29 @@ def model_card(recipe: dict, result: FinetuneResult) -> str:
         return (
             "n/a"
             if v is None
-            else f"Pearson r {100 * v['pearson']:.1f}, Kendall tau {100 * v['kendall']:.1f}, MSE {v['mse']:.4f}"
+            else f"Pearson r {_fixed(v['pearson'], '.1f', 100)}, Kendall tau {_fixed(v['kendall'], '.1f', 100)}, "
+            f"MSE {_fixed(v['mse'], '.4f')}"
         )
 
     rows = "\n".join(
-        f"| {e['epoch']} | {e.get('train_loss', math.nan):.4f} | "
-        + (f"{100 * e['pearson']:.1f} | {100 * e['kendall']:.1f}" if "pearson" in e else "n/a | n/a")
-        + f" | {e.get('seconds', math.nan):.0f} | {e.get('cpu_seconds', math.nan):.0f} |"
+        f"| {e['epoch']} | {_fixed(e.get('train_loss'), '.4f')} | {_fixed(e.get('pearson'), '.1f', 100)} | "
+        f"{_fixed(e.get('kendall'), '.1f', 100)} | {_fixed(e.get('seconds'), '.0f')} | "
+        f"{_fixed(e.get('cpu_seconds'), '.0f')} |"
         for e in result.history
+    )
+    trained = recipe.get("epochs_trained")
+    if "resumed_from" in recipe:
+        loop_epochs = (
+            f"{trained} epoch(s) trained in all (resumed from {recipe['resumed_from']}, epochs={recipe['epochs']})"
+        )
+    else:
+        loop_epochs = f"up to {recipe['epochs']} epoch(s)" + (
+            f", {trained} epoch(s) trained" if trained is not None else ""
+        )
+    excluded = (
+        f"; excluded: {', '.join(recipe['excluded_groups'])} (all their human scores equal)"
+        if recipe.get("excluded_groups")
+        else ""
     )
     base = recipe["base_model"]
     layer = recipe["layer"]
@@ -467,15 +801,15 @@ functional.twmd(predictions, references, model_type="{result.path}"{layer_arg}, 
 
 ## Training
 
-- Data: {recipe["data"]}; groups {", ".join(recipe["groups"])}; {result.n_train} training pairs,
+- Data: {recipe["data"]}; groups {", ".join(recipe["groups"])}{excluded}; {result.n_train} training pairs,
   {result.n_validation} validation pairs (a random {recipe["validation_split"]:.0%} of the rows, seed {recipe["seed"]}).
 - Targets: human scores standardized `{recipe["standardize"]}` (z-scores {"within each group" if recipe["standardize"] == "group" else "over all rows" if recipe["standardize"] == "global" else "not: used as given"}),
   mapped to y = {recipe["target_mean"]} + {recipe["target_std"]} z.
 - Loop: transformers' Trainer, AdamW, learning rate {recipe["learning_rate"]} (constant),
-  weight decay 0.01, batch size {recipe["batch_size"]}, up to {recipe["epochs"]} epoch(s), early
+  weight decay 0.01, batch size {recipe["batch_size"]}, {loop_epochs}, early
   stopping on validation Pearson r (patience {recipe["early_stopping_patience"]}; the best epoch's weights kept), seed {recipe["seed"]}.
-- Time per epoch (training steps) on {recipe["device"]}: {result.seconds_per_epoch:.0f} s wall,
-  {result.cpu_seconds_per_epoch:.0f} s of CPU time (all threads of the process).
+- Time per epoch (training steps) on {recipe["device"]}: {_fixed(result.seconds_per_epoch, ".0f")} s wall,
+  {_fixed(result.cpu_seconds_per_epoch, ".0f")} s of CPU time (all threads of the process).
 
 ## Validation
 
@@ -502,6 +836,14 @@ on another domain at the user's risk: the gains measured on held-out language pa
 task need not carry over to other tasks, genres or rating protocols, and the fine-tuned encoder
 inherits the biases of the ratings it was trained on. Report the hashcode with every number.
 """
+
+
+def _fixed(value, spec: str, scale: float = 1.0) -> str:
+    """``scale * value`` formatted by ``spec``, or ``n/a`` where it is missing or not finite (an
+    undefined correlation, an epoch without timing): the card never prints a bare nan."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return format(scale * value, spec)
 
 
 def register(commands) -> None:
@@ -539,7 +881,17 @@ def register(commands) -> None:
     parser.add_argument("--score-column", default="human")
     parser.add_argument("--group-column", default="lp")
     parser.add_argument("--keep-checkpoints", action="store_true")
-    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT/checkpoints")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an earlier run into OUT from its last checkpoint (OUT/checkpoints)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="write into a non-empty OUT that no earlier run wrote, replacing its files of the model's names "
+        "(nothing else is deleted)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=_run)
 
@@ -571,11 +923,15 @@ def _run(args: argparse.Namespace) -> int:
         group_column=args.group_column,
         keep_checkpoints=args.keep_checkpoints,
         resume=args.resume,
+        overwrite=args.overwrite,
         verbose=not args.quiet,
     )
     for label, figures in (("before", result.validation_before), ("after", result.validation_after)):
         if figures is not None:
-            print(f"validation {label}\tpearson {figures['pearson']:.4f}\tkendall {figures['kendall']:.4f}")
-    print(f"seconds per epoch\t{result.seconds_per_epoch:.1f}")
+            print(
+                f"validation {label}\tpearson {_fixed(figures['pearson'], '.4f')}\t"
+                f"kendall {_fixed(figures['kendall'], '.4f')}"
+            )
+    print(f"seconds per epoch\t{_fixed(result.seconds_per_epoch, '.1f')}")
     print(f"model written to {result.path} (load it with model_type={result.path!r})")
     return 0

@@ -242,3 +242,284 @@ def test_finetuned_folder_loads_in_every_metric(finetuned, tiny_model_path, wmt_
     assert values and all(len(v) == 8 and all(math.isfinite(x) for x in v) for v in values)
     assert f"{finetuned.name}@" in tuned["hashcode"]
     assert tuned["hashcode"].partition("@")[2].split("_")[0] != base["hashcode"].partition("@")[2].split("_")[0]
+
+
+# ---- Reliability: the output folder, degenerate scores, errors that name the row ----
+
+
+def _tsv(path: Path, rows: int | None = None, *, edit=None) -> Path:
+    """The first ``rows`` data rows of the WMT17 sample (all of them by default) written to
+    ``path``; ``edit(line, fields)`` may change each row's fields (a list) in place, ``line``
+    being the row's line number in the file (the header is line 1)."""
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()
+    header, body = lines[0], lines[1 : None if rows is None else rows + 1]
+    out = [header]
+    for number, line in enumerate(body, start=2):
+        fields = line.split("\t")
+        if edit is not None:
+            edit(number, fields)
+        out.append("\t".join(fields))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def no_loading(monkeypatch):
+    """Fail the test if finetune gets as far as loading a model: refusals must come before."""
+    import moverkit.finetune
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("finetune loaded a model before refusing")
+
+    monkeypatch.setattr(moverkit.finetune, "trainable_encoder", refuse)
+
+
+def _cli(args, capsys):
+    from moverkit.cli import main
+
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().err
+
+
+def test_a_foreign_folder_is_refused_before_loading(tmp_path, no_loading, capsys):
+    """A non-empty --out that no earlier run wrote (no marker) is refused, exit 2, before any
+    model is loaded, and nothing in it is touched; --resume needs a run of ours."""
+    from moverkit.finetune import finetune
+
+    out = tmp_path / "model"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "notes.txt").write_text("my notes")
+    (out / "README.md").write_text("my readme")
+    data = _tsv(tmp_path / "data.tsv", 40)
+
+    code, err = _cli(["finetune", "--data", data, "--out", out, "--model", "x", "--quiet"], capsys)
+    assert code == 2 and err.startswith("moverkit: error: ") and "--overwrite" in err and str(out) in err
+    with pytest.raises(ValueError, match="overwrite=True"):
+        finetune(data, out, model_type="x")
+    code, err = _cli(["finetune", "--data", data, "--out", out, "--model", "x", "--resume"], capsys)
+    assert code == 2 and "resume" in err
+    assert (out / "checkpoints" / "notes.txt").read_text() == "my notes"
+    assert (out / "README.md").read_text() == "my readme"
+    assert sorted(p.name for p in out.rglob("*")) == ["README.md", "checkpoints", "notes.txt"]
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="resume"):
+        finetune(data, empty, model_type="x", resume=True)
+    with pytest.raises(ValueError, match="not a folder"):
+        finetune(data, data, model_type="x")
+    # A folder marked as ours, but with a file of the model folder's that the run did not write.
+    (empty / ".moverkit-finetune.json").write_text('{"written_by": "moverkit finetune", "files": []}')
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="config.json"):
+        finetune(data, empty, model_type="x")
+    assert (empty / "config.json").read_text() == "{}"
+
+
+def test_overwrite_keeps_what_the_run_did_not_write(tiny_model_path, tmp_path, capsys):
+    """--overwrite writes the model's files over a foreign folder but deletes nothing else: the
+    user's files in it and in checkpoints/ stay, only the Trainer's checkpoint-N folders go. The
+    marker lists what was written; a second run into the folder needs no --overwrite; a foreign
+    checkpoint-N folder is refused even with --overwrite (the Trainer would rotate it away)."""
+    import json
+
+    out = tmp_path / "model"
+    (out / "checkpoints").mkdir(parents=True)
+    (out / "checkpoints" / "notes.txt").write_text("my notes")
+    (out / "README.md").write_text("my readme")
+    (out / "mine.txt").write_text("mine")
+    data = _tsv(tmp_path / "data.tsv", 80)
+    args = ["finetune", "--data", data, "--out", out, "--model", tiny_model_path, "--epochs", "1", "--quiet"]
+
+    code, err = _cli([*args, "--overwrite"], capsys)
+    assert code == 0, err
+    assert (out / "checkpoints" / "notes.txt").read_text() == "my notes"
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["notes.txt"]
+    assert (out / "mine.txt").read_text() == "mine"
+    assert "moverkit" in (out / "README.md").read_text()
+    marker = json.loads((out / ".moverkit-finetune.json").read_text())
+    assert {"README.md", "config.json", "model.safetensors"} <= set(marker["files"])
+    assert "mine.txt" not in marker["files"] and marker["checkpoints"] == []
+    assert marker["moverkit_version"]
+
+    code, err = _cli(args, capsys)  # ours now: no --overwrite needed
+    assert code == 0, err
+    assert (out / "mine.txt").read_text() == "mine"
+    assert (out / "checkpoints" / "notes.txt").read_text() == "my notes"
+
+    (out / "checkpoints" / "checkpoint-7").mkdir()
+    code, err = _cli([*args, "--overwrite"], capsys)
+    assert code == 2 and "checkpoint-7" in err
+    assert (out / "checkpoints" / "checkpoint-7").is_dir()
+
+    fresh = tmp_path / "fresh"  # a run into a new folder leaves no checkpoints/ behind
+    code, err = _cli(["finetune", "--data", data, "--out", fresh, *args[5:]], capsys)
+    assert code == 0, err
+    assert not (fresh / "checkpoints").exists() and (fresh / ".moverkit-finetune.json").is_file()
+
+
+def test_resume_continues_our_run_and_the_card_counts_epochs_trained(tiny_model_path, tmp_path):
+    """--resume continues from the last checkpoint of a run of ours; the card and the marker
+    report the epochs trained (from the Trainer's state), not the resumed run's --epochs."""
+    import json
+
+    from moverkit.finetune import finetune
+
+    data = _tsv(tmp_path / "data.tsv", 80)
+    out = tmp_path / "model"
+    kwargs = dict(model_type=tiny_model_path, verbose=False, validation_split=0.0)
+    finetune(data, out, epochs=1, keep_checkpoints=True, **kwargs)
+    marker = json.loads((out / ".moverkit-finetune.json").read_text())
+    assert marker["epochs_trained"] == 1 and len(marker["checkpoints"]) == 1
+    assert (out / "checkpoints" / marker["checkpoints"][0]).is_dir()
+
+    finetune(data, out, epochs=2, resume=True, keep_checkpoints=True, **kwargs)
+    assert "2 epoch(s) trained" in (out / "README.md").read_text()
+    finetune(data, out, epochs=1, resume=True, **kwargs)  # nothing left to train: still 2
+    card = (out / "README.md").read_text()
+    assert "2 epoch(s) trained" in card and "resumed" in card
+    assert json.loads((out / ".moverkit-finetune.json").read_text())["epochs_trained"] == 2
+    assert not (out / "checkpoints").exists()  # only ours were there: removed, then the empty folder
+    with pytest.raises(ValueError, match="resume"):
+        finetune(data, out, epochs=1, resume=True, **kwargs)  # no checkpoint of ours left
+
+
+def test_constant_human_scores_are_refused(tmp_path, no_loading):
+    """Human scores without spread would train to NaN validation figures: refused before loading."""
+    from moverkit.finetune import finetune
+
+    def constant(line, fields):
+        fields[5] = "50"
+
+    same = _tsv(tmp_path / "same.tsv", 80, edit=constant)
+    for standardize in ("group", "global", "none"):
+        with pytest.raises(ValueError, match="no spread"):
+            finetune(same, tmp_path / "out", model_type="x", standardize=standardize)
+
+    def per_group(line, fields):  # constant within each group, different between groups
+        fields[5] = str(len(fields[0]) + ord(fields[0][0]))
+
+    grouped = _tsv(tmp_path / "grouped.tsv", 80, edit=per_group)
+    with pytest.raises(ValueError, match="no group"):
+        finetune(grouped, tmp_path / "out", model_type="x", standardize="group")
+    with pytest.raises(ValueError, match="validation"):  # global targets vary, but not within a group
+        finetune(grouped, tmp_path / "out", model_type="x", standardize="global")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_constant_group_is_excluded(tiny_model_path, tmp_path):
+    """With standardize="group", a group whose scores are all equal teaches nothing: it is left
+    out (with a warning, and said in the card), the other groups train."""
+    from moverkit.finetune import finetune
+
+    def constant_cs(line, fields):
+        if fields[0] == "cs-en":
+            fields[5] = "0.5"
+
+    data = _tsv(tmp_path / "data.tsv", 120, edit=constant_cs)
+    with pytest.warns(UserWarning, match="cs-en"):
+        result = finetune(data, tmp_path / "out", model_type=tiny_model_path, epochs=1, verbose=False)
+    assert result.n_train + result.n_validation == 80
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "cs-en" in card and "excluded" in card
+    assert math.isfinite(result.validation_after["pearson"])
+
+
+def test_model_card_never_prints_nan():
+    import re
+
+    from moverkit.finetune import FinetuneResult, model_card
+
+    nan = math.nan
+    figures = {"pearson": nan, "kendall": nan, "mse": 0.01}
+    result = FinetuneResult(
+        path="/tmp/m",
+        validation_before=figures,
+        validation_after=figures,
+        history=[{"epoch": 1, "train_loss": nan, "pearson": nan, "kendall": nan}],
+        seconds_per_epoch=nan,
+        cpu_seconds_per_epoch=nan,
+        n_train=10,
+        n_validation=5,
+    )
+    recipe = dict(
+        base_model="b",
+        layer=3,
+        layers_in_folder=3,
+        device="cpu",
+        variant="twmd",
+        temperature=0.1,
+        sinkhorn_iterations=1,
+        centering="batch",
+        epochs=1,
+        learning_rate=1e-5,
+        batch_size=4,
+        validation_split=0.1,
+        standardize="group",
+        target_mean=0.5,
+        target_std=0.15,
+        early_stopping_patience=1,
+        seed=0,
+        data="d.tsv",
+        groups=["a"],
+    )
+    card = model_card(recipe, result)
+    assert not re.search(r"\bnan\b", card, flags=re.IGNORECASE)
+    assert "n/a" in card
+
+
+def test_tsv_errors_name_the_file_line_and_column(tmp_path, no_loading, capsys):
+    from moverkit.bench._data import read_judgments
+    from moverkit.finetune import finetune
+
+    def bad_number(line, fields):
+        if line == 7:
+            fields[5] = "abc"
+
+    data = _tsv(tmp_path / "data.tsv", 20, edit=bad_number)
+    with pytest.raises(ValueError, match=r"data\.tsv line 7: column 'human' is not a number: 'abc'"):
+        read_judgments(data)
+    code, err = _cli(["finetune", "--data", data, "--out", tmp_path / "out", "--quiet"], capsys)
+    assert code == 2 and "data.tsv line 7: column 'human' is not a number: 'abc'" in err
+
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()[:12]
+    lines[8] = "\t".join(lines[8].split("\t")[:3])
+    short = tmp_path / "short.tsv"
+    short.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"short\.tsv line 9: 3 fields, the header has 6"):
+        finetune(short, tmp_path / "out")
+
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines()[:12]
+    lines[5] = "\t".join(lines[5].split("\t")[:5] + ["nan"])
+    nan_file = tmp_path / "nan.tsv"
+    nan_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"nan\.tsv line 6: column 'human' is not a finite number: 'nan'"):
+        finetune(nan_file, tmp_path / "out")
+
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) 'score'.*lp, system, sid, hypothesis"):
+        finetune(data, tmp_path / "out", score_column="score")
+
+    raw = bytearray(_tsv(tmp_path / "latin.tsv", 10).read_bytes())
+    at = raw.index(b"\n", raw.index(b"\n", raw.index(b"\n") + 1) + 1) + 20  # inside line 4
+    raw[at : at + 1] = b"\xe9"
+    (tmp_path / "latin.tsv").write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=r"latin\.tsv line 4: .*UTF-8"):
+        finetune(tmp_path / "latin.tsv", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_dataset_errors_name_the_row_and_column(no_loading, tmp_path):
+    import datasets
+
+    from moverkit.finetune import finetune
+
+    base = {"pred": ["a b", "c d", "e f", "g h"], "ref": ["a", "c", "e", "g"], "score": ["1", "2", "abc", "3"]}
+    kwargs = dict(prediction_column="pred", reference_column="ref", score_column="score", group_column=None)
+    with pytest.raises(ValueError, match=r"row 2: column 'score' is not a number: 'abc'"):
+        finetune(datasets.Dataset.from_dict(base), tmp_path / "out", **kwargs)
+    with pytest.raises(ValueError, match=r"row 1: column 'pred' is not a text: None"):
+        finetune(datasets.Dataset.from_dict({**base, "pred": ["a", None, "e", "g"]}), tmp_path / "out", **kwargs)
+    with pytest.raises(ValueError, match=r"row 3: column 'score' is not a finite number"):
+        finetune(datasets.Dataset.from_dict({**base, "score": [1.0, 2.0, 3.0, math.inf]}), tmp_path / "out", **kwargs)
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) 'scores'; it has pred, ref, score"):
+        finetune(datasets.Dataset.from_dict(base), tmp_path / "out", **{**kwargs, "score_column": "scores"})

@@ -8,6 +8,7 @@ import pytest
 
 import moverkit
 from moverkit._core import streaming
+from moverkit._core.request import EncoderRequest
 from moverkit.functional import centered_bertscore, lazy_emd, twmd
 
 
@@ -74,10 +75,10 @@ def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):
     predictions, references = pairs
     texts = call_texts(predictions, references)
     encoder = get_encoder()
-    clouds = encode(encoder, texts.unique)
+    clouds = encode(encoder, texts.unique, EncoderRequest())
     expected, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=texts.counts())
     tiny_budget()
-    stats = streaming.batch_mean(encoder, texts, {}, 200, 512)
+    stats = streaming.batch_mean(encoder, texts, EncoderRequest(), 200, 512)
     assert stats.n_tokens == n
     assert stats.mean == pytest.approx(expected.numpy(), abs=1e-6)  # texts batch differently: float32 noise
 

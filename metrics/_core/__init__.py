@@ -30,9 +30,9 @@ from .hashing import get_hash, pair_hash
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, best_per_group, call_texts, check_inputs, check_texts, flatten_pairs
 from .matching import cosine_matrix, f_measure, greedy_match
+from .memory import release
 from .module import TextPairMetric, text_pair_features
 from .pairs import PaddedClouds, PairData, prepare_pairs
-from .registry import release
 from .sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, get_sentence_encoder, split_sentences
 
 __all__ = [

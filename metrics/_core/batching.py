@@ -50,9 +50,7 @@ def pad(
     return (mask, *padded)
 
 
-def pair_buckets(
-    rows: torch.Tensor, cols: torch.Tensor, max_elements: int
-) -> Iterator[torch.Tensor]:
+def pair_buckets(rows: torch.Tensor, cols: torch.Tensor, max_elements: int) -> Iterator[torch.Tensor]:
     """Pair indices in batches of similar shapes (CPU tensors).
 
     Pair ``k`` needs a ``rows[k] x cols[k]`` matrix (its two side lengths). Pairs are ordered by

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import checks
 from .encoder import Encoder, TokenClouds, check_max_length, encode
+from .request import EncoderRequest
 from .sizes import parse_size, size_from_env
 
 DEFAULT_MAX_BYTES = 768 * 2**20
@@ -175,37 +175,21 @@ def cache_info() -> dict:
 
 
 def cached_encode(
-    encoder: Encoder,
-    texts: Sequence[str],
-    *,
-    batch_size: int = 64,
-    max_length: int | None = None,
-    verbose: bool = False,
-    layers: Sequence[int] | None = None,
-    long_texts: str = "truncate",
-    dtype: str = "float32",
+    encoder: Encoder, texts: Sequence[str], request: EncoderRequest, *, layers: Sequence[int] | None = None
 ) -> TokenClouds:
     """:func:`~moverkit._core.encoder.encode` (same arguments, same result), encoding only the
     texts the cache does not hold and keeping the new ones."""
     if _CACHE.max_bytes == 0 or encoder.trainable or encoder.model.training:
-        return encode(
-            encoder, texts, batch_size=batch_size, max_length=max_length, verbose=verbose,
-            layers=layers, long_texts=long_texts, dtype=dtype,
-        )  # fmt: skip
-    checks.positive_int("batch_size", batch_size)
+        return encode(encoder, texts, request, layers=layers)
     layers = None if layers is None else encoder.check_layers(layers)
     with _CACHE._lock:
         model_id = _MODEL_IDS.setdefault(encoder.model, next(_NEXT_ID))
     config = (model_id, encoder.name, encoder.layer, str(encoder.device))
-    config += (check_max_length(encoder, max_length), long_texts, dtype, layers)
+    config += (check_max_length(encoder, request.max_length), request.long_texts, request.dtype, layers)
     clouds = [_CACHE.get((config, text)) for text in texts]
     missing = [text for text, cloud in zip(texts, clouds) if cloud is None]
     if missing:
-        fresh = encode(
-            encoder, missing, batch_size=batch_size, max_length=max_length, verbose=verbose,
-            layers=layers, long_texts=long_texts, dtype=dtype,
-        )  # fmt: skip
-        split = _split(fresh)
+        split = _split(encode(encoder, missing, request, layers=layers))
         for text, cloud in zip(missing, split):
             _CACHE.put((config, text), cloud)
         new = iter(split)

@@ -288,7 +288,7 @@ def warn_small_batch(sizes: torch.Tensor, unit: str) -> None:
             f"subtracts is mostly these {unit}' own vectors, so the scores say little (a single pair can score "
             f"near -1). Score more pairs per call (at least {MIN_BATCH_TEXTS} distinct {unit} together), or pass "
             "centering='corpus' (with a mean from moverkit.fit_centering) or centering='none'.",
-            )
+        )
 
 
 def center(
@@ -376,9 +376,11 @@ def fit_centering(
         raise ValueError(f"texts hold no {level}: the corpus mean needs at least one non-empty text")
     unique = list(frequency)
     counts = torch.tensor([frequency[u] for u in unique], dtype=torch.float64)
+    from .request import EncoderRequest  # request.py builds on this module
+
     if level == "token":
         encoder = get_encoder(model_type, num_layers, device)
-        clouds = encode(encoder, unique, batch_size=batch_size, max_length=max_length, verbose=verbose)
+        clouds = encode(encoder, unique, EncoderRequest(batch_size=batch_size, max_length=max_length, verbose=verbose))
         mean, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts)
         if n == 0:
             raise ValueError(
@@ -387,7 +389,7 @@ def fit_centering(
             )
     else:
         encoder = get_sentence_encoder(model_type, device)
-        vectors = encode_sentences(encoder, unique, batch_size=batch_size, verbose=verbose).double()
+        vectors = encode_sentences(encoder, unique, EncoderRequest(batch_size=batch_size, verbose=verbose)).double()
         mean, n = row_mean(vectors, counts=counts)
     return CenteringStats(
         mean=mean.cpu().numpy(), model=encoder.name, layer=encoder.layer, n_texts=len(texts), n_tokens=n

@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
@@ -23,6 +24,9 @@ from .batching import ENCODE_TOKEN_BUDGET, length_batches
 from .registry import cached_model
 from .user_warnings import warn_user
 from .windows import LONG_TEXT_MODES, plan_windows
+
+if TYPE_CHECKING:
+    from .request import EncoderRequest
 
 logger = logging.getLogger(__name__)
 
@@ -185,11 +189,11 @@ DTYPES = ("float32", "bfloat16", "float16")
 """Precisions of the encoder's forward pass (``dtype=``): ``float32`` is exact (bert-score parity)."""
 
 
-def check_dtype(dtype, device: torch.device) -> str:
-    """``dtype`` if it is one of :data:`DTYPES` and runs on ``device``. ``float16`` on a CPU is
-    refused: measured here (Xeon with AVX512-FP16/AMX, torch 2.13) it was no faster than float32
+def check_dtype(dtype: str, device: torch.device) -> str:
+    """``dtype`` (one of :data:`DTYPES`, checked by the call's
+    :class:`~moverkit._core.request.EncoderRequest`) if it runs on ``device``. ``float16`` on a CPU
+    is refused: measured here (Xeon with AVX512-FP16/AMX, torch 2.13) it was no faster than float32
     (autocast) or slower than ``bfloat16``, and on CPUs without half-precision units it is far slower."""
-    checks.one_of("dtype", dtype, DTYPES)
     if dtype == "float16" and device.type == "cpu":
         raise ValueError(
             "dtype='float16' is not offered on the CPU (it is no faster than float32 there); "
@@ -314,7 +318,9 @@ def load_encoder(
             tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **tokenizer_kwargs)
             model = AutoModel.from_pretrained(path, local_files_only=local_only)
     except (OSError, ValueError) as err:
-        where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: it must be in the local cache)"
+        where = (
+            "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: it must be in the local cache)"
+        )
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
     if getattr(config, "is_encoder_decoder", False):
         model = model.get_encoder()
@@ -469,15 +475,12 @@ def tokenize(
 def encode(
     encoder: Encoder,
     texts: Sequence[str],
+    request: EncoderRequest,
     *,
-    batch_size: int = 64,
-    max_length: int | None = None,
-    verbose: bool = False,
     layers: Sequence[int] | None = None,
-    long_texts: str = "truncate",
-    dtype: str = "float32",
 ) -> TokenClouds:
-    """Embed ``texts`` (expected unique) into :class:`TokenClouds`, in the given order.
+    """Embed ``texts`` (expected unique) into :class:`TokenClouds`, in the given order, as
+    ``request`` (:class:`~moverkit._core.request.EncoderRequest`) says: its batch size, token limit, long-text mode, dtype and progress bar.
 
     ``long_texts="window"`` encodes a text longer than the limit whole, in overlapping windows
     (:mod:`~moverkit._core.windows`); ``"truncate"`` cuts it at the limit. Texts within the limit
@@ -494,8 +497,12 @@ def encode(
     ``dtype`` (:data:`DTYPES`) is the precision of the forward pass (:func:`precision`); the vectors
     are float32 whatever it is.
     """
-    checks.positive_int("batch_size", batch_size)
-    check_dtype(dtype, encoder.device)
+    batch_size, max_length, long_texts, dtype = (
+        request.batch_size,
+        request.max_length,
+        request.long_texts,
+        request.dtype,
+    )
     if layers is not None:
         layers = encoder.check_layers(layers)
     ids, special_mask = tokenize(encoder, texts, max_length, long_texts)
@@ -514,7 +521,7 @@ def encode(
     pad_id = encoder.tokenizer.pad_token_id or 0
     max_tokens = ENCODE_TOKEN_BUDGET if encoder.device.type == "cpu" else None
     batches = length_batches([len(row) for row in rows], batch_size, max_tokens)
-    for batch in tqdm(batches, desc="encoding", unit="batch", disable=not verbose):
+    for batch in tqdm(batches, desc="encoding", unit="batch", disable=not request.verbose):
         width = len(rows[batch[0]])
         input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
         attention = torch.zeros((len(batch), width), dtype=torch.long)
@@ -545,4 +552,3 @@ def encode(
         layer_vectors=layer_vectors,
         layers=layers,
     )
-

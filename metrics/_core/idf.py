@@ -141,4 +141,4 @@ def warn_zero_weights(n_predictions: int, n_references: int, outcome: str) -> No
             f"{n_predictions} prediction(s) and {n_references} reference(s) have IDF 0 on every token (each token "
             f"occurs in every text the IDF was fitted on, as with a single pair); {outcome}. Score more pairs in "
             "one call, pass idf=False, or an IDF dict fitted on a larger corpus.",
-            )
+        )

@@ -7,8 +7,6 @@ token clouds of many pairs into one tensor so that its own math is a few tensor 
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -17,10 +15,11 @@ import torch
 from . import checks
 from .batching import pad, pair_buckets
 from .cache import cached_encode
-from .centering import CENTERING_MODES, CenteringStats, center, resolve_stats
-from .encoder import DTYPES, Encoder, TokenClouds, check_dtype, check_max_length, check_model_lang, get_encoder
+from .centering import CenteringStats, center
+from .encoder import Encoder, TokenClouds, check_max_length
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, call_texts
+from .request import Centering, EncoderRequest
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""
@@ -31,29 +30,6 @@ included, ``special`` marking them), True for each token to leave out."""
 
 LayerAggregation = Callable[[torch.Tensor], torch.Tensor]
 """``aggregate(layer_vectors)``: (n_layers, n_tokens, D) -> (n_tokens, D') token vectors."""
-
-
-@dataclass(frozen=True)
-class CallScope:
-    """What each chunk of a streamed call (:mod:`moverkit._core.streaming`) takes from the whole
-    call instead of from its own texts: the ``batch`` centering mean and the ``idf=True`` table."""
-
-    batch_mean: CenteringStats | None = None
-    idf: Mapping | None = None
-
-
-_SCOPE: contextvars.ContextVar[CallScope | None] = contextvars.ContextVar("moverkit_call_scope", default=None)
-
-
-@contextlib.contextmanager
-def call_scope(scope: CallScope):
-    """Within the block, :func:`prepare_pairs` centers ``batch`` by ``scope.batch_mean`` and
-    weighs ``idf=True`` by ``scope.idf`` (where given) instead of fitting them on its own texts."""
-    token = _SCOPE.set(scope)
-    try:
-        yield
-    finally:
-        _SCOPE.reset(token)
 
 
 @dataclass(frozen=True)
@@ -138,40 +114,32 @@ class PairData:
 def prepare_pairs(
     predictions,
     references,
+    request: EncoderRequest,
+    centering: Centering,
     *,
-    model_type: str | None = None,
-    lang: str = "en",
-    num_layers: int | None = None,
-    device=None,
-    batch_size: int = 64,
-    max_length: int | None = None,
-    verbose: bool = False,
     idf: bool | Mapping = False,
     prediction_idf: bool | Mapping | None = None,
+    call_idf: Mapping | None = None,
     drop_tokens: TokenFilter | None = None,
-    centering: str = "none",
-    centering_stats=None,
     layers: int | Sequence[int] | None = None,
     layer_aggregation: LayerAggregation | None = None,
     encoder: Encoder | None = None,
-    long_texts: str = "truncate",
-    dtype: str = "float32",
 ) -> PairData:
     """Validate inputs, encode each distinct text once, filter and weight tokens, and center.
 
-    ``lang`` is the texts' language: non-English text scored by the English embedded model warns
-    (:func:`~moverkit._core.encoder.check_model_lang`).
+    ``request`` (:class:`~moverkit._core.request.EncoderRequest`) says which encoder runs and how;
+    ``centering`` (:class:`~moverkit._core.request.Centering`) how its vectors are centered:
+    ``batch`` takes the mean over every text of this call (or the whole streamed call's mean, when
+    ``centering.call_mean`` is given), ``corpus`` subtracts the fitted statistic.
 
-    ``idf=True`` fits BERTScore's IDF on the references (every pair's reference one document);
-    a dict gives the weights. ``prediction_idf`` weighs the prediction side differently: ``None``
-    uses the same weights as the references (BERTScore), ``True`` fits IDF on the predictions
-    (each prediction one document; MoverScore), a dict gives them, ``False`` gives 1.
+    ``idf=True`` fits BERTScore's IDF on the references (every pair's reference one document), or
+    takes ``call_idf``, the table a streamed call fitted on all its references; a dict gives the
+    weights. ``prediction_idf`` weighs the prediction side differently: ``None`` uses the same
+    weights as the references (BERTScore), ``True`` fits IDF on the predictions (each prediction
+    one document; MoverScore), a dict gives them, ``False`` gives 1.
 
     ``drop_tokens(tokens, special, tokenizer)`` (see :data:`TokenFilter`) leaves tokens out of
     scoring: they weigh 0 on both sides and are False in :attr:`PairData.kept`.
-
-    ``centering`` is one of :data:`CENTERING_MODES`; ``batch`` takes the mean over every text of
-    this call, ``corpus`` needs ``centering_stats``.
 
     ``layers`` with ``layer_aggregation``: the token vectors aggregate several layers of one
     forward pass. ``layers`` is an int ``k`` (the last ``k`` block outputs up to the encoder's
@@ -180,60 +148,41 @@ def prepare_pairs(
     unit-normalized) on its own, then ``layer_aggregation`` (n_layers, n_tokens, D) -> (n_tokens, D')
     gives the vectors, as they are. ``corpus`` centering fits one layer, so it is refused here.
 
-    ``long_texts`` (:data:`~moverkit._core.windows.LONG_TEXT_MODES`): a text over the token limit is
-    cut at it (``"truncate"``) or encoded whole in overlapping windows (``"window"``).
+    Token clouds come through the cross-call cache (:mod:`~moverkit._core.cache`), before
+    centering; everything after the forward pass (centering, similarities, transport) is float32
+    or float64 whatever ``request.dtype`` is.
 
-    ``dtype`` (:data:`~moverkit._core.encoder.DTYPES`): the precision of the encoder's forward pass;
-    everything after it (centering, similarities, transport) is float32 or float64 whatever it is.
-    Token clouds come through the cross-call cache (:mod:`~moverkit._core.cache`), before centering.
-
-    ``encoder``, if given, is used instead of loading ``model_type`` (fine-tuning passes its
-    trainable encoder, so gradients flow through this very path).
+    ``encoder``, if given, is used instead of the request's (fine-tuning passes its trainable
+    encoder, so gradients flow through this very path).
     """
-    check_model_lang(lang, model_type)
     texts = call_texts(predictions, references)
     idf = check_idf(idf)
     prediction_idf = None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf")
-    checks.one_of("centering", centering, CENTERING_MODES)
-    checks.one_of("dtype", dtype, DTYPES)
     if (layers is None) != (layer_aggregation is None):
         raise ValueError("layers and layer_aggregation go together: give both or neither")
-    if layer_aggregation is not None and centering == "corpus":
+    if layer_aggregation is not None and centering.mode == "corpus":
         raise ValueError(
             "centering='corpus' applies to one layer, not to an aggregation over layers (such as power means); "
             "use 'none', 'dim', 'sentence' or 'batch'"
         )
-    encoder = get_encoder(model_type, num_layers, device) if encoder is None else encoder
-    check_dtype(dtype, encoder.device)
-    stats = None
-    if centering == "corpus":
-        stats = resolve_stats(centering_stats, encoder.name, encoder.layer, encoder.model.config.hidden_size)
+    if layer_aggregation is not None and centering.call_mean is not None:
+        raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
+    encoder = request.encoder() if encoder is None else encoder
+    stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
-    clouds = cached_encode(
-        encoder,
-        texts.unique,
-        batch_size=batch_size,
-        max_length=max_length,
-        verbose=verbose,
-        layers=None if layers is None else used_layers,
-        long_texts=long_texts,
-        dtype=dtype,
-    )
+    clouds = cached_encode(encoder, texts.unique, request, layers=None if layers is None else used_layers)
     kept = kept_tokens(clouds, drop_tokens)
-    scope = _SCOPE.get() or CallScope()
-    ref_idf = scope.idf if idf is True and scope.idf is not None else idf
+    ref_idf = call_idf if idf is True and call_idf is not None else idf
     ref_table, pred_table = idf_tables(clouds, texts, ref_idf, prediction_idf)
     counts = texts.counts()
-    if centering == "batch" and scope.batch_mean is not None:
-        if layer_aggregation is not None:
-            raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
-        vectors = center(clouds, "corpus", stats=scope.batch_mean).vectors  # the whole call's mean
+    if centering.call_mean is not None:
+        vectors = center(clouds, "corpus", stats=centering.call_mean).vectors  # the whole call's mean
     elif layer_aggregation is None:
-        vectors = center(clouds, centering, counts=counts, stats=stats).vectors
+        vectors = center(clouds, centering.mode, counts=counts, stats=stats).vectors
     else:
         per_layer = torch.stack(
             [
-                center(clouds.with_vectors(v), centering, counts=counts, warn=k == 0).vectors
+                center(clouds.with_vectors(v), centering.mode, counts=counts, warn=k == 0).vectors
                 for k, v in enumerate(clouds.layer_vectors)
             ]
         )
@@ -250,14 +199,14 @@ def prepare_pairs(
         ref_index=ref_index,
         group=texts.group,
         n_predictions=len(texts.predictions),
-        centering=centering,
+        centering=centering.mode,
         stats=stats,
         idf=idf,
         prediction_idf=prediction_idf,
         layers=used_layers,
-        max_length=check_max_length(encoder, max_length),
-        long_texts=long_texts,
-        dtype=dtype,
+        max_length=check_max_length(encoder, request.max_length),
+        long_texts=request.long_texts,
+        dtype=request.dtype,
     )
 
 

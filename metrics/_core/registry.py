@@ -3,7 +3,7 @@
 Loading a transformer takes seconds and hundreds of MB, so each metric asks the registry for its
 model by a key (path, layer, device, ...) and gets the one already loaded. The registry is bounded
 (least recently used out), so that a loop over many models or layers does not keep them all, and
-:func:`release` frees everything at once (``moverkit.release()``).
+:func:`forget_models` drops them all (``moverkit.release()``, :mod:`~moverkit._core.memory`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import TypeVar
-
-import torch
 
 Model = TypeVar("Model")
 
@@ -44,13 +42,7 @@ def loaded_models() -> list[Hashable]:
         return list(_MODELS)
 
 
-def release() -> None:
-    """Forget every loaded model (token and sentence encoders) and empty the cache of token clouds
-    (:mod:`~moverkit._core.cache`), freeing their memory (GPU included)."""
-    from .cache import clear_cache
-
+def forget_models() -> None:
+    """Drop every loaded model (``moverkit.release()`` calls it, with the cache of token clouds)."""
     with _LOCK:
         _MODELS.clear()
-    clear_cache()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()

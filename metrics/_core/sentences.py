@@ -12,14 +12,18 @@ import html
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
 
 from . import checks
-from .encoder import _quiet_transformers, check_dtype, precision, resolve_device, resolve_model
+from .encoder import _quiet_transformers, precision, resolve_device, resolve_model
 from .registry import cached_model
 from .user_warnings import warn_user
+
+if TYPE_CHECKING:
+    from .request import EncoderRequest
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -182,31 +186,24 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
     return SentenceEncoder(name=name, path=path, device=device, model=model.eval())
 
 
-def encode_sentences(
-    encoder: SentenceEncoder,
-    sentences: Sequence[str],
-    *,
-    batch_size: int = 64,
-    verbose: bool = False,
-    dtype: str = "float32",
-) -> torch.Tensor:
+def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest) -> torch.Tensor:
     """Sentence embeddings of ``sentences``, shape (n, dim), float32 on the encoder's device, as
     ``SentenceTransformer.encode`` gives them (its pooling; not yet centered or re-normalized).
     Sentences longer than the model's ``max_seq_length`` are truncated by it, with one warning.
-    ``dtype`` is the precision of the forward pass (:func:`~moverkit._core.encoder.precision`);
-    the embeddings are float32 whatever it is.
+    ``request`` (:class:`~moverkit._core.request.EncoderRequest`) gives the batch size, the
+    progress bar and ``dtype``, the precision of the forward pass
+    (:func:`~moverkit._core.encoder.precision`); the embeddings are float32 whatever it is.
 
     Sentences are sorted by token length, longest first, and handed to ``encode`` one batch of
     ``batch_size`` at a time: sentence-transformers sorts by character length, which on WMT17
     text pads the batches to 1.55 times the real tokens, against 1.25 by token length.
     """
-    checks.positive_int("batch_size", batch_size)
-    check_dtype(dtype, encoder.device)
+    batch_size, dtype = request.batch_size, request.dtype
     vectors = torch.zeros(len(sentences), encoder.dim, dtype=torch.float32, device=encoder.device)
     lengths = _token_lengths(encoder, sentences)
     order = sorted(range(len(sentences)), key=lambda i: -lengths[i])
     starts = range(0, len(order), batch_size)
-    for start in tqdm(starts, desc="encoding sentences", unit="batch", disable=not verbose):
+    for start in tqdm(starts, desc="encoding sentences", unit="batch", disable=not request.verbose):
         batch = order[start : start + batch_size]
         with precision(dtype, encoder.device):
             out = encoder.model.encode(

@@ -1,11 +1,11 @@
 r"""Scoring any number of pairs in bounded memory: chunked calls under a memory budget.
 
 A token-level metric holds the token vectors of every distinct text of its call (and a centered
-copy), so one call over :math:`N` texts needs memory in :math:`O(N)`. :func:`streamed` wraps a
-metric function so that a call whose texts would pass the memory budget (:func:`set_memory_budget`)
-runs as consecutive chunks of predictions, each an ordinary call of the function (the same
-:func:`~moverkit._core.pairs.prepare_pairs` path, the same encoder), with the per-example results
-concatenated. Every pair's score is the one of the unchunked call:
+copy), so one call over :math:`N` texts needs memory in :math:`O(N)`. :func:`in_chunks` runs a
+metric's scoring function so that a call whose texts would pass the memory budget
+(:func:`set_memory_budget`) runs as consecutive chunks of predictions, each an ordinary call of
+the function (the same :func:`~moverkit._core.pairs.prepare_pairs` path, the same encoder), with
+the per-example results concatenated. Every pair's score is the one of the unchunked call:
 
 - ``none``, ``dim``, ``sentence`` and ``corpus`` centering are per text (or fitted once), so
   chunks are independent;
@@ -20,7 +20,9 @@ concatenated. Every pair's score is the one of the unchunked call:
 With ``verbose=True`` a chunked call shows one progress bar over the pairs scored (the chunks
 themselves run quietly); a call within the budget shows the encoding bar as before.
 
-The chunks reach ``prepare_pairs`` through :func:`~moverkit._core.pairs.call_scope`. Distinct
+What a chunk takes from the whole call is an argument of the scoring function: its
+:class:`~moverkit._core.request.Centering` carries the call's ``batch`` mean (``call_mean``), and
+``call_idf`` the call's IDF table. Distinct
 texts are encoded once per chunk: a call that fits the budget is one chunk and encodes each
 distinct text once, as before; past the budget, a text shared by pairs of two chunks is encoded
 in both (chunks are consecutive predictions, so repeated references of neighbouring predictions
@@ -29,20 +31,19 @@ usually share one).
 
 from __future__ import annotations
 
-import functools
-import inspect
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .centering import CenteringStats, row_mean, warn_small_batch
-from .encoder import check_max_length, encode, get_encoder, tokenize
+from .encoder import check_max_length, encode, tokenize
 from .idf import IdfTable
 from .inputs import CallTexts, call_texts
-from .pairs import CallScope, call_scope
+from .request import Centering, EncoderRequest
 from .sizes import parse_size, size_from_env
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
@@ -78,42 +79,47 @@ def memory_budget() -> int:
     return size_from_env(MEMORY_BUDGET_VARIABLE, DEFAULT_MEMORY_BUDGET)
 
 
-def streamed(metric: Callable[..., dict]) -> Callable[..., dict]:
-    """Run ``metric(predictions, references, **kwargs)`` in chunks when its texts pass the memory
-    budget (see the module doc). ``metric`` is a token-level metric function: it takes
-    ``model_type``, ``num_layers``, ``device``, ``batch_size``, ``max_length``, ``long_texts``,
-    ``centering`` (and may take ``idf``), goes through ``prepare_pairs`` once, and returns lists
-    with one item per prediction plus a ``hashcode``."""
-    signature = inspect.signature(metric)
+ChunkScorer = Callable[[Sequence, Sequence, EncoderRequest, Centering, "Mapping | None"], dict]
+"""``score(predictions, references, request, centering, call_idf)``: a metric's result for the
+pairs given, centered as ``centering`` says (with the whole call's ``batch`` mean in its
+``call_mean`` when the call is chunked) and, for ``idf=True``, weighted by ``call_idf`` when given
+(the table fitted on every reference of the call)."""
 
-    @functools.wraps(metric)
-    def run(predictions, references, **kwargs):
-        bound = signature.bind(predictions, references, **kwargs)
-        bound.apply_defaults()
-        args = bound.arguments
-        texts = call_texts(predictions, references)
-        encoder = get_encoder(args["model_type"], args["num_layers"], args["device"])
-        token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES
-        limit = None if args["long_texts"] == "window" else check_max_length(encoder, args["max_length"])
-        chunks = plan_chunks(texts, memory_budget() // token_bytes, limit)
-        if len(chunks) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
-            return metric(predictions, references, **kwargs)
-        scope = CallScope(
-            batch_mean=batch_mean(encoder, texts, args, memory_budget() // token_bytes, limit)
-            if args["centering"] == "batch"
-            else None,
-            idf=fit_idf(encoder, texts.pair_references, args) if args.get("idf") is True else None,
-        )
-        results = []
-        chunk_kwargs = {**kwargs, "verbose": False}  # one bar, over pairs, instead of one per chunk
-        bar = tqdm(total=len(texts.group), desc=metric.__name__, unit="pair", disable=not args["verbose"])
-        with call_scope(scope), bar:
-            for start, end in chunks:
-                results.append(metric(list(predictions[start:end]), list(references[start:end]), **chunk_kwargs))
-                bar.update(int((texts.group < end).sum()) - bar.n)
-        return merge(results)
 
-    return run
+def in_chunks(
+    score: ChunkScorer,
+    predictions,
+    references,
+    request: EncoderRequest,
+    centering: Centering,
+    *,
+    idf: bool | Mapping = False,
+    name: str = "scoring",
+) -> dict:
+    """``score(predictions, references, request, centering, None)``, or, when the call's texts pass
+    the memory budget, the same over consecutive chunks of predictions, merged (see the module
+    doc). ``idf`` is the metric's ``idf`` argument (``True`` makes a first pass fit the call's
+    table); ``name`` labels the progress bar of a chunked call."""
+    texts = call_texts(predictions, references)
+    encoder = request.encoder()
+    token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES
+    limit = None if request.long_texts == "window" else check_max_length(encoder, request.max_length)
+    max_tokens = memory_budget() // token_bytes
+    chunks = plan_chunks(texts, max_tokens, limit)
+    if len(chunks) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
+        return score(predictions, references, request, centering, None)
+    if centering.mode == "batch":
+        centering = centering.within_call(batch_mean(encoder, texts, request, max_tokens, limit))
+    call_idf = fit_idf(encoder, texts.pair_references, request) if idf is True else None
+    quiet = replace(request, verbose=False)  # one bar, over pairs, instead of one per chunk
+    results = []
+    bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
+    with bar:
+        for start, end in chunks:
+            chunk = (list(predictions[start:end]), list(references[start:end]))
+            results.append(score(*chunk, quiet, centering, call_idf))
+            bar.update(int((texts.group < end).sum()) - bar.n)
+    return merge(results)
 
 
 def estimated_tokens(text: str, limit: int | None) -> int:
@@ -158,7 +164,9 @@ def text_chunks(texts: list[str], max_tokens: int, limit: int | None) -> Iterato
         yield start, len(texts)
 
 
-def batch_mean(encoder, texts: CallTexts, args: dict, max_tokens: int, limit: int | None) -> CenteringStats | None:
+def batch_mean(
+    encoder, texts: CallTexts, request: EncoderRequest, max_tokens: int, limit: int | None
+) -> CenteringStats | None:
     r"""First pass of ``batch`` centering: :math:`\mu` over every distinct text of the call, each
     counted as often as it occurs, from float64 sums accumulated chunk by chunk (``None`` when the
     call has no token to average: each chunk then subtracts its own zero mean, as one call would)."""
@@ -168,7 +176,7 @@ def batch_mean(encoder, texts: CallTexts, args: dict, max_tokens: int, limit: in
     for start, end in text_chunks(unique, max_tokens, limit):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # truncation is reported once, by the scoring pass
-            clouds = encode(encoder, unique[start:end], **encode_kwargs(args))
+            clouds = encode(encoder, unique[start:end], request)
         mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts[start:end])
         total += mean.cpu() * rows
         n += rows
@@ -187,7 +195,7 @@ def batch_mean(encoder, texts: CallTexts, args: dict, max_tokens: int, limit: in
     )
 
 
-def fit_idf(encoder, references: list[str], args: dict) -> IdfTable:
+def fit_idf(encoder, references: list[str], request: EncoderRequest) -> IdfTable:
     """First pass of ``idf=True``: the document frequencies of every reference of the call (one
     document per pair), tokenized chunk by chunk."""
 
@@ -195,20 +203,10 @@ def fit_idf(encoder, references: list[str], args: dict) -> IdfTable:
         for start in range(0, len(references), 4096):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ids, _ = tokenize(encoder, references[start : start + 4096], args["max_length"], args["long_texts"])
+                ids, _ = tokenize(encoder, references[start : start + 4096], request.max_length, request.long_texts)
             yield from ids
 
     return IdfTable(documents())
-
-
-def encode_kwargs(args: dict) -> dict:
-    """The arguments of :func:`~moverkit._core.encoder.encode` among the metric's ``args``."""
-    accepted = inspect.signature(encode).parameters
-    return {
-        name: args[name]
-        for name in ("batch_size", "max_length", "long_texts", "dtype")
-        if name in args and name in accepted
-    }
 
 
 def merge(results: list[dict]) -> dict:

@@ -14,19 +14,21 @@ import inspect
 import os
 import warnings
 
-import evaluate
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""The moverkit package: frames inside it are not the user's."""
 
-_INTERNAL_DIRS = (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-    os.path.dirname(os.path.abspath(evaluate.__file__)) + os.sep,
-)
-"""The moverkit package and the evaluate package: frames inside them are not the user's."""
+_INTERNAL_PACKAGES = ("moverkit", "evaluate", "evaluate_modules")
+"""Top-level module names whose frames are not the user's: moverkit, evaluate, and the copies of
+the metric scripts that ``evaluate.load`` keeps in its modules cache (``evaluate_modules``). Read
+from each frame's ``__name__``, which also covers code a module generates (a dataclass's
+``__init__`` has no file of its own), without importing evaluate here."""
 
 
 def _is_internal(frame) -> bool:
-    path = os.path.abspath(frame.f_code.co_filename)
-    # evaluate.load copies each metric script into its modules cache (``evaluate_modules``)
-    return path.startswith(_INTERNAL_DIRS) or frame.f_globals.get("__name__", "").startswith("evaluate_modules")
+    name = frame.f_globals.get("__name__", "")
+    return name.partition(".")[0] in _INTERNAL_PACKAGES or os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE_DIR
+    )
 
 
 def stack_level() -> int:

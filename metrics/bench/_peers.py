@@ -5,12 +5,14 @@ from __future__ import annotations
 
 def encoder_floor(predictions, references, model_type=None, num_layers=None):
     """The encoder alone on the distinct texts: the floor no embedding metric can beat."""
-    from moverkit._core import encode, get_encoder
+    from moverkit._core import encode
+    from moverkit._core.request import EncoderRequest
 
-    encoder = get_encoder(model_type, num_layers)
+    request = EncoderRequest(model_type, num_layers)
+    encoder = request.encoder()
     texts = list(dict.fromkeys(list(predictions) + list(references)))
-    encode(encoder, texts[:2])
-    return lambda: encode(encoder, texts)
+    encode(encoder, texts[:2], request)
+    return lambda: encode(encoder, texts, request)
 
 
 def metric_run(name: str, **kwargs):

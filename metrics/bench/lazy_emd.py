@@ -17,6 +17,7 @@ import ot
 import torch
 
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path, prepare_pairs
+from moverkit._core.request import Centering, EncoderRequest
 from moverkit.functional.lazy_emd import pair_scores, pairs_with_mass
 
 from . import CorrelationRow, SpeedSuite
@@ -121,7 +122,7 @@ def release_itself(predictions, references):
 @functools.lru_cache(maxsize=1)
 def _embedded(predictions: tuple, references: tuple):
     """The pairs encoded once (no centering, uniform weights), shared by the solver contenders."""
-    return prepare_pairs(list(predictions), list(references), centering="none")
+    return prepare_pairs(list(predictions), list(references), EncoderRequest(), Centering("none"))
 
 
 class Agreement:

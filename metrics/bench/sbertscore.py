@@ -38,13 +38,15 @@ def paragraphs(predictions, references, size: int = PARAGRAPH_SEGMENTS) -> tuple
 def sentence_encoder_floor(predictions, references):
     """The sentence encoder alone on the distinct sentences of the texts (split untimed): the floor
     of sbertscore, as :func:`~moverkit.bench._peers.encoder_floor` is the token-level metrics'."""
-    from moverkit._core import encode_sentences, get_sentence_encoder, split_sentences
+    from moverkit._core import encode_sentences, split_sentences
+    from moverkit._core.request import EncoderRequest
 
-    encoder = get_sentence_encoder()
+    request = EncoderRequest()
+    encoder = request.sentence_encoder()
     texts = dict.fromkeys(list(predictions) + list(references))
     sentences = list(dict.fromkeys(s for text in texts for s in split_sentences(text)))
-    encode_sentences(encoder, sentences[:2])
-    return lambda: encode_sentences(encoder, sentences)
+    encode_sentences(encoder, sentences[:2], request)
+    return lambda: encode_sentences(encoder, sentences, request)
 
 
 SBERTSCORE, BERTSCORE = "sbertscore (none)", "centered_bertscore (none)"

@@ -18,13 +18,14 @@ max, as in the bert-score package). F1 is bert-score's wherever P and R are posi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import torch
 
 from moverkit._core import (
     PairData,
     best_per_group,
-    check_centering,
+    check_idf,
     checks,
     cosine_matrix,
     f_measure,
@@ -35,10 +36,10 @@ from moverkit._core import (
 from moverkit._core.baseline import baseline_tag, default_baseline_path, read_baseline, rescale
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.streaming import streamed
+from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.streaming import in_chunks
 
 
-@streamed
 def centered_bertscore(
     predictions,
     references,
@@ -68,31 +69,23 @@ def centered_bertscore(
     reference (by F1). The arguments are those of ``moverkit.load("centered_bertscore").compute``,
     evaluate's ``bertscore`` arguments included; with ``rescale_with_baseline`` the three scores
     are rescaled by :func:`~moverkit._core.baseline.rescale`."""
-    check_centering(centering)
-    checks.positive_int("batch_size", batch_size)
-    checks.boolean("verbose", verbose)
+    request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
     checks.boolean("rescale_with_baseline", rescale_with_baseline)
     checks.boolean("use_fast_tokenizer", use_fast_tokenizer)
     checks.positive_int("nthreads", nthreads)
     if checks.boolean("all_layers", all_layers):
         raise ValueError("all_layers=True is not supported: score one layer per call with num_layers=k")
     checks.boolean("return_alignment", return_alignment)
-    data = prepare_pairs(
-        predictions,
-        references,
-        model_type=model_type,
-        lang=lang,
-        num_layers=num_layers,
-        device=device,
-        batch_size=batch_size,
-        max_length=max_length,
-        long_texts=long_texts,
-        dtype=dtype,
-        verbose=verbose,
-        idf=idf,
-        centering=centering,
-        centering_stats=centering_stats,
+    idf = check_idf(idf)
+    score = partial(
+        _scores, idf=idf, rescaled=rescale_with_baseline, baseline_path=baseline_path, return_alignment=return_alignment
     )
+    return in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+
+
+def _scores(predictions, references, request, centering, call_idf, *, idf, rescaled, baseline_path, return_alignment):
+    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
+    data = prepare_pairs(predictions, references, request, centering, idf=idf, call_idf=call_idf)
     warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
     scores = torch.zeros(3, len(data.pred_index), dtype=torch.float64)
     for batch in data.batches(with_special=True):
@@ -103,11 +96,11 @@ def centered_bertscore(
         precision, recall = precision.double(), recall.double()
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
     params = {}
-    if rescale_with_baseline:
-        path = default_baseline_path(data.encoder.name, centering) if baseline_path is None else baseline_path
-        baseline = read_baseline(path, data.encoder.layer)
-        scores = rescale(scores, baseline)
-        params["rescaled"] = baseline_tag(baseline)
+    if rescaled:
+        path = default_baseline_path(data.encoder.name, centering.mode) if baseline_path is None else baseline_path
+        values = read_baseline(path, data.encoder.layer)
+        scores = rescale(scores, values)
+        params["rescaled"] = baseline_tag(values)
     results = {}
     best = None
     for name, values in zip(("precision", "recall", "f1"), scores):

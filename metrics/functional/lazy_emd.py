@@ -14,13 +14,15 @@ solved for all pairs at once by :func:`moverkit.ot.unbalanced_sinkhorn`. Lower i
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
-from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
+from moverkit._core import best_per_group, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.streaming import streamed
+from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.streaming import in_chunks
 from moverkit._core.user_warnings import warn_user
 from moverkit.ot import transport_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
@@ -47,7 +49,6 @@ keeps a few tensors of that size (costs, two kernels) over its tens of iteration
 batch lets the pairs that converge early leave sooner."""
 
 
-@streamed
 def lazy_emd(
     predictions,
     references,
@@ -77,23 +78,17 @@ def lazy_emd(
     side], "hashcode": str}``, plus ``"alignment"`` with ``return_alignment``. With several
     references per prediction, the lowest distance is kept.
     """
+    request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
     params = resolve_params(lang, reg_c, reg_r, epsilon, max_iter)
-    data = prepare_pairs(
-        predictions,
-        references,
-        model_type=model_type,
-        lang=lang,
-        num_layers=num_layers,
-        device=device,
-        batch_size=batch_size,
-        max_length=max_length,
-        long_texts=long_texts,
-        dtype=dtype,
-        verbose=verbose,
-        idf=idf,
-        centering=centering,
-        centering_stats=centering_stats,
-    )
+    checks.boolean("return_alignment", return_alignment)
+    idf = check_idf(idf)
+    score = partial(_scores, params=params, idf=idf, return_alignment=return_alignment)
+    return in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+
+
+def _scores(predictions, references, request, centering, call_idf, *, params, idf, return_alignment) -> dict:
+    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
+    data = prepare_pairs(predictions, references, request, centering, idf=idf, call_idf=call_idf)
     live = pairs_with_mass(data)
     scores = pair_scores(data, live, params)
     best, which = best_per_group(scores, data.group, data.n_predictions, lower_is_better=True)

@@ -40,6 +40,7 @@ import torch
 from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
+from moverkit._core.request import Centering, EncoderRequest
 
 PRESETS = {
     "v2": {
@@ -181,28 +182,19 @@ def moverscore(
         cost=cost,
         score_form=score_form,
     )
-    checks.positive_int("batch_size", batch_size)
-    checks.boolean("verbose", verbose)
+    layer = -1 if num_layers is None else num_layers  # the last layer, as the releases
+    request = EncoderRequest(model_type, layer, device, batch_size, max_length, long_texts, dtype, lang, verbose)
     checks.boolean("return_alignment", return_alignment)
     filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
     over_layers = config.aggregation == "power_means"
     data = prepare_pairs(
         predictions,
         references,
-        model_type=model_type,
-        lang=lang,
-        num_layers=-1 if num_layers is None else num_layers,  # the last layer, as the releases
-        device=device,
-        batch_size=batch_size,
-        max_length=max_length,
-        long_texts=long_texts,
-        dtype=dtype,
-        verbose=verbose,
+        request,
+        Centering(centering, centering_stats),
         idf=config.idf,
         prediction_idf=config.prediction_idf,
         drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
-        centering=centering,
-        centering_stats=centering_stats,
         layers=POWER_MEAN_LAYERS if over_layers else None,
         layer_aggregation=power_means if over_layers else None,
     )

@@ -26,21 +26,18 @@ from moverkit._core import (
     best_per_group,
     call_texts,
     center_rows,
-    check_centering,
     checks,
     cosine_matrix,
     encode_sentences,
     f_measure,
     get_hash,
-    get_sentence_encoder,
     greedy_match,
     split_sentences,
 )
 from moverkit._core.batching import pad, pair_buckets
-from moverkit._core.centering import resolve_stats
-from moverkit._core.encoder import DTYPES, check_dtype, check_model_lang
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
+from moverkit._core.request import Centering, EncoderRequest
 from moverkit._core.sentences import splitter_tag
 from moverkit._core.user_warnings import warn_user
 
@@ -64,18 +61,12 @@ def sbertscore(
     ``return_alignment``, the sentences and the cosine matrix of each prediction and its best
     reference (by F1). The arguments are those of ``moverkit.load("sbertscore").compute``."""
     texts = call_texts(predictions, references)
-    check_centering(centering, "sentence")
-    checks.positive_int("batch_size", batch_size)
-    checks.boolean("verbose", verbose)
+    centering = Centering(centering, centering_stats, level="sentence")
+    request = EncoderRequest(model_type, None, device, batch_size, None, "truncate", dtype, lang, verbose)
     checks.boolean("return_alignment", return_alignment)
     splitter = splitter_tag(lang)
-    check_model_lang(lang, model_type)
-    checks.one_of("dtype", dtype, DTYPES)
-    encoder = get_sentence_encoder(model_type, device)
-    check_dtype(dtype, encoder.device)
-    stats = None
-    if centering == "corpus":
-        stats = resolve_stats(centering_stats, encoder.name, SENTENCE_LAYER, encoder.dim)
+    encoder = request.sentence_encoder()
+    stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
 
     # Every distinct text is split once and every distinct sentence embedded once; a sentence
     # counts (for the batch mean) as often as it occurs in the texts of the call. Text i of
@@ -90,9 +81,9 @@ def sbertscore(
     warn_empty(texts.predictions, texts.pair_references, split)
 
     # Cosines in float64: float32 unit vectors give self-similarities of 1 + 1e-7.
-    vectors = encode_sentences(encoder, sentences, batch_size=batch_size, verbose=verbose, dtype=dtype).double()
+    vectors = encode_sentences(encoder, sentences, request).double()
     counts = torch.tensor([sentence_counts[s] for s in sentences], dtype=torch.float64)
-    vectors = center_rows(vectors, centering, counts=counts, stats=stats)
+    vectors = center_rows(vectors, centering.mode, counts=counts, stats=stats)
     on = vectors.device
     rows = torch.tensor([position[s] for text in texts.unique for s in split[text]], dtype=torch.long, device=on)
     lengths = torch.tensor([len(split[text]) for text in texts.unique], dtype=torch.long, device=on)
@@ -116,7 +107,7 @@ def sbertscore(
         results[name], best = best_per_group(values, texts.group, len(texts.predictions))
         results[name] = results[name].tolist()
     results["hashcode"] = get_hash(
-        "sbertscore", encoder, idf=False, centering=centering, stats=stats, splitter=splitter, dtype=dtype
+        "sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, splitter=splitter, dtype=dtype
     )
     if return_alignment:
         sentence_vectors = [vectors[rows[offsets[i] : offsets[i + 1]]] for i in range(len(texts.unique))]

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import partial
 
 import torch
 
 from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.streaming import streamed
+from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.streaming import in_chunks
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
 
@@ -40,7 +42,6 @@ DEFAULT_TEMPERATURES = {
 MEAN_CENTERINGS = ("sentence", "batch", "corpus")
 
 
-@streamed
 def twmd(
     predictions,
     references,
@@ -69,29 +70,24 @@ def twmd(
     0 for an empty side], "hashcode": str}``, plus ``"alignment"`` with ``return_alignment``.
     With several references per prediction, the best score is kept.
     """
-    params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering)
-    data = prepare_pairs(
-        predictions,
-        references,
-        model_type=model_type,
-        lang=lang,
-        num_layers=num_layers,
-        device=device,
-        batch_size=batch_size,
-        max_length=max_length,
-        long_texts=long_texts,
-        dtype=dtype,
-        verbose=verbose,
-        centering=centering,
-        centering_stats=centering_stats,
-    )
+    request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
+    centering = Centering(centering, centering_stats)
+    params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering.mode)
+    checks.boolean("return_alignment", return_alignment)
+    score = partial(_scores, params=params, return_alignment=return_alignment)
+    return in_chunks(score, predictions, references, request, centering)
+
+
+def _scores(predictions, references, request, centering, call_idf, *, params, return_alignment) -> dict:
+    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
+    data = prepare_pairs(predictions, references, request, centering)
     scores = pair_values(data, params)
-    if normalize:
+    if params["normalize"]:
         scores = normalized(scores, self_values(data, params), data.ref_index, data.pred_index)
     scores = within_range(scores, params, data)
     best, which = best_per_group(scores, data.group, data.n_predictions)
     results = {
-        variant: best.tolist(),
+        params["variant"]: best.tolist(),
         "hashcode": pair_hash("twmd", data, **params),
     }
     if return_alignment:

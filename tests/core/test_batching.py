@@ -6,6 +6,7 @@ import pytest
 
 from moverkit._core import encode, get_encoder
 from moverkit._core.batching import ENCODE_TOKEN_BUDGET, length_batches
+from moverkit._core.request import EncoderRequest
 
 
 @pytest.mark.parametrize("max_tokens", [None, 1, 64, 4096])
@@ -34,7 +35,7 @@ def test_token_budget_does_not_change_vectors_beyond_rounding(monkeypatch):
 
     encoder = get_encoder()
     texts = [" ".join(["word"] * n) + f" {n}" for n in (3, 40, 200, 400, 450)]
-    budgeted = encode(encoder, texts)
+    budgeted = encode(encoder, texts, EncoderRequest())
     monkeypatch.setattr(encoder_module, "ENCODE_TOKEN_BUDGET", None)
-    unbounded = encode(encoder, texts)
+    unbounded = encode(encoder, texts, EncoderRequest())
     assert (budgeted.vectors - unbounded.vectors).abs().max() < 1e-4

@@ -13,6 +13,7 @@ import moverkit
 from moverkit import functional
 from moverkit._core import cache, encode, get_encoder
 from moverkit._core.cache import cache_info, cached_encode, clear_cache, set_cache
+from moverkit._core.request import EncoderRequest
 
 REFERENCES = ["The cat sat on the mat.", "Stocks fell sharply on Monday.", "He went home early.", "A law was passed."]
 PREDICTIONS = [
@@ -66,15 +67,15 @@ def test_default_batches_agree_to_rounding(cache_on):
 def test_cached_encode_is_encode(cache_on):
     encoder = get_encoder()
     texts = REFERENCES + PREDICTIONS[0]
-    cached_encode(encoder, texts[2:6], batch_size=1)  # some hits, some misses, out of order
-    got = cached_encode(encoder, texts, batch_size=1, layers=None)
-    want = encode(encoder, texts, batch_size=1)
+    cached_encode(encoder, texts[2:6], EncoderRequest(batch_size=1))  # some hits, some misses, out of order
+    got = cached_encode(encoder, texts, EncoderRequest(batch_size=1), layers=None)
+    want = encode(encoder, texts, EncoderRequest(batch_size=1))
     assert torch.equal(got.vectors, want.vectors)
     assert torch.equal(got.offsets, want.offsets)
     assert torch.equal(got.special, want.special)
     assert got.token_ids == want.token_ids and got.texts == want.texts
-    layered = cached_encode(encoder, texts, batch_size=1, layers=(4, 6))
-    want = encode(encoder, texts, batch_size=1, layers=(4, 6))
+    layered = cached_encode(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
+    want = encode(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
     assert torch.equal(layered.layer_vectors, want.layer_vectors)
 
 
@@ -83,36 +84,41 @@ def test_cached_encode_is_encode(cache_on):
 )
 def test_everything_that_changes_vectors_is_in_the_key(cache_on, change):
     encoder = get_encoder()
-    cached_encode(encoder, REFERENCES, batch_size=1)
-    got = cached_encode(encoder, REFERENCES, batch_size=1, **change)
-    want = encode(encoder, REFERENCES, batch_size=1, **change)
+    cached_encode(encoder, REFERENCES, EncoderRequest(batch_size=1))
+    change = dict(change)
+    layers = change.pop("layers", None)
+    request = EncoderRequest(batch_size=1, **change)
+    got = cached_encode(encoder, REFERENCES, request, layers=layers)
+    want = encode(encoder, REFERENCES, request, layers=layers)
     assert torch.equal(got.vectors, want.vectors)
-    if "layers" in change:
+    if layers is not None:
         assert torch.equal(got.layer_vectors, want.layer_vectors)
 
 
 def test_another_model_never_reuses(cache_on, tiny_model_path):
-    cached_encode(get_encoder(), REFERENCES)
+    cached_encode(get_encoder(), REFERENCES, EncoderRequest())
     tiny = get_encoder(tiny_model_path)
-    assert torch.equal(cached_encode(tiny, REFERENCES).vectors, encode(tiny, REFERENCES).vectors)
+    assert torch.equal(
+        cached_encode(tiny, REFERENCES, EncoderRequest()).vectors, encode(tiny, REFERENCES, EncoderRequest()).vectors
+    )
 
 
 def test_budget_evicts_least_recently_used(cache_on):
     encoder = get_encoder()
-    cached_encode(encoder, REFERENCES[:1])
+    cached_encode(encoder, REFERENCES[:1], EncoderRequest())
     budget = cache_info()["bytes"] + 1000  # one text and a little
     set_cache(budget)
-    cached_encode(encoder, REFERENCES)
+    cached_encode(encoder, REFERENCES, EncoderRequest())
     info = cache_info()
     assert 0 < info["bytes"] <= budget and info["texts"] < len(REFERENCES)
     set_cache(0)
     assert cache_info()["texts"] == 0
-    cached_encode(encoder, REFERENCES)
+    cached_encode(encoder, REFERENCES, EncoderRequest())
     assert cache_info()["texts"] == 0  # off: nothing kept
 
 
 def test_release_clears_it(cache_on):
-    cached_encode(get_encoder(), REFERENCES)
+    cached_encode(get_encoder(), REFERENCES, EncoderRequest())
     assert cache_info()["texts"] == len(REFERENCES)
     moverkit.release()
     assert cache_info()["texts"] == 0
@@ -133,7 +139,7 @@ def test_budget_counts_bytes_not_tokens(cache_on):
     encoder = get_encoder()
     texts = [f"{i} " + "word " * 28_000 for i in range(40)]  # 140 KB each, 5.6 MB in all
     set_cache("2MB")
-    cached_encode(encoder, texts, max_length=8)
+    cached_encode(encoder, texts, EncoderRequest(max_length=8))
     info = cache_info()
     assert info["bytes"] <= 2 * 2**20 and info["texts"] < 15
 

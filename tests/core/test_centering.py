@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import moverkit
 from moverkit._core import CenteringStats, TokenClouds, center, center_rows, check_centering, row_mean
+from moverkit._core.request import EncoderRequest
 
 
 def _clouds(vectors, lengths, special=None):
@@ -104,14 +105,14 @@ def test_fit_centering_token_and_sentence_levels(tiny_model_path):
     texts = ["The cat sat. It purred.", "Stocks fell.", "Stocks fell.", "   "]
     # Token level, positional (model_type, num_layers) as the CLI calls it: the mean non-special token.
     stats = moverkit.fit_centering(texts, tiny_model_path, 2)
-    clouds = encode(get_encoder(tiny_model_path, 2), texts)
+    clouds = encode(get_encoder(tiny_model_path, 2), texts, EncoderRequest())
     words = clouds.vectors[~clouds.special].double()
     np.testing.assert_allclose(stats.mean, words.mean(0).numpy(), atol=1e-6)
     assert (stats.layer, stats.n_texts, stats.n_tokens) == (2, 4, len(words))
     # Sentence level: the mean over the 4 sentence occurrences ("Stocks fell." twice).
     stats = moverkit.fit_centering(texts, model_type=tiny_model_path, level="sentence")
     sentences = ["The cat sat.", "It purred.", "Stocks fell.", "Stocks fell."]
-    vectors = encode_sentences(get_sentence_encoder(tiny_model_path), sentences).double()
+    vectors = encode_sentences(get_sentence_encoder(tiny_model_path), sentences, EncoderRequest()).double()
     np.testing.assert_allclose(stats.mean, vectors.mean(0).numpy(), atol=1e-6)
     assert (stats.layer, stats.n_texts, stats.n_tokens) == (-1, 4, 4)
 

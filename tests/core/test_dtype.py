@@ -9,13 +9,14 @@ from transformers import AutoModel, AutoTokenizer
 from moverkit import functional
 from moverkit._core import embedded_model_path, encode, get_encoder
 from moverkit._core.encoder import check_dtype
+from moverkit._core.request import EncoderRequest
 
 TEXTS = ["The cat sat on the mat.", "Stocks fell sharply on Monday after the report."]
 
 
 def test_bfloat16_is_the_model_run_under_autocast():
     encoder = get_encoder()
-    clouds = encode(encoder, TEXTS[:1], dtype="bfloat16")
+    clouds = encode(encoder, TEXTS[:1], EncoderRequest(dtype="bfloat16"))
     path = embedded_model_path()
     model = AutoModel.from_pretrained(path).eval()
     inputs = AutoTokenizer.from_pretrained(path)(TEXTS[0], return_tensors="pt")
@@ -32,7 +33,10 @@ def test_bfloat16_is_the_model_run_under_autocast():
 
 def test_float32_default_is_unchanged():
     encoder = get_encoder()
-    torch.testing.assert_close(encode(encoder, TEXTS).vectors, encode(encoder, TEXTS, dtype="float32").vectors)
+    torch.testing.assert_close(
+        encode(encoder, TEXTS, EncoderRequest()).vectors,
+        encode(encoder, TEXTS, EncoderRequest(dtype="float32")).vectors,
+    )
 
 
 @pytest.mark.parametrize("name", ["centered_bertscore", "twmd", "moverscore", "lazy_emd", "sbertscore"])

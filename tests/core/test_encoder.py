@@ -15,6 +15,7 @@ from moverkit._core import (
     resolve_device,
     tokenize,
 )
+from moverkit._core.request import EncoderRequest
 
 
 def _hidden_states(path, text):
@@ -27,7 +28,7 @@ def _hidden_states(path, text):
 @pytest.mark.parametrize("num_layers, index", [(None, 3), (1, 1), (0, 0), (-1, 3), (-2, 2)])
 def test_layer_k_is_the_output_of_block_k(tiny_model_path, num_layers, index):
     encoder = get_encoder(tiny_model_path, num_layers)
-    clouds = encode(encoder, ["the cat sat on the mat"])
+    clouds = encode(encoder, ["the cat sat on the mat"], EncoderRequest())
     expected = _hidden_states(tiny_model_path, "the cat sat on the mat")[index][0]
     torch.testing.assert_close(clouds.vectors, expected, atol=1e-5, rtol=1e-5)
     assert encoder.layer == index
@@ -55,7 +56,7 @@ def test_layers_out_of_range_are_refused(bad):
 
 def test_special_tokens_are_marked_but_unknown_tokens_are_not():
     encoder = get_encoder()
-    clouds = encode(encoder, ["hello 朗兹曼", ""])
+    clouds = encode(encoder, ["hello 朗兹曼", ""], EncoderRequest())
     tokens = clouds.tokens(0)
     special = clouds.special[: len(tokens)].tolist()
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
@@ -67,9 +68,9 @@ def test_special_tokens_are_marked_but_unknown_tokens_are_not():
 def test_texts_keep_their_order_whatever_the_length_sorting():
     encoder = get_encoder()
     texts = ["short", "a much longer text than the first one", "mid length text"]
-    together = encode(encoder, texts, batch_size=2)
+    together = encode(encoder, texts, EncoderRequest(batch_size=2))
     for i, text in enumerate(texts):
-        alone = encode(encoder, [text])
+        alone = encode(encoder, [text], EncoderRequest())
         rows = together.vectors[together.offsets[i] : together.offsets[i + 1]]
         torch.testing.assert_close(rows, alone.vectors, atol=1e-5, rtol=1e-4)
 

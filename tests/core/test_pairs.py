@@ -12,6 +12,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import encode, get_encoder, prepare_pairs
 from moverkit._core.pairs import aggregated_layers
+from moverkit._core.request import Centering, EncoderRequest
 
 
 def _idf(tokenizer, corpus):
@@ -40,7 +41,9 @@ PAIR_REFERENCES = ["the cat", "a cat", "the dog ran", "the bird sang"]
 
 def test_prediction_idf_true_fits_idf_on_the_predictions(tiny_model_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
-    data = prepare_pairs(PREDICTIONS, REFERENCES, model_type=tiny_model_path, idf=True, prediction_idf=True)
+    data = prepare_pairs(
+        PREDICTIONS, REFERENCES, EncoderRequest(model_type=tiny_model_path), Centering(), idf=True, prediction_idf=True
+    )
     pred_idf, ref_idf = _idf(tokenizer, PREDICTIONS), _idf(tokenizer, PAIR_REFERENCES)
     # "a" is in 2 of 3 predictions (log(4/3)) but in 1 of 4 references (log(5/2)).
     a = tokenizer.convert_tokens_to_ids("a")
@@ -55,13 +58,15 @@ def test_prediction_idf_true_fits_idf_on_the_predictions(tiny_model_path):
 
 def test_prediction_idf_none_reuses_the_reference_weights_and_false_gives_one(tiny_model_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
-    same = prepare_pairs(PREDICTIONS, REFERENCES, model_type=tiny_model_path, idf=True)
+    same = prepare_pairs(PREDICTIONS, REFERENCES, EncoderRequest(model_type=tiny_model_path), Centering(), idf=True)
     assert torch.equal(same.pred_weights, same.ref_weights)
     ref_idf = _idf(tokenizer, PAIR_REFERENCES)
     assert same.pred_weights[_rows(same, "a cat sat")].tolist() == pytest.approx(
         _expected(tokenizer, "a cat sat", ref_idf)
     )
-    ones = prepare_pairs(PREDICTIONS, REFERENCES, model_type=tiny_model_path, idf=True, prediction_idf=False)
+    ones = prepare_pairs(
+        PREDICTIONS, REFERENCES, EncoderRequest(model_type=tiny_model_path), Centering(), idf=True, prediction_idf=False
+    )
     assert ones.pred_weights[_rows(ones, "a dog sat")].tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
     assert torch.equal(ones.ref_weights, same.ref_weights)
 
@@ -73,7 +78,9 @@ def test_drop_tokens_weighs_zero_on_both_sides(tiny_model_path):
         seen.append((tokens, special))
         return [token == "cat" for token in tokens]
 
-    data = prepare_pairs(["a cat sat"], ["the cat"], model_type=tiny_model_path, drop_tokens=drop_cat)
+    data = prepare_pairs(
+        ["a cat sat"], ["the cat"], EncoderRequest(model_type=tiny_model_path), Centering(), drop_tokens=drop_cat
+    )
     assert sorted(seen) == [
         (["[CLS]", "a", "cat", "sat", "[SEP]"], [True, False, False, False, True]),
         (["[CLS]", "the", "cat", "[SEP]"], [True, False, False, True]),
@@ -84,9 +91,17 @@ def test_drop_tokens_weighs_zero_on_both_sides(tiny_model_path):
     assert data.pred_weights[pred].tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
     assert data.ref_weights[ref].tolist() == [0.0, 1.0, 0.0, 0.0]
     # no filter: every token kept
-    assert bool(prepare_pairs(["a cat sat"], ["the cat"], model_type=tiny_model_path).kept.all())
+    assert bool(
+        prepare_pairs(["a cat sat"], ["the cat"], EncoderRequest(model_type=tiny_model_path), Centering()).kept.all()
+    )
     with pytest.raises(ValueError, match="drop_tokens must return one flag per token"):
-        prepare_pairs(["a cat"], ["the cat"], model_type=tiny_model_path, drop_tokens=lambda t, s, k: [False])
+        prepare_pairs(
+            ["a cat"],
+            ["the cat"],
+            EncoderRequest(model_type=tiny_model_path),
+            Centering(),
+            drop_tokens=lambda t, s, k: [False],
+        )
 
 
 def test_layer_aggregation_centers_each_layer_then_aggregates(tiny_model_path):
@@ -102,9 +117,8 @@ def test_layer_aggregation_centers_each_layer_then_aggregates(tiny_model_path):
     data = prepare_pairs(
         predictions,
         references,
-        model_type=tiny_model_path,
-        num_layers=-1,
-        centering="sentence",
+        EncoderRequest(model_type=tiny_model_path, num_layers=-1),
+        Centering("sentence"),
         layers=(1, 3),
         layer_aggregation=side_by_side,
     )
@@ -127,10 +141,17 @@ def test_layers_as_a_count_are_the_last_block_outputs(tiny_model_path):
     assert aggregated_layers(SimpleNamespace(layer=6), 5) == (2, 3, 4, 5, 6)
     assert aggregated_layers(SimpleNamespace(layer=3), 5) == (1, 2, 3)  # fewer blocks: all, not the embeddings
     mean = prepare_pairs(
-        ["a cat"], ["the cat"], model_type=tiny_model_path, layers=2, layer_aggregation=lambda z: z.mean(0)
+        ["a cat"],
+        ["the cat"],
+        EncoderRequest(model_type=tiny_model_path),
+        Centering(),
+        layers=2,
+        layer_aggregation=lambda z: z.mean(0),
     )
     assert mean.layers == (2, 3)
-    single = prepare_pairs(["a cat"], ["the cat"], model_type=tiny_model_path, num_layers=-1)
+    single = prepare_pairs(
+        ["a cat"], ["the cat"], EncoderRequest(model_type=tiny_model_path, num_layers=-1), Centering()
+    )
     assert single.layers == (3,)
 
 
@@ -149,15 +170,18 @@ def test_layers_as_a_count_are_the_last_block_outputs(tiny_model_path):
     ],
 )
 def test_bad_options_are_clear_errors(tiny_model_path, kwargs, error, message):
+    kwargs = dict(kwargs)
+    mode = kwargs.pop("centering", "none")
+    request = EncoderRequest(model_type=tiny_model_path, num_layers=-1)
     with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
-        prepare_pairs(["a cat"], ["the cat"], model_type=tiny_model_path, num_layers=-1, **kwargs)
+        prepare_pairs(["a cat"], ["the cat"], request, Centering(mode), **kwargs)
 
 
 def test_encoder_keeps_requested_layers_from_the_same_pass(tiny_model_path):
     texts = ["a short one", "and a somewhat longer text than that"]
     encoder = get_encoder(tiny_model_path, -1)
-    plain = encode(encoder, texts)
-    layered = encode(encoder, texts, layers=[1, 3])
+    plain = encode(encoder, texts, EncoderRequest())
+    layered = encode(encoder, texts, EncoderRequest(), layers=[1, 3])
     assert torch.equal(plain.vectors, layered.vectors) and plain.layer_vectors is None
     assert torch.equal(layered.layer_vectors[1], layered.vectors) and layered.layers == (1, 3)
     model = AutoModel.from_pretrained(tiny_model_path).eval()
@@ -167,4 +191,4 @@ def test_encoder_keeps_requested_layers_from_the_same_pass(tiny_model_path):
     rows = slice(int(layered.offsets[1]), int(layered.offsets[2]))
     assert torch.allclose(layered.layer_vectors[0, rows], hidden[1][0], atol=1e-5)
     with pytest.raises(ValueError, match="layers must be ints in \\[0, 2\\]"):
-        encode(get_encoder(tiny_model_path, 2), texts, layers=[3])
+        encode(get_encoder(tiny_model_path, 2), texts, EncoderRequest(), layers=[3])

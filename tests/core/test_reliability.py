@@ -15,6 +15,7 @@ import moverkit
 from moverkit import functional
 from moverkit._core import CenteringStats, check_idf, encode, get_encoder, resolve_device, tokenize
 from moverkit._core.encoder import available_devices
+from moverkit._core.request import Centering, EncoderRequest
 
 # ---------------------------------------------------------------------------------------- IDF
 
@@ -44,7 +45,13 @@ def test_prediction_idf_is_named_in_its_own_error(tiny_model_path):
     from moverkit._core import prepare_pairs
 
     with pytest.raises(ValueError, match=r"prediction_idf\['cat'\]"):
-        prepare_pairs(["a cat"], ["a cat"], model_type=tiny_model_path, prediction_idf={"cat": float("nan")})
+        prepare_pairs(
+            ["a cat"],
+            ["a cat"],
+            EncoderRequest(model_type=tiny_model_path),
+            Centering(),
+            prediction_idf={"cat": float("nan")},
+        )
 
 
 # ------------------------------------------------------------------------- centering statistics
@@ -171,11 +178,11 @@ def test_max_length_and_batch_size_of_the_wrong_type_are_type_errors(bad):
     with pytest.raises(TypeError, match="max_length"):
         tokenize(encoder, ["a cat"], max_length=bad)
     with pytest.raises(TypeError, match="batch_size"):
-        encode(encoder, ["a cat"], batch_size=bad)
+        encode(encoder, ["a cat"], EncoderRequest(batch_size=bad))
 
 
 def test_empty_list_of_texts_encodes_to_no_token():
-    clouds = encode(get_encoder(), [])
+    clouds = encode(get_encoder(), [], EncoderRequest())
     assert clouds.vectors.shape[0] == 0 and clouds.offsets.tolist() == [0]
 
 
@@ -273,5 +280,5 @@ def test_sentence_encoder_tokenizes_spelled_special_tokens_as_text():
     from moverkit._core import encode_sentences, get_sentence_encoder
 
     encoder = get_sentence_encoder()
-    vectors = encode_sentences(encoder, [SPELLED, "[ cls ] hello [ sep ] [ pad ] world [ mask ] [ unk ]"])
+    vectors = encode_sentences(encoder, [SPELLED, "[ cls ] hello [ sep ] [ pad ] world [ mask ] [ unk ]"], EncoderRequest())
     torch.testing.assert_close(vectors[0], vectors[1], atol=1e-6, rtol=1e-6)

@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import IdfTable, embedded_model_path, prepare_pairs
+from moverkit._core.request import Centering, EncoderRequest
 from moverkit.functional.lazy_emd import SOLVER_BATCH_ELEMENTS, lazy_emd, resolve_params
 
 PRESET_EN = (0.23, 0.31)
@@ -104,7 +105,7 @@ def test_batch_centering_changes_the_costs_as_centered_vectors_do(pairs):
     predictions, references = pairs[0][:6], pairs[1][:6]
     result = lazy_emd(predictions, references, centering="batch")
     assert "center=batch" in result["hashcode"]
-    data = prepare_pairs(predictions, references, centering="batch")
+    data = prepare_pairs(predictions, references, EncoderRequest(), Centering("batch"))
     for k, value in enumerate(result["lazy_emd"]):
         pred, ref = data.pad_pairs(torch.tensor([k]))
         x = pred.vectors[0, pred.mask[0]].double().numpy()
@@ -173,7 +174,7 @@ def test_a_pairs_score_does_not_depend_on_the_solver_batch(wmt_pairs, tiny_model
     # similar lengths) or in smaller calls, it must score the same.
     predictions, references = wmt_pairs[0][:24], wmt_pairs[1][:24]
     tiny = {"model_type": tiny_model_path}
-    data = prepare_pairs(predictions, references, **tiny)
+    data = prepare_pairs(predictions, references, EncoderRequest(**tiny), Centering())
     assert len(list(data.batches(max_elements=SOLVER_BATCH_ELEMENTS))) > 1  # several solver batches
     together = lazy_emd(predictions, references, **tiny)["lazy_emd"]
     pieces = []

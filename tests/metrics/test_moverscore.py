@@ -101,9 +101,13 @@ def tiny_reference(tiny_model_path):
 @pytest.mark.slow
 def test_v2_equals_the_per_pair_rederivation_on_real_pairs(metric, embedded_reference, wmt_pairs):
     predictions, references = (texts[:24] for texts in wmt_pairs)
-    ours = metric.compute(predictions=predictions, references=references, version="v2")["moverscore"]
+    ours = np.array(metric.compute(predictions=predictions, references=references, version="v2")["moverscore"])
     expected = embedded_reference.scores(predictions, references)
-    assert np.max(np.abs(np.array(ours) - expected)) <= TOL
+    # A translation identical to its reference scores 1 by definition (the card); computed, the
+    # separate IDF tables weigh its two sides differently and move some mass (0.973 for pair 20).
+    same = np.array([p == r for p, r in zip(predictions, references)])
+    assert same.sum() == 1 and (ours[same] == 1.0).all() and expected[same][0] < 0.99
+    assert np.max(np.abs(ours[~same] - expected[~same])) <= TOL
 
 
 def test_v1_with_bigrams_equals_the_rederivation_on_the_tiny_model(metric, tiny_reference, tiny_model_path, wmt_pairs):

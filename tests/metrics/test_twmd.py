@@ -13,6 +13,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import embedded_model_path, fit_centering, prepare_pairs
+from moverkit._core.request import Centering, EncoderRequest
 from moverkit.functional.twmd import family_value, normalized, resolve_params, transport_plan, twmd
 
 VARIANTS = ("twmd", "trwmd", "sbert", "cka")
@@ -103,7 +104,7 @@ def test_module_with_many_iterations_equals_pot_on_its_own_vectors(pairs):
         normalize=False,
         centering="none",
     )
-    data = prepare_pairs(predictions, references, centering="none")
+    data = prepare_pairs(predictions, references, EncoderRequest(), Centering("none"))
     pred, ref = data.pad_pairs(torch.arange(4))
     sim = torch.einsum("brd,bpd->brp", ref.vectors.double(), pred.vectors.double())
     for k in range(4):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from moverkit._core import prepare_pairs
+from moverkit._core.request import Centering, EncoderRequest
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 
 
@@ -74,7 +75,7 @@ def test_hand_computed_one_sinkhorn_step(dtype):
 @pytest.fixture(scope="module")
 def real_batch(wmt_pairs):
     """Padded cosines (float64) of 8 real pairs of different lengths, centering none."""
-    data = prepare_pairs(wmt_pairs[0][:8], wmt_pairs[1][:8], centering="none")
+    data = prepare_pairs(wmt_pairs[0][:8], wmt_pairs[1][:8], EncoderRequest(), Centering("none"))
     pred, ref = data.pad_pairs(torch.arange(8))
     sim = torch.einsum("brd,bpd->brp", ref.vectors.double(), pred.vectors.double())
     return sim, ref.mask, pred.mask
