@@ -2,7 +2,7 @@
 
 Needs the optional extra: ``pip install "moverkit[ray]"``. Each actor of the pool is one
 :class:`RayScorer`: it loads the encoder once (in its constructor) and scores every batch Ray
-sends it, by the same code as ``moverkit.map_scores`` (:class:`~moverkit._core.mapping.MapScores`).
+sends it, by the same code as ``moverkit.map_scores`` (:class:`~moverkit.mapping.MapScores`).
 A pair's score must not depend on which batch it landed in, so ``batch`` centering (the mean of
 each batch) is refused: use ``corpus`` (a statistic fitted once with ``moverkit.fit_centering``)
 or a per-text mode (``none``, ``dim``, ``sentence``)::
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 
-from ._core.mapping import MapScores
+from .mapping import MapScores
 
 
 class RayScorer:
@@ -43,18 +43,12 @@ class RayScorer:
             )
         self.hashcode = self.score.hashcode  # loads this actor's encoder once, before the first batch
 
-    def __call__(self, batch: dict) -> dict:
-        import numpy as np
-
-        predictions = [str(p) for p in batch[self.score.predictions]]
-        references = [r if isinstance(r, str) else [str(x) for x in r] for r in batch[self.score.references]]
-        columns = self.score({self.score.predictions: predictions, self.score.references: references})
-        out = dict(batch)
-        for key, values in columns.items():
-            column = np.empty(len(values), dtype=object)
-            column[:] = values
-            out[key] = column if key == "alignment" else np.asarray(values)
-        return out
+    def __call__(self, batch):
+        """``batch`` (a dict of numpy arrays, as :func:`score_dataset` asks for, or a pandas
+        ``DataFrame`` or a pyarrow ``Table``) with the result columns added, in the same format.
+        The two columns are checked as ``compute`` checks its inputs, the error naming the column
+        and the row: a null (``None``, NaN, ``NA``) or a number is refused, never made text."""
+        return with_columns(batch, self.score(batch))
 
 
 def score_dataset(
@@ -69,16 +63,67 @@ def score_dataset(
     **compute_kwargs,
 ):
     """``dataset.map_batches`` with a pool of ``concurrency`` :class:`RayScorer` actors (each with
-    ``num_gpus`` GPUs), ``batch_size`` rows per call; returns the lazy scored dataset."""
+    ``num_gpus`` GPUs), ``batch_size`` rows per call; returns the lazy scored dataset.
+    ``concurrency`` is a number of actors, or ``(min, max)`` (or ``(min, max, initial)``) for an
+    autoscaling pool."""
     return dataset.map_batches(
         RayScorer,
         fn_constructor_args=(metric, predictions, references),
         fn_constructor_kwargs=compute_kwargs,
-        concurrency=concurrency,
         batch_size=batch_size,
         batch_format="numpy",
         num_gpus=num_gpus,
+        **actor_pool(concurrency),
     )
+
+
+def actor_pool(concurrency) -> dict:
+    """The ``map_batches`` argument for a pool of ``concurrency`` actors: ``compute=ActorPoolStrategy``
+    from Ray 2.51, which deprecated ``concurrency=`` (and logs so on every call); ``concurrency=``
+    before, where ``compute=`` was the deprecated one."""
+    import ray
+
+    if ray_version(ray.__version__) < (2, 51):
+        return {"concurrency": concurrency}
+    from ray.data import ActorPoolStrategy
+
+    if isinstance(concurrency, tuple):
+        return {"compute": ActorPoolStrategy(**dict(zip(("min_size", "max_size", "initial_size"), concurrency)))}
+    return {"compute": ActorPoolStrategy(size=concurrency)}
+
+
+def ray_version(version: str) -> tuple[int, int]:
+    """``(major, minor)`` of a Ray version string (``"2.51.1"``, ``"3.0.0.dev0"``)."""
+    major, minor = (version.split(".") + ["0"])[:2]
+    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
+
+
+def with_columns(batch, columns: dict):
+    """``batch`` with ``columns`` (one list of values each) added, in the batch's own format:
+    a dict of numpy arrays, a pandas ``DataFrame`` or a pyarrow ``Table``."""
+    import numpy as np
+
+    def array(key, values):
+        if key != "alignment":
+            return np.asarray(values)
+        column = np.empty(len(values), dtype=object)  # one (ragged) alignment per row
+        column[:] = values
+        return column
+
+    if hasattr(batch, "append_column"):  # pyarrow
+        import pyarrow as pa
+
+        for key, values in columns.items():
+            index = batch.schema.get_field_index(key)
+            column = pa.array(values if key == "alignment" else np.asarray(values))  # an empty score column: float64
+            batch = batch.set_column(index, key, column) if index >= 0 else batch.append_column(key, column)
+        return batch
+    if hasattr(batch, "assign"):  # pandas
+        return batch.assign(**{key: array(key, values) for key, values in columns.items()})
+    out = dict(batch)
+    for key, values in columns.items():
+        out[key] = array(key, values)
+    return out
 
 
 def _default_centering(score: MapScores) -> str:

@@ -51,7 +51,14 @@ SCENARIO = textwrap.dedent(
 @pytest.mark.parametrize("before", ["fit_centering", "compute"])
 def test_num_proc_after_torch_ran_in_the_parent(tmp_path, before):
     out = subprocess.run(
-        [sys.executable, "-c", SCENARIO, str(Path(__file__).parent / "data" / "wmt17_sample.tsv"), str(tmp_path / "ds"), before],
+        [
+            sys.executable,
+            "-c",
+            SCENARIO,
+            str(Path(__file__).parent / "data" / "wmt17_sample.tsv"),
+            str(tmp_path / "ds"),
+            before,
+        ],
         capture_output=True,
         text=True,
         timeout=900,
@@ -100,7 +107,7 @@ def test_rows_and_ranks(wmt_pairs):
 def test_rank_device(monkeypatch):
     import torch
 
-    from moverkit._core.mapping import rank_device
+    from moverkit.mapping import rank_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert rank_device(3) == "cpu"
@@ -112,3 +119,75 @@ def test_rank_device(monkeypatch):
 def test_unknown_metric():
     with pytest.raises(ValueError, match="map_scores takes a moverkit metric"):
         moverkit.map_scores("bleu")
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_missing_column_is_named_with_the_dataset_columns(batched):
+    ds = datasets.Dataset.from_dict({"hyp": ["a cat sat"], "ref": ["the cat sat"]})
+    score = moverkit.map_scores("twmd", "prediction", "ref", centering="none")
+    with pytest.raises(KeyError, match=r"no column 'prediction' for the predictions; its columns are 'hyp', 'ref'"):
+        ds.map(score, batched=batched)
+
+
+# Each bad row sits in a column of its own Arrow type: a string column with a null, a number
+# column, a float column with a NaN; none of them may be scored as the text str() makes of it.
+BAD_ROWS = {
+    "None prediction": ({"p": ["a cat sat", None], "r": ["the cat sat", "a dog"]}, "p", 1, ValueError, "is None"),
+    "None reference": ({"p": ["a cat sat", "None"], "r": ["the cat sat", None]}, "r", 1, ValueError, "is None"),
+    "number prediction": ({"p": [12345, 7], "r": ["12345", "7"]}, "p", 0, TypeError, "got int: 12345"),
+    "number reference": ({"p": ["12345", "a cat"], "r": [12345, 7]}, "r", 0, TypeError, "got int: 12345"),
+    "NaN reference": ({"p": ["a cat", "nan"], "r": [1.5, float("nan")]}, "r", 0, TypeError, "got float: 1.5"),
+    "None in a list of references": (
+        {"p": ["a cat", "a dog"], "r": [["the cat"], ["a dog", None]]},
+        "r",
+        1,
+        ValueError,
+        "is None",
+    ),
+    "empty list of references": ({"p": ["a cat", "a dog"], "r": [["the cat"], []]}, "r", 1, ValueError, "empty list"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ROWS))
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_bad_row_is_refused_with_its_column_and_row(case, batched):
+    columns, column, row, error, what = BAD_ROWS[case]
+    ds = datasets.Dataset.from_dict(columns)
+    score = moverkit.map_scores("twmd", "p", "r", centering="none")
+    where = rf"column '{column}' at row {row} of this batch" if batched else rf"column '{column}' of this row"
+    with pytest.raises(error, match=rf"{where}.*{what}"):
+        ds.map(score, batched=batched)
+
+
+def test_missing_values_as_tables_hold_them_are_refused():
+    """NaN (a float column, pandas' default string dtype) and pandas' NA, called directly."""
+    import pandas as pd
+
+    score = moverkit.map_scores("twmd", "p", "r", centering="none")
+    for missing, name in ((float("nan"), "NaN"), (np.float32("nan"), "NaN"), (pd.NA, "NA")):
+        with pytest.raises(ValueError, match=rf"column 'r' at row 1 of this batch is {name} \(a missing value\)"):
+            score({"p": ["a cat", "a dog"], "r": ["the cat", missing]})
+        with pytest.raises(ValueError, match=rf"column 'p' of this row is {name}"):
+            score({"p": missing, "r": "the cat"})
+    with pytest.raises(ValueError, match=r"column 'r' at row 1 of this batch is NaN"):
+        score({"p": pd.Series(["a cat", "a dog"]), "r": pd.Series(["the cat", None])})  # pandas' str dtype: NaN
+    with pytest.raises(TypeError, match=r"column 'p' at row 0 of this batch must be a string, got bytes"):
+        score({"p": [b"a cat"], "r": ["the cat"]})
+
+
+def test_an_empty_dataset_gets_the_same_score_columns():
+    features = datasets.Features({"p": datasets.Value("string"), "r": datasets.Value("string")})
+    empty = datasets.Dataset.from_dict({"p": [], "r": []}, features=features)
+    two = datasets.Dataset.from_dict({"p": ["a cat sat", "a dog"], "r": ["the cat sat", "the dog"]}, features=features)
+    score = moverkit.map_scores("twmd", "p", "r", centering="none")
+    mapped = score.map(two, batched=True)
+    assert mapped.column_names == ["p", "r", "twmd"]
+    for batched in (True, False):
+        scored = score.map(empty, batched=batched)
+        assert scored.column_names == mapped.column_names and len(scored) == 0
+        assert scored.features == mapped.features
+    assert score.map(empty, remove_columns=["p"]).column_names == two.map(score, remove_columns=["p"]).column_names
+    # An empty batch (called directly) gives the same columns too, empty.
+    assert score({"p": [], "r": []}) == {"twmd": []}
+    with pytest.raises(KeyError, match="no column 'p'"):
+        score.map(empty.rename_column("p", "hyp"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +29,32 @@ def check_texts(values, name: str) -> list[str]:
         if not value.isascii():
             _check_unicode(value, f"{name}[{i}]")
     return list(values)
+
+
+def check_text(value, name: str) -> str:
+    """One text, checked as :func:`check_texts` checks each item, or a ``ValueError``/``TypeError``
+    that names it ``name`` (a column and a row, say). A missing value is refused in every form a
+    table holds it (``None``, NaN, pandas' ``NA``), and so is anything but a string: a value is
+    never made text with ``str()`` (``None`` is not the text "None", nor ``12345`` "12345")."""
+    if is_missing(value):
+        what = "NaN" if isinstance(value, numbers.Real) else type(value).__name__.removesuffix("Type")  # NA, NaT
+        what = "None" if value is None else f"{what} (a missing value)"
+        raise ValueError(f"{name} is {what}; it must be a string (use '' for an empty text)")
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {type(value).__name__}: {value!r}")
+    if not value.isascii():
+        _check_unicode(value, name)
+    return value
+
+
+def is_missing(value) -> bool:
+    """Whether ``value`` is a missing value as Python or a table holds it: ``None``, a float NaN
+    (numpy's too), pandas' ``NA`` or ``NaT``."""
+    if value is None:
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
 
 
 def from_numpy(values):

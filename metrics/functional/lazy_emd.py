@@ -24,7 +24,7 @@ from moverkit._core.matching import self_cosine_one
 from moverkit._core.request import Centering, EncoderRequest
 from moverkit._core.streaming import in_chunks
 from moverkit._core.user_warnings import warn_user
-from moverkit.ot import transport_plan, unbalanced_sinkhorn
+from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
 
 __all__ = ["lazy_emd"]
@@ -161,7 +161,7 @@ def solve_pairs(data, pairs: torch.Tensor, params: dict):
     solved = unbalanced_sinkhorn(
         cost, a, b, params["epsilon"], params["reg_c"], params["reg_r"], max_iter=params["max_iter"]
     )
-    plan = transport_plan(cost, a, b, solved, params["epsilon"])
+    plan = unbalanced_plan(cost, a, b, solved, params["epsilon"])
     if bool(same.any()):
         diagonal = torch.eye(cost.shape[1], cost.shape[2], dtype=cost.dtype, device=cost.device)
         identity = a[:, :, None] * diagonal

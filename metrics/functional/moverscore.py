@@ -34,13 +34,13 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 import numpy as np
-import ot
 import torch
 
 from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit._core.request import Centering, EncoderRequest
+from moverkit.ot import exact_transport
 
 PRESETS = {
     "v2": {
@@ -81,10 +81,6 @@ POWER_MEAN_LAYERS = 5
 
 COST_ELEMENTS = 1 << 22
 """Entries of one padded batch of cost matrices (pairs x prediction units x reference units; 32 MiB in float64)."""
-
-EMD_MAX_ITER = 10_000_000
-"""The network simplex stops at this many iterations (POT's default, 1e5, can be too few for two
-512-token texts, and then the plan is not optimal)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +162,7 @@ def moverscore(
     return_alignment: bool = False,
 ) -> dict:
     """MoverScore of every prediction against its best reference (the highest score), and the
-    ``hashcode``; with ``return_alignment``, the units, optimal flow and cost matrix of each
+    ``hashcode``; with ``return_alignment``, the units, optimal plan and cost matrix of each
     prediction and its best reference. The arguments are those of
     ``moverkit.load("moverscore").compute``."""
     config = resolve_config(
@@ -407,22 +403,6 @@ def pairwise_cost(x: torch.Tensor, y: torch.Tensor, cost: str) -> torch.Tensor:
     return sq if cost == "sqeuclidean" else sq.sqrt()
 
 
-def transport(a: np.ndarray, b: np.ndarray, cost: np.ndarray, with_plan: bool = False):
-    r"""Exact EMD (POT's network simplex, float64) between weights ``a`` and ``b`` (normalised
-    here to sum 1) under ``cost``: ``(wmd, plan)``, the plan only ``with_plan``.
-
-    .. math::
-
-        \mathrm{WMD} = \min_{F \ge 0} \langle C, F \rangle
-        \quad \text{s.t.}\quad F 1 = a, \; F^\top 1 = b
-    """
-    a, b, cost = a / a.sum(), b / b.sum(), np.ascontiguousarray(cost)
-    if with_plan:
-        plan = ot.emd(a, b, cost, numItermax=EMD_MAX_ITER)
-        return float((plan * cost).sum()), plan
-    return float(ot.emd2(a, b, cost, numItermax=EMD_MAX_ITER)), None
-
-
 def to_score(distance: float | None, score_form: str) -> float:
     """``1/(1+d)`` or ``1-d``; 0.0 for a pair with an empty side (documented value)."""
     if distance is None:
@@ -452,7 +432,7 @@ def score_pairs(data: PairData, pred: Units, ref: Units, config: Config) -> torc
             elif same[k]:
                 distance = 0.0
             else:
-                distance = transport(a[row, :p], b[row, :r], cost[row, :p, :r])[0]
+                distance = exact_transport(a[row, :p], b[row, :r], cost[row, :p, :r])[0]
             scores[k] = to_score(distance, config.score_form)
     return torch.from_numpy(scores)
 
@@ -469,16 +449,16 @@ def unit_labels(data: PairData, units: Units, text: int) -> list[str]:
 
 
 def alignment(data: PairData, pred: Units, ref: Units, pair: int, config: Config) -> dict:
-    """Units of one pair (those with positive weight), the optimal flow and the cost matrix."""
+    """Units of one pair (those with positive weight), the optimal plan and the cost matrix."""
     t_pred, t_ref = data.pred_index[pair : pair + 1], data.ref_index[pair : pair + 1]
     if int(pred.counts(t_pred)[0]) == 0 or int(ref.counts(t_ref)[0]) == 0:
-        return {"prediction_tokens": [], "reference_tokens": [], "flow": [], "cost": []}
+        return {"prediction_tokens": [], "reference_tokens": [], "plan": [], "cost": []}
     (x, a), (y, b) = pred.pad(t_pred), ref.pad(t_ref)
     cost = pairwise_cost(x, y, config.cost)[0].cpu().numpy()
-    _, plan = transport(a[0].cpu().numpy(), b[0].cpu().numpy(), cost, with_plan=True)
+    _, plan = exact_transport(a[0].cpu().numpy(), b[0].cpu().numpy(), cost, with_plan=True)
     return {
         "prediction_tokens": unit_labels(data, pred, int(t_pred[0])),
         "reference_tokens": unit_labels(data, ref, int(t_ref[0])),
-        "flow": plan.tolist(),
+        "plan": plan.tolist(),
         "cost": cost.tolist(),
     }

@@ -216,7 +216,7 @@ def family_value(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, para
     return sim.square().sum((1, 2), dtype=torch.float64)
 
 
-def transport_plan(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, params: dict) -> torch.Tensor | None:
+def variant_plan(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, params: dict) -> torch.Tensor | None:
     """The plan behind C for a padded batch, (B, L1, L2), summing to 1 per pair (None for cka)."""
     variant = params["variant"]
     if variant == "twmd":
@@ -235,7 +235,7 @@ def alignment(data, pair: int, params: dict) -> dict:
     """Tokens of a pair (special tokens left out), cosine matrix and plan, rows = prediction tokens."""
     sim, ref, pred = pair_similarity(data, torch.tensor([pair], device=data.pred_index.device))
     n_ref, n_pred = int(ref.mask.sum()), int(pred.mask.sum())
-    plan = transport_plan(sim, ref.mask, pred.mask, params)
+    plan = variant_plan(sim, ref.mask, pred.mask, params)
     return {
         "prediction_tokens": data.clouds.scored_tokens(int(data.pred_index[pair])),
         "reference_tokens": data.clouds.scored_tokens(int(data.ref_index[pair])),

@@ -96,7 +96,7 @@ Args:
     {dtype}
     return_alignment (bool, default False): also return, per prediction, the transport units
         (tokens or n-grams with positive weight) of the prediction and of its best reference,
-        the optimal flow and the cost matrix (the release's plot_example picture).
+        the optimal plan (the release's "flow") and the cost matrix (the release's plot_example picture).
 
 Returns:
     moverscore (list of float): per prediction; higher is better. In (0, 1] for "1/(1+wmd)";
@@ -105,7 +105,7 @@ Returns:
         every token filtered out) scores 0.0.
     hashcode (str): model, layer(s), idf, centering, every resolved option and versions.
     alignment (list of dict, only with return_alignment): "prediction_tokens",
-        "reference_tokens", "flow" (rows: prediction units, columns: reference units; sums to 1)
+        "reference_tokens", "plan" (rows: prediction units, columns: reference units; sums to 1)
         and "cost" (same shape).
 
 Examples:

@@ -3,20 +3,26 @@
 - :mod:`moverkit.ot.sinkhorn`: TWMD's log-domain Sinkhorn plan (:func:`sinkhorn_log_plan`) and
   TRWMD's closed form (:func:`trwmd_value`), Chen et al. (2020), Eq. (5)-(7).
 - :mod:`moverkit.ot.unbalanced`: Lazy-EMD's entropic unbalanced Sinkhorn
-  (:func:`unbalanced_sinkhorn`, its plan :func:`transport_plan`), Chen et al. (IJCAI 2020).
+  (:func:`unbalanced_sinkhorn`, its plan :func:`unbalanced_plan`), Chen et al. (IJCAI 2020).
 
-POT solves one problem per call; these solve a padded batch of problems of different sizes at once.
+- :mod:`moverkit.ot.exact`: MoverScore's exact Word Mover's Distance (:func:`exact_transport`),
+  POT's network simplex, one problem per call.
+
+POT's Sinkhorn solves one problem per call; the Sinkhorn solvers here solve a padded batch of
+problems of different sizes at once.
 """
 
+from .exact import exact_transport
 from .sinkhorn import sinkhorn_log_plan, trwmd_value
-from .unbalanced import SinkhornResult, overrelaxation, scaling_exponent, transport_plan, unbalanced_sinkhorn
+from .unbalanced import SinkhornResult, overrelaxation, scaling_exponent, unbalanced_plan, unbalanced_sinkhorn
 
 __all__ = [
     "SinkhornResult",
+    "exact_transport",
     "overrelaxation",
     "scaling_exponent",
     "sinkhorn_log_plan",
-    "transport_plan",
+    "unbalanced_plan",
     "trwmd_value",
     "unbalanced_sinkhorn",
 ]

@@ -2,7 +2,7 @@ r"""Entropic unbalanced optimal transport, batched over padded problems: the gen
 iteration of Lazy-EMD (Chen et al., IJCAI 2020, Section 5.2), log-domain and over-relaxed.
 
 :func:`unbalanced_sinkhorn` solves a batch of problems (costs (B, n, m), masses (B, n) and (B, m))
-for their dual potentials; :func:`transport_plan` turns these into the plans.
+for their dual potentials; :func:`unbalanced_plan` turns these into the plans.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = [
     "SinkhornResult",
     "overrelaxation",
     "scaling_exponent",
-    "transport_plan",
+    "unbalanced_plan",
     "unbalanced_sinkhorn",
 ]
 
@@ -118,7 +118,7 @@ def unbalanced_sinkhorn(
     -------
     SinkhornResult
         The potentials ``f`` (B, n) and ``g`` (B, m) (0 off the supports), and per problem the
-        iterations run, the last change and whether it converged; :func:`transport_plan` gives P.
+        iterations run, the last change and whether it converged; :func:`unbalanced_plan` gives P.
 
     References
     ----------
@@ -298,7 +298,7 @@ class _SolverState:
         return _SolverState(**tensors, f_kernel=self.f_kernel.take(rows), g_kernel=self.g_kernel.take(rows))
 
 
-def transport_plan(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, solved: SinkhornResult, epsilon: float):
+def unbalanced_plan(cost: torch.Tensor, a: torch.Tensor, b: torch.Tensor, solved: SinkhornResult, epsilon: float):
     r"""The plan :math:`P_{ij} = e^{(f_i + g_j - C_{ij})/\varepsilon}` of solved problems, on the
     supports of a and b, 0 elsewhere.
 

@@ -45,7 +45,7 @@ demo = build_demo(
         *centering_params(),
     ],
     heatmaps=[
-        Heatmap("flow", "optimal flow", colormap="Blues", value_format=".3f"),
+        Heatmap("plan", "optimal plan", colormap="Blues", value_format=".3f"),
         Heatmap("cost", "transport cost", colormap="viridis_r"),
     ],
     examples=EXAMPLES,

@@ -16,7 +16,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import TokenClouds, embedded_model_path
-from moverkit.functional.moverscore import moverscore, pairwise_cost, power_means, text_units, transport
+from moverkit.functional.moverscore import moverscore, pairwise_cost, power_means, text_units
+from moverkit.ot import exact_transport
 
 TOL = 1e-5
 
@@ -182,7 +183,7 @@ def test_known_permutation_is_the_optimal_flow():
     perm = torch.tensor([3, 0, 4, 1, 2])
     y = x[:, perm]
     cost = pairwise_cost(x, y, "euclidean")[0].numpy()
-    wmd, plan = transport(np.ones(5), np.ones(5), cost, with_plan=True)
+    wmd, plan = exact_transport(np.ones(5), np.ones(5), cost, with_plan=True)
     expected = np.zeros((5, 5))
     expected[perm.numpy(), np.arange(5)] = 0.2  # y_j = x_perm[j]
     assert np.allclose(plan, expected) and abs(wmd) < 1e-7
@@ -191,9 +192,9 @@ def test_known_permutation_is_the_optimal_flow():
     xs = torch.tensor([[[0.0], [1.0], [2.0]]], dtype=torch.float64)
     ys = torch.tensor([[[2.1], [0.1], [1.1]]], dtype=torch.float64)
     cost = pairwise_cost(xs, ys, "euclidean")[0].numpy()
-    wmd, plan = transport(np.ones(3), np.ones(3), cost, with_plan=True)
+    wmd, plan = exact_transport(np.ones(3), np.ones(3), cost, with_plan=True)
     assert np.allclose(plan, np.array([[0, 1, 0], [0, 0, 1], [1, 0, 0]]) / 3) and abs(wmd - 0.1) < 1e-12
-    assert abs(transport(np.ones(3), np.ones(3), cost**2)[0] - 0.01) < 1e-12
+    assert abs(exact_transport(np.ones(3), np.ones(3), cost**2)[0] - 0.01) < 1e-12
 
 
 def test_identical_texts_without_idf_flow_along_the_diagonal(metric, tiny_model_path):
@@ -204,9 +205,9 @@ def test_identical_texts_without_idf_flow_along_the_diagonal(metric, tiny_model_
         model_type=tiny_model_path,
         return_alignment=True,
     )
-    flow = np.array(result["alignment"][0]["flow"])
+    plan = np.array(result["alignment"][0]["plan"])
     assert result["alignment"][0]["prediction_tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
-    assert np.allclose(flow, np.eye(6) / 6) and abs(result["moverscore"][0] - 1.0) < 1e-7
+    assert np.allclose(plan, np.eye(6) / 6) and abs(result["moverscore"][0] - 1.0) < 1e-7
 
 
 # --- IDF and filters ------------------------------------------------------------------------
@@ -220,22 +221,22 @@ def test_idf_is_fitted_separately_on_predictions_and_references(metric, tiny_mod
     )
     # Predictions, N = 3: df(a) = 2, df(cat) = 1, df(sat) = 2, so idf = log(4/3), log(4/2), log(4/3).
     # References, N = 3: df(the) = 2, df(cat) = 1: idf = log(4/3), log(4/2).
-    # The flow's row sums are the prediction weights, its column sums the reference weights.
-    flow = np.array(result["alignment"][0]["flow"])
+    # The plan's row sums are the prediction weights, its column sums the reference weights.
+    plan = np.array(result["alignment"][0]["plan"])
     pred_idf = np.log([4 / 3, 4 / 2, 4 / 3])
     ref_idf = np.log([4 / 3, 4 / 2])
     assert result["alignment"][0]["prediction_tokens"] == ["a", "cat", "sat"]
-    assert np.allclose(flow.sum(1), pred_idf / pred_idf.sum())
-    assert np.allclose(flow.sum(0), ref_idf / ref_idf.sum())
+    assert np.allclose(plan.sum(1), pred_idf / pred_idf.sum())
+    assert np.allclose(plan.sum(0), ref_idf / ref_idf.sum())
 
 
 def test_idf_dict_and_uniform_weights(metric, tiny_model_path):
     kwargs = {"predictions": ["a cat sat"], "references": ["the cat"], "model_type": tiny_model_path}
-    uniform = metric.compute(idf=False, return_alignment=True, **kwargs)["alignment"][0]["flow"]
+    uniform = metric.compute(idf=False, return_alignment=True, **kwargs)["alignment"][0]["plan"]
     assert np.allclose(np.array(uniform).sum(1), [1 / 3] * 3)
     given = {"a": 1.0, "cat": 2.0, "sat": 1.0, "the": 3.0}
-    flow = np.array(metric.compute(idf=given, return_alignment=True, **kwargs)["alignment"][0]["flow"])
-    assert np.allclose(flow.sum(1), [0.25, 0.5, 0.25]) and np.allclose(flow.sum(0), [0.6, 0.4])
+    plan = np.array(metric.compute(idf=given, return_alignment=True, **kwargs)["alignment"][0]["plan"])
+    assert np.allclose(plan.sum(1), [0.25, 0.5, 0.25]) and np.allclose(plan.sum(0), [0.6, 0.4])
 
 
 def test_filters_drop_subwords_punctuation_and_stop_words(metric, tiny_model_path):

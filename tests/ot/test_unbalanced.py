@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy.optimize import brentq
 
-from moverkit.ot import transport_plan, unbalanced, unbalanced_sinkhorn
+from moverkit.ot import unbalanced, unbalanced_plan, unbalanced_sinkhorn
 
 PRESET_EN = (0.23, 0.31)
 
@@ -63,7 +63,7 @@ def _solve(problems, epsilon, reg_c, reg_r, dtype=torch.float64, **kwargs):
     """Plans of our batched solver, cropped to each problem, float64 numpy."""
     cost, a, b = _padded(problems, dtype)
     solved = unbalanced_sinkhorn(cost, a, b, epsilon, reg_c, reg_r, **kwargs)
-    plan = transport_plan(cost, a, b, solved, epsilon)
+    plan = unbalanced_plan(cost, a, b, solved, epsilon)
     return [plan[k, : c.shape[0], : c.shape[1]].double().numpy() for k, (c, _, _) in enumerate(problems)], solved
 
 
