@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ._core.memory import release
     from ._core.streaming import set_memory_budget
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _HERE = Path(__file__).resolve().parent
 

@@ -9,7 +9,7 @@ import threading
 import datasets
 import evaluate
 
-from .inputs import check_inputs
+from ._core.inputs import check_inputs
 
 ARGUMENT_DOCS = {
     "model_type": (

@@ -151,9 +151,9 @@ def with_card_metadata(space_readme: str, card: str) -> str:
 
 def source_version(root: Path) -> dict[str, str]:
     """``{VERSION_PLACEHOLDER}``: ``__version__`` of the checkout ``root`` (its
-    ``metrics/__init__.py``), the moverkit release on PyPI that the Spaces pin; none where the
+    ``metrics/_version.py``), the moverkit release on PyPI that the Spaces pin; none where the
     checkout sets no version (a file using the placeholder is then an error)."""
-    init = root / "metrics" / "__init__.py"
+    init = root / "metrics" / "_version.py"
     match = re.search(r'^__version__ = "([^"]+)"', init.read_text(encoding="utf-8"), re.M) if init.is_file() else None
     return {"{VERSION_PLACEHOLDER}": match.group(1)} if match else {}
 

@@ -31,7 +31,6 @@ from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, best_per_group, call_texts, check_inputs, check_texts, flatten_pairs
 from .matching import cosine_matrix, f_measure, greedy_match
 from .memory import release
-from .module import TextPairMetric, text_pair_features
 from .pairs import PaddedClouds, PairData, prepare_pairs
 from .sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, get_sentence_encoder, split_sentences
 
@@ -48,7 +47,6 @@ __all__ = [
     "SENTENCE_CENTERING_MODES",
     "SENTENCE_LAYER",
     "SentenceEncoder",
-    "TextPairMetric",
     "TokenClouds",
     "best_per_group",
     "call_texts",
@@ -75,7 +73,6 @@ __all__ = [
     "resolve_device",
     "row_mean",
     "split_sentences",
-    "text_pair_features",
     "token_weights",
     "tokenize",
 ]

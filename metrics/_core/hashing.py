@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import torch
 import transformers
 
+from .._version import __version__
 from .centering import CenteringStats
 from .encoder import Encoder
 from .idf import idf_tag
@@ -27,8 +28,6 @@ def get_hash(
     source, the centering mode and the fitted statistic's digest, the metric's own parameters in
     the order given, and the moverkit, transformers and torch versions.
     """
-    from .. import __version__
-
     center = centering if stats is None else f"{centering}:{stats.digest}"
     parts = [f"{metric}:{encoder.name}_L{encoder.layer}", idf_tag(idf), f"center={center}"]
     parts += [f"{key}={value}" for key, value in params.items()]

@@ -5,8 +5,8 @@
 import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit._core.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
     from moverkit.functional.centered_bertscore import centered_bertscore
+    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
