@@ -18,9 +18,11 @@ prediction, the hashcode and a heatmap of the alignment the module returns with
 shows the module's own error message in the page, and clears the results of the previous press.
 
 A page serves visitors, so it bounds what one press may cost (:data:`MAX_PREDICTIONS`,
-:data:`MAX_REFERENCES`, :data:`MAX_TEXT_CHARS`, :data:`MAX_TOTAL_CHARS`) and which models its model
-box loads (:func:`allowed_models`: on a published Space, only the embedded model unless the
-``MOVERKIT_DEMO_MODELS`` variable of the Space lists more).
+:data:`MAX_REFERENCES`, :data:`MAX_TEXT_CHARS`, :data:`MAX_TOTAL_CHARS`), what one upload may
+weigh (:data:`MAX_UPLOAD_BYTES`, and the statistic file is read as hostile:
+``CenteringStats.load``), and which models its model box loads (:func:`allowed_models`: on a
+published Space or a page that other machines reach, only the embedded model unless the
+``MOVERKIT_DEMO_MODELS`` variable lists more).
 
 Gradio (the ``demo`` extra) and matplotlib are imported only when a demo is built or drawn, and
 its telemetry is off: no request leaves the machine that serves the page.
@@ -28,7 +30,9 @@ its telemetry is off: no request leaves the machine that serves the page.
 
 from __future__ import annotations
 
+import functools
 import inspect
+import ipaddress
 import math
 import os
 import warnings
@@ -36,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._core.centering import MIN_BATCH_TEXTS
+from ._core.centering import MAX_STATS_FILE_BYTES, MIN_BATCH_TEXTS
 from .cli import split_lines
 
 REFERENCE_SEPARATOR = "|||"
@@ -62,6 +66,13 @@ MAX_TOTAL_CHARS = 200_000
 """At most this many characters in the two boxes together: :data:`MAX_TEXT_CHARS` alone would let
 one press hold 100 x 17 texts of 20,000 characters (minutes of sentence splitting); 200,000
 characters are 100 predictions with 16 references each of about 120 characters."""
+
+MAX_UPLOAD_BYTES = MAX_STATS_FILE_BYTES
+"""The largest upload a page takes (1 MiB): its one upload is a corpus statistic, and no statistic
+is larger (``moverkit._core.centering.MAX_STATS_FILE_BYTES``; a real one of a 4,096-dim model is
+34 KB). Checked before the file is read (``Param.convert``), and passed to Gradio as
+``max_file_size`` by the page's ``launch``, so that a larger upload is cut off while it arrives
+instead of filling the server's disk first."""
 
 DEMO_MODELS_VARIABLE = "MOVERKIT_DEMO_MODELS"
 """The environment variable listing the models a page offers besides the embedded one
@@ -114,13 +125,14 @@ class Param:
     box of words separated by commas or spaces, passed as a list), ``int`` and ``float`` (a box
     parsed as a number: blank leaves the default, and ``inf`` is a float; Gradio's number widget
     cannot be blank, it sends 0), ``choice`` (a dropdown of ``choices``), ``bool`` (a checkbox),
-    ``file`` (an upload, passed as a path) or ``model`` (a box of a model id or path, which must
-    be one the page offers: :func:`allowed_models`). The initial value is the default of the
-    module's ``_compute`` signature, so the page cannot drift from the module; where that default
-    is None (the module resolves it, e.g. from a preset or the model), ``unset`` says which value
-    blank gives (e.g. :func:`preset_default`'s ``"1/(1+wmd) (v2)"``): a box shows it greyed while
-    blank, a dropdown as its first entry. :func:`build_demo` refuses a None default without it,
-    so that every setting on the page shows the value it will use.
+    ``file`` (an upload of at most :data:`MAX_UPLOAD_BYTES`, passed as a path) or ``model`` (a
+    box of a model id or path, which must be one the page offers: :func:`allowed_models`). The
+    initial value is the default of the module's ``_compute`` signature, so the page cannot drift
+    from the module; where that default is None (the module resolves it, e.g. from a preset or the
+    model), ``unset`` says which value blank gives (e.g. :func:`preset_default`'s
+    ``"1/(1+wmd) (v2)"``): a box shows it greyed while blank, a dropdown as its first entry.
+    :func:`build_demo` refuses a None default without it, so that every setting on the page shows
+    the value it will use.
     """
 
     name: str
@@ -152,8 +164,10 @@ class Param:
             return gr.Dropdown(choices=[(self.unset, _UNSET), *((c, c) for c in choices)], value=_UNSET, **common)
         return gr.Dropdown(choices=choices, value=default, **common)
 
-    def convert(self, value):
-        """The page's value as the ``compute`` argument; ``None`` leaves the module's default."""
+    def convert(self, value, *, server_name: str | None = None, share: bool | None = None):
+        """The page's value as the ``compute`` argument; ``None`` leaves the module's default.
+        ``server_name`` and ``share``: where the page is served, which sets the models it offers
+        (:func:`allowed_models`)."""
         if isinstance(value, str) and self.kind != "choice":
             value = value.strip()
         if value is None or value == _UNSET:
@@ -163,10 +177,25 @@ class Param:
         if self.kind in ("int", "float"):
             return self._number(value)
         if self.kind == "model":
-            return _offered_model(value)
+            return _offered_model(value, server_name, share)
         if self.kind == "bool" and isinstance(value, str):
             return _YES_NO[value]
+        if self.kind == "file":
+            self._check_upload(value)
         return value
+
+    def _check_upload(self, path) -> None:
+        """An upload of at most :data:`MAX_UPLOAD_BYTES`, checked before anything reads it (a
+        path that does not open is left to the module, which names it)."""
+        try:
+            size = os.path.getsize(path)
+        except (OSError, TypeError, ValueError):
+            return
+        if size > MAX_UPLOAD_BYTES:
+            raise ValueError(
+                f"{self.name}: the uploaded file {Path(path).name!r} has {size:,} bytes; this page takes at most "
+                f"{MAX_UPLOAD_BYTES:,} (a corpus statistic of a 4,096-dim model has about 34 KB)"
+            )
 
     def _number(self, value) -> int | float:
         kind = int if self.kind == "int" else float
@@ -189,26 +218,51 @@ def model_param() -> Param:
     return Param("model_type", "Model (Hugging Face id or local path)", "model", unset=_EMBEDDED)
 
 
-def allowed_models() -> tuple[str, ...] | None:
+def allowed_models(server_name: str | None = None, share: bool | None = None) -> tuple[str, ...] | None:
     """The models a page's model box takes besides blank and the embedded model's id; None: any.
 
     Read from ``MOVERKIT_DEMO_MODELS`` (comma-separated ids or paths; ``*`` for any) at each
-    press. Unset, a page run locally takes any model, and a published Space (``SPACE_ID`` set, as
-    the Hub sets it) only the embedded one: its visitors must not make the server load its own
-    folders or download any model of the Hub (each loaded model stays in memory)."""
+    press. Unset, only a page that no other machine reaches takes any model: one served on
+    loopback (:func:`beyond_loopback` of its ``server_name`` and ``share``, the arguments of
+    ``launch``), and not a published Space (``SPACE_ID`` set, as the Hub sets it). Any other takes
+    only the embedded one: its visitors must not make the server load its own folders or download
+    any model of the Hub (each loaded model stays in memory). ``demo.launch(server_name="0.0.0.0")``
+    of one's own demo on a shared network is such a page too."""
     listed = os.environ.get(DEMO_MODELS_VARIABLE)
     if listed is None:
-        return () if os.environ.get("SPACE_ID") else None
+        return () if os.environ.get("SPACE_ID") or beyond_loopback(server_name, share) else None
     models = tuple(model.strip() for model in listed.split(",") if model.strip())
     return None if "*" in models else models
 
 
-def _offered_model(model: str) -> str:
+def beyond_loopback(server_name: str | None = None, share: bool | None = None) -> bool:
+    """Whether a page launched with ``server_name`` and ``share`` (``Blocks.launch``'s arguments)
+    can be reached from another machine. None stands for Gradio's own default: the
+    ``GRADIO_SERVER_NAME`` variable, else ``127.0.0.1``; ``GRADIO_SHARE=true``. A share link
+    reaches the page from anywhere; else it is reached from elsewhere unless its address is a
+    loopback one (``localhost``, ``127.0.0.0/8``, ``::1``). Any other name (``0.0.0.0``, ``::``,
+    an interface's address, a host name, ``GRADIO_SERVER_NAME`` set but empty) binds where other
+    machines connect. An empty ``server_name`` is Gradio's default, as None."""
+    if share is None:
+        share = os.environ.get("GRADIO_SHARE", "").lower() == "true"
+    if share:
+        return True
+    host = server_name or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")
+    host = host.strip()
+    if host.lower() == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return True
+
+
+def _offered_model(model: str, server_name: str | None = None, share: bool | None = None) -> str:
     """``model`` if the page offers it, else one same error for any value (nothing is looked up
     before this check, so the page does not tell whether a path exists on the server)."""
     from moverkit._core.encoder import DEFAULT_MODEL
 
-    offered = allowed_models()
+    offered = allowed_models(server_name, share)
     if offered is None or model in (DEFAULT_MODEL, *offered):
         return model
     raise ValueError(f"this page does not offer the model {model!r}; {_models_info(offered)}")
@@ -497,6 +551,12 @@ def build_demo(
     The API endpoint ``/score`` takes the two boxes and the params by their argument names and
     returns (summary, table, hashcode, prediction shown, matrix shown, heatmap). In the page, the
     button first clears the previous results, so that an error never stands above old scores.
+
+    The page's ``launch`` bounds uploads (``max_file_size``: :data:`MAX_UPLOAD_BYTES`, unless
+    given) and states in the model box the models that its address offers; each press checks the
+    model against the address Gradio bound (:func:`allowed_models`). A page mounted in another
+    app (``gr.mount_gradio_app``, whose ``server_name`` is ``0.0.0.0``) offers the models of a
+    page beyond loopback.
     """
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
@@ -544,10 +604,14 @@ def build_demo(
                 gr.Markdown(_local_card(metric, Path(card)))
 
         def run(predictions_text, references_text, *values):
+            # Where Gradio serves the page (set by launch, and by mount_gradio_app); unset before.
+            served = {"server_name": getattr(demo, "server_name", None), "share": getattr(demo, "share", None)}
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 try:
-                    kwargs = {p.name: v for p, raw in zip(params, values) if (v := p.convert(raw)) is not None}
+                    kwargs = {
+                        p.name: v for p, raw in zip(params, values) if (v := p.convert(raw, **served)) is not None
+                    }
                     scored = score(module, predictions_text, references_text, kwargs)
                 except USER_ERRORS as err:
                     raise gr.Error(str(err), print_exception=False) from err
@@ -582,7 +646,28 @@ def build_demo(
         )
         for control in (shown, matrix):
             control.input(draw, inputs=[alignments, shown, matrix], outputs=plot, api_visibility="private")
+    _bound_launch(demo, [box for p, box in zip(params, inputs) if p.kind == "model"])
     return demo
+
+
+def _bound_launch(demo, model_boxes) -> None:
+    """Replace ``demo.launch`` by one that passes ``max_file_size=MAX_UPLOAD_BYTES`` unless told
+    otherwise, and first states in ``model_boxes`` the models a page at its address offers (the
+    box was built before the address was known)."""
+    launch = demo.launch
+    signature = inspect.signature(launch)
+
+    @functools.wraps(launch)
+    def bounded_launch(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        if "max_file_size" not in arguments:
+            kwargs["max_file_size"] = MAX_UPLOAD_BYTES
+        info = _models_info(allowed_models(arguments.get("server_name"), arguments.get("share")))
+        for box in model_boxes:
+            box.info = info
+        return launch(*args, **kwargs)
+
+    demo.launch = bounded_launch
 
 
 def _defaults(module, metric: str, params: Sequence[Param]) -> dict:
@@ -647,12 +732,14 @@ __all__ = [
     "MAX_REFERENCES",
     "MAX_TEXT_CHARS",
     "MAX_TOTAL_CHARS",
+    "MAX_UPLOAD_BYTES",
     "MIN_BATCH_TEXTS",
     "REFERENCE_SEPARATOR",
     "Heatmap",
     "Param",
     "Scored",
     "allowed_models",
+    "beyond_loopback",
     "build_demo",
     "centering_params",
     "empty_table",

@@ -61,8 +61,9 @@ import numpy as np
 import torch
 
 from ._core import checks, prepare_pairs
+from ._core.centering import Centering
 from ._core.encoder import DEFAULT_MODEL, load_encoder
-from ._core.request import Centering, EncoderRequest
+from ._core.request import EncoderRequest
 from ._core.user_warnings import warn_user
 from .bench._correlation import correlate
 from .bench._data import Judgments, read_judgments

@@ -116,10 +116,17 @@ def test_cli_scores_the_example_files(tmp_path, capsys):
     out = tmp_path / "scores.jsonl"
     code = main(
         [
-            "score", "--metric", "centered_bertscore",
-            "--predictions", str(EXAMPLES / "predictions.txt"),
-            "--references", str(EXAMPLES / "references.txt"),
-            "--centering", "none", "--out", str(out),
+            "score",
+            "--metric",
+            "centered_bertscore",
+            "--predictions",
+            str(EXAMPLES / "predictions.txt"),
+            "--references",
+            str(EXAMPLES / "references.txt"),
+            "--centering",
+            "none",
+            "--out",
+            str(out),
         ]
     )
     assert code == 0
@@ -279,12 +286,32 @@ def test_cli_fit_centering_refuses_mistakes_before_fitting(cli_files, capsys, mo
 def test_cli_errors_name_the_problem(tmp_path, capsys):
     (tmp_path / "p.txt").write_text("a\nb\n")
     (tmp_path / "r.txt").write_text("a\n")
-    code = main(["score", "--metric", "centered_bertscore", "--predictions", str(tmp_path / "p.txt"),
-                 "--references", str(tmp_path / "r.txt")])
+    code = main(
+        [
+            "score",
+            "--metric",
+            "centered_bertscore",
+            "--predictions",
+            str(tmp_path / "p.txt"),
+            "--references",
+            str(tmp_path / "r.txt"),
+        ]
+    )
     assert code == 2
     assert "has 2 lines but" in capsys.readouterr().err
-    code = main(["score", "--metric", "centered_bertscore", "--predictions", str(tmp_path / "p.txt"),
-                 "--references", str(tmp_path / "p.txt"), "--arg", "temperature=0.1"])
+    code = main(
+        [
+            "score",
+            "--metric",
+            "centered_bertscore",
+            "--predictions",
+            str(tmp_path / "p.txt"),
+            "--references",
+            str(tmp_path / "p.txt"),
+            "--arg",
+            "temperature=0.1",
+        ]
+    )
     assert code == 2
     assert "takes no argument temperature" in capsys.readouterr().err
 
@@ -292,9 +319,24 @@ def test_cli_errors_name_the_problem(tmp_path, capsys):
 def test_cli_fit_centering_then_score_with_it(tmp_path, capsys):
     stats = tmp_path / "stats.npz"
     assert main(["fit-centering", "--texts", str(EXAMPLES / "references.txt"), "--out", str(stats)]) == 0
-    assert main(["score", "--metric", "centered_bertscore", "--predictions", str(EXAMPLES / "predictions.txt"),
-                 "--references", str(EXAMPLES / "references.txt"), "--centering", "corpus",
-                 "--centering-stats", str(stats)]) == 0
+    assert (
+        main(
+            [
+                "score",
+                "--metric",
+                "centered_bertscore",
+                "--predictions",
+                str(EXAMPLES / "predictions.txt"),
+                "--references",
+                str(EXAMPLES / "references.txt"),
+                "--centering",
+                "corpus",
+                "--centering-stats",
+                str(stats),
+            ]
+        )
+        == 0
+    )
     assert "center=corpus:" in capsys.readouterr().out
 
 
@@ -338,8 +380,13 @@ def test_speed_suite_times_its_own_inputs():
     def contender(predictions, references):
         return lambda: seen.append((predictions, references))
 
-    suite = SpeedSuite("joined", "joined", {"a": contender, "b": contender}, [("a", "b", "<= 1e9")],
-                       inputs=lambda p, r: (["".join(p)], ["".join(r)]))
+    suite = SpeedSuite(
+        "joined",
+        "joined",
+        {"a": contender, "b": contender},
+        [("a", "b", "<= 1e9")],
+        inputs=lambda p, r: (["".join(p)], ["".join(r)]),
+    )
     report = run_suite(suite, ["x", "y"], ["z", "w"], repeats=2)
     assert seen == [(["xy"], ["zw"])] * 4
     assert report["n_pairs"] == 1 and "(1 pairs; median seconds)" in format_report(report)
@@ -395,4 +442,4 @@ def test_bench_cache_loop_scores_as_uncached(tmp_path):
     assert report["max_abs_delta_vs_uncached"] < 1e-5  # float32 batching noise at most
     from moverkit._core.cache import cache_info
 
-    assert cache_info()["max_tokens"] == 0  # the bench leaves the cache off
+    assert cache_info()["max_bytes"] == 0  # the bench leaves the cache off

@@ -32,8 +32,10 @@ References
 from __future__ import annotations
 
 import hashlib
+import math
 import numbers
 import os
+import stat
 import zipfile
 import zlib
 from collections import Counter
@@ -42,10 +44,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numpy.lib import format as npy_format
 
 from . import checks
 from .encoder import TokenClouds, encode, get_encoder
 from .inputs import check_texts
+from .request import EncoderRequest
 from .sentences import SENTENCE_LAYER, encode_sentences, get_sentence_encoder, split_sentences
 from .user_warnings import warn_user
 
@@ -65,6 +69,13 @@ centered_bertscore (twmd) on 120 WMT17 pairs against batch centering over all 12
 change of the score 0.110 (0.132) for one pair (2 texts), 0.038 (0.046) for 4 texts, 0.015 (0.018)
 for 10, 0.008 (0.010) for 20; the standard deviation of the scores across pairs is 0.127 (0.162).
 From 10 texts on, the batch moves a score by about a tenth of the differences between pairs or less."""
+
+MIN_FIT_TEXTS = MIN_BATCH_TEXTS
+""":func:`fit_centering` over fewer distinct units than this (token level: distinct non-blank
+texts; sentence level: distinct sentences) warns. A ``corpus`` mean fitted on a few texts is what
+``batch`` centering subtracts in a call of as few texts, fixed once for all: the measurements of
+:data:`MIN_BATCH_TEXTS` hold for it (a mean of 1 text, or of 3 identical ones, moves the scores
+by about as much as they differ between pairs; one of 10 distinct texts by about a tenth)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,34 +121,188 @@ class CenteringStats:
     @classmethod
     def load(cls, path: str | os.PathLike) -> CenteringStats:
         """Read a statistic written by :meth:`save`. A file that is not one (empty, truncated,
-        another kind of file, a field missing or of the wrong kind) or whose mean is inadmissible
-        (:func:`check_stats_fields`) is a ``ValueError`` naming ``centering_stats`` and the file."""
+        another kind of file, a field missing, extra or of the wrong kind) or whose mean is
+        inadmissible (:func:`check_stats_fields`) is a ``ValueError`` naming ``centering_stats`` and
+        the file; a file that does not open keeps its ``OSError`` (``FileNotFoundError``, ...).
+
+        A statistic may come from a stranger (an upload to a demo page), so the file is read as
+        hostile (:func:`read_stats_file`): at most :data:`MAX_STATS_FILE_BYTES` on disk, only the
+        five members :meth:`save` writes, each member's declared size and ``.npy`` header checked
+        against what its field can be (:data:`MAX_STATS_DIM`, :data:`MAX_MODEL_CHARS`) before a
+        byte of its data is decompressed. ``numpy.load`` would decompress any member in full: a
+        file of 0.8 MB whose mean declares 10^8 zeros took 1.6 GB to load (issue 21)."""
         where = f"centering_stats file {os.fspath(path)!r}"
-        try:
-            data = np.load(path, allow_pickle=False)
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                raise ValueError("a single array, not an .npz archive")
-            with data:
-                arrays = {key: data[key] for key in data.files}
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            raise
-        except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as err:
-            raise ValueError(
-                f"{where} is not a statistic written by CenteringStats.save (an .npz archive): "
-                f"{type(err).__name__}: {err}"
-            ) from None
-        missing = [key for key in _FIELDS if key not in arrays]
-        if missing:
-            raise ValueError(
-                f"{where} lacks {', '.join(missing)}: it was not written by CenteringStats.save (fields: "
-                f"{', '.join(_FIELDS)})"
-            )
+        arrays = read_stats_file(path, where)
         fields = {key: _scalar(where, key, arrays[key]) for key in _FIELDS[1:]}
         fields["mean"] = check_stats_fields(where, mean=arrays["mean"], **fields)
         return cls(**fields)
 
 
 _FIELDS = ("mean", "model", "layer", "n_texts", "n_tokens")
+
+MAX_STATS_DIM = 65_536
+"""The largest dimension of a mean that :meth:`CenteringStats.load` reads. Hidden sizes reach 768
+(BERT-base, the embedded model's 384), 1,024 (large encoders), 4,096 (7B decoders) and 16,384
+(the largest open decoders); four times the last is room to spare, and bounds what a file can make
+``load`` allocate to 512 KiB of float64."""
+
+MAX_MODEL_CHARS = 4_096
+"""The longest model name a statistic file may hold: a Hub id, or a local path (4,096 bytes is
+Linux's PATH_MAX)."""
+
+_MAX_NPY_HEADER = 1_024
+"""The longest ``.npy`` header read (numpy writes 128 bytes for the fields of a statistic)."""
+
+_MEMBER_BYTES = {
+    "mean": _MAX_NPY_HEADER + 8 * MAX_STATS_DIM,
+    "model": _MAX_NPY_HEADER + 4 * MAX_MODEL_CHARS,  # numpy stores a str as UTF-32
+    **dict.fromkeys(_FIELDS[2:], _MAX_NPY_HEADER + 8),
+}
+"""The most bytes a member of a statistic file may declare, once decompressed."""
+
+MAX_STATS_FILE_BYTES = 1 << 20
+"""The largest statistic file :meth:`CenteringStats.load` opens (1 MiB). A statistic at both
+bounds, :data:`MAX_STATS_DIM` float64 and a model name of :data:`MAX_MODEL_CHARS`, takes 541 KB as
+:meth:`CenteringStats.save` writes it (uncompressed); a real one far less: 34 KB for a 4,096-dim
+model, 7.6 KB for 768 dims. A larger file is not a statistic, and its zip directory alone could
+list millions of members."""
+
+_COMPRESSION = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
+"""The zip methods numpy writes (``savez``, ``savez_compressed``); zipfile inflates bzip2 and lzma
+members in unbounded steps, so those are refused unread."""
+
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, RuntimeError, NotImplementedError)
+"""What zipfile and numpy.lib.format raise on a corrupted archive or member."""
+
+
+def _not_a_statistic(where: str, reason: str) -> ValueError:
+    return ValueError(
+        f"{where} is not a statistic written by CenteringStats.save (a moverkit corpus statistic: the .npz archive "
+        f"that 'moverkit fit-centering --out FILE' or moverkit.fit_centering(texts).save(FILE) writes): {reason}"
+    )
+
+
+def read_stats_file(path: str | os.PathLike, where: str) -> dict[str, np.ndarray]:
+    """The five arrays of the statistic file ``path`` (by field name), read as hostile input; a
+    ``ValueError`` starting with ``where`` for any file :meth:`CenteringStats.save` did not write.
+
+    In this order, each step before any later one reads a byte: the file is a regular file of at
+    most :data:`MAX_STATS_FILE_BYTES`; it is a zip archive whose members are exactly ``mean.npy``,
+    ``model.npy``, ``layer.npy``, ``n_texts.npy`` and ``n_tokens.npy``, once each; per member,
+    stored or deflated, declaring at most the bytes its field can take once decompressed
+    (zipfile never inflates past the declared size); its ``.npy`` header (read from the member
+    stream) declares the dtype and shape of its field (:func:`_check_header`); then exactly the
+    data that header declares is read, and nothing after it."""
+    with open(path, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_a_statistic(where, "it is not a regular file")
+        if info.st_size > MAX_STATS_FILE_BYTES:
+            raise ValueError(
+                f"{where} is larger than any statistic ({info.st_size:,} bytes; a statistic written by "
+                f"CenteringStats.save takes at most {MAX_STATS_FILE_BYTES:,} bytes)"
+            )
+        head = f.read(8)
+        f.seek(0)
+        if not head:
+            raise _not_a_statistic(where, "the file is empty")
+        if head.startswith(npy_format.MAGIC_PREFIX):
+            raise _not_a_statistic(where, "it is a single .npy array (numpy.save), not an .npz archive")
+        try:
+            archive = zipfile.ZipFile(f)
+        except _ZIP_ERRORS as err:
+            if head.startswith(b"PK"):
+                raise _not_a_statistic(where, f"the zip archive is truncated or corrupted ({err})") from None
+            raise _not_a_statistic(where, f"it is not a zip archive (it begins with {head!r})") from None
+        with archive:
+            members = archive.infolist()
+            names = [member.filename for member in members]
+            for name in names:
+                if name.removesuffix(".npy") not in _FIELDS or not name.endswith(".npy"):
+                    raise ValueError(
+                        f"{where} holds a member {name!r} that a statistic has not (it holds "
+                        f"{', '.join(key + '.npy' for key in _FIELDS)}): not a statistic written by CenteringStats.save"
+                    )
+                if names.count(name) > 1:
+                    raise ValueError(f"{where} holds {name!r} twice: not a statistic written by CenteringStats.save")
+            missing = [key for key in _FIELDS if f"{key}.npy" not in names]
+            if missing:
+                raise ValueError(
+                    f"{where} lacks {', '.join(missing)}: it was not written by CenteringStats.save (fields: "
+                    f"{', '.join(_FIELDS)})"
+                )
+            return {member.filename.removesuffix(".npy"): _read_member(archive, member, where) for member in members}
+
+
+def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, where: str) -> np.ndarray:
+    """One member of a statistic file, its size and header checked before its data is read."""
+    name, key = member.filename, member.filename.removesuffix(".npy")
+    if member.compress_type not in _COMPRESSION:
+        raise ValueError(
+            f"{where}: {name!r} is compressed with method {member.compress_type}; a statistic is stored or "
+            "deflated, as numpy.savez and numpy.savez_compressed write it"
+        )
+    if member.flag_bits & 0x1:
+        raise ValueError(f"{where}: {name!r} is encrypted: not a statistic written by CenteringStats.save")
+    if member.file_size > _MEMBER_BYTES[key]:
+        raise ValueError(
+            f"{where}: {name!r} declares {member.file_size:,} bytes once decompressed; the {key} of a statistic takes "
+            f"at most {_MEMBER_BYTES[key]:,}: not a statistic written by CenteringStats.save"
+        )
+
+    def corrupted(err: Exception) -> ValueError:
+        # The first line only: numpy goes on with advice (allow_pickle=True) that does not apply.
+        reason = str(err).strip().partition("\n")[0]
+        return ValueError(f"{where}: {name!r} is truncated or corrupted ({type(err).__name__}: {reason})")
+
+    try:
+        stream = archive.open(member)
+    except _ZIP_ERRORS as err:
+        raise corrupted(err) from None
+    with stream:
+        try:
+            version = npy_format.read_magic(stream)
+            if version == (1, 0):
+                shape, fortran_order, dtype = npy_format.read_array_header_1_0(stream, _MAX_NPY_HEADER)
+            elif version == (2, 0):
+                shape, fortran_order, dtype = npy_format.read_array_header_2_0(stream, _MAX_NPY_HEADER)
+            else:
+                raise ValueError(f".npy format version {version[0]}.{version[1]}, not 1.0 or 2.0")
+        except _ZIP_ERRORS as err:
+            raise corrupted(err) from None
+        _check_header(where, key, shape, dtype)
+        n_bytes = math.prod(shape) * dtype.itemsize
+        try:
+            data = stream.read(n_bytes)
+            after = len(stream.read())  # at most the declared size; reading to the end checks the CRC
+        except _ZIP_ERRORS as err:
+            raise corrupted(err) from None
+    if len(data) < n_bytes:
+        raise ValueError(f"{where}: {name!r} ends before the {n_bytes:,} bytes of data its header declares")
+    if after:
+        raise ValueError(f"{where}: {name!r} has {after:,} bytes after its array: not written by CenteringStats.save")
+    order = "F" if fortran_order else "C"
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order=order).copy()  # writable, owned
+
+
+def _check_header(where: str, key: str, shape: tuple, dtype: np.dtype) -> None:
+    """The ``.npy`` header of member ``key`` declares what its field can be: ``mean``, a vector of
+    1 to :data:`MAX_STATS_DIM` real numbers of at most 8 bytes; ``model``, a 0-d string of at most
+    :data:`MAX_MODEL_CHARS`; the others, a 0-d integer of at most 8 bytes. Else a ``ValueError``
+    naming the field, before its data is read."""
+    got = f"got an array of {dtype} and shape {shape}"
+    if key == "mean":
+        if len(shape) != 1 or not 1 <= shape[0] <= MAX_STATS_DIM or dtype.kind not in "fiu" or dtype.itemsize > 8:
+            raise ValueError(
+                f"{where}: mean must be a non-empty vector of at most {MAX_STATS_DIM:,} real numbers (of at most 8 "
+                f"bytes each), {got}; fit it again with moverkit.fit_centering"
+            )
+    elif key == "model":
+        if shape != () or dtype.kind != "U" or dtype.itemsize > 4 * MAX_MODEL_CHARS:
+            raise ValueError(f"{where}: model must be a string of at most {MAX_MODEL_CHARS:,} characters, {got}")
+    elif shape != () or dtype.kind not in "iu" or dtype.itemsize > 8:
+        raise ValueError(f"{where}: {key} must be an integer, {got}")
+
 
 MAX_ABS_MEAN = 1e4
 """The largest admissible magnitude of a coordinate of a corpus mean. A mean lies in the convex
@@ -168,7 +333,9 @@ def check_stats_fields(where: str, *, mean, model, layer, n_texts, n_tokens) -> 
         raise ValueError(
             f"{where}: mean must be a non-empty vector of real numbers, got {array.dtype} {array.shape}{refit}"
         )
-    array = np.ascontiguousarray(array, dtype=np.float64)
+    # A copy of its own: a mean that shared the caller's array would change (and its digest with it)
+    # when the caller writes to that array; and a read-only one would make torch warn.
+    array = np.array(array, dtype=np.float64, order="C", copy=True)
     bad = ~np.isfinite(array)
     if bad.any():
         raise ValueError(f"{where}: mean holds {int(bad.sum())} NaN or infinite value(s) of {array.size}{refit}")
@@ -274,7 +441,9 @@ def center_rows(
     else:  # corpus
         if stats is None:
             raise ValueError("centering='corpus' needs centering_stats")
-        v = w - torch.as_tensor(stats.mean, device=w.device).to(w.dtype)
+        # A copy (torch.tensor), not a view (as_tensor): the mean of a statistic sent to Ray workers
+        # comes back read-only, and torch warned of that once in every worker.
+        v = w - torch.tensor(stats.mean, device=w.device).to(w.dtype)
     return torch.nn.functional.normalize(v, dim=-1)
 
 
@@ -288,6 +457,18 @@ def warn_small_batch(sizes: torch.Tensor, unit: str) -> None:
             f"subtracts is mostly these {unit}' own vectors, so the scores say little (a single pair can score "
             f"near -1). Score more pairs per call (at least {MIN_BATCH_TEXTS} distinct {unit} together), or pass "
             "centering='corpus' (with a mean from moverkit.fit_centering) or centering='none'.",
+        )
+
+
+def warn_small_fit(n: int, unit: str) -> None:
+    """One warning if :func:`fit_centering` averages fewer than :data:`MIN_FIT_TEXTS` distinct
+    ``unit`` (``"texts"``, ``"sentences"``)."""
+    if n < MIN_FIT_TEXTS:
+        warn_user(
+            f"fit_centering over only {n} distinct {unit} (fewer than {MIN_FIT_TEXTS}): the corpus mean is then "
+            f"mostly these {unit}' own vectors, not the offset the model gives every text, and centering with it "
+            f"moves scores by about as much as they differ between pairs. Fit it on at least {MIN_FIT_TEXTS} "
+            f"distinct {unit} (more is better), such as the references to score or other texts of their domain.",
         )
 
 
@@ -357,6 +538,9 @@ def fit_centering(
     ``lang`` as sbertscore splits them; the statistic's ``layer`` is ``-1`` and ``n_tokens`` counts
     sentences (``num_layers`` and ``max_length`` do not apply). ``device``, ``batch_size`` and
     ``verbose`` are as in the metrics.
+
+    Fewer than :data:`MIN_FIT_TEXTS` distinct texts (sentences) warn (:func:`warn_small_fit`):
+    the mean would hold mostly their own vectors.
     """
     if isinstance(texts, Iterable) and not isinstance(texts, (str, bytes, Sequence)):
         texts = list(texts)  # a generator, a set, ...: read once
@@ -376,8 +560,6 @@ def fit_centering(
         raise ValueError(f"texts hold no {level}: the corpus mean needs at least one non-empty text")
     unique = list(frequency)
     counts = torch.tensor([frequency[u] for u in unique], dtype=torch.float64)
-    from .request import EncoderRequest  # request.py builds on this module
-
     if level == "token":
         encoder = get_encoder(model_type, num_layers, device)
         clouds = encode(encoder, unique, EncoderRequest(batch_size=batch_size, max_length=max_length, verbose=verbose))
@@ -391,6 +573,38 @@ def fit_centering(
         encoder = get_sentence_encoder(model_type, device)
         vectors = encode_sentences(encoder, unique, EncoderRequest(batch_size=batch_size, verbose=verbose)).double()
         mean, n = row_mean(vectors, counts=counts)
+    warn_small_fit(len(unique), "texts" if level == "token" else "sentences")  # once it is fitted, not before an error
     return CenteringStats(
         mean=mean.cpu().numpy(), model=encoder.name, layer=encoder.layer, n_texts=len(texts), n_tokens=n
     )
+
+
+@dataclass(frozen=True)
+class Centering:
+    """How a call centers its vectors (Chen et al., 2020, Section 5): ``mode`` (one of
+    :data:`CENTERING_MODES`), ``stats``, the fitted statistic that
+    ``corpus`` subtracts (a :class:`CenteringStats` or a path to one;
+    ignored by the other modes), and ``level``, ``"token"`` or ``"sentence"`` (sentence vectors
+    take no ``sentence`` mode). ``call_mean`` is set only for the chunks of a streamed ``batch``
+    call (:mod:`~moverkit._core.streaming`): the mean over every text of the whole call, which each
+    chunk subtracts instead of its own."""
+
+    mode: str = "none"
+    stats: CenteringStats | str | os.PathLike | None = None
+    level: str = "token"
+    call_mean: CenteringStats | None = None
+
+    def __post_init__(self):
+        check_centering(self.mode, self.level)
+
+    def resolved(self, model: str, layer: int, dim: int) -> CenteringStats | None:
+        """The statistic of ``corpus`` centering, loaded and checked against the encoder in use
+        (model, layer, dimension); ``None`` for the other modes."""
+        return resolve_stats(self.stats, model, layer, dim) if self.mode == "corpus" else None
+
+    def within_call(self, call_mean: CenteringStats | None) -> Centering:
+        """This centering for one chunk of a streamed call whose ``batch`` mean is ``call_mean``;
+        the other modes are the same in every chunk."""
+        if self.mode != "batch" or call_mean is None:
+            return self
+        return Centering(self.mode, self.stats, self.level, call_mean)

@@ -40,7 +40,9 @@ def real(name: str, value, *, what: str) -> float:
     return float(value)
 
 
-def finite_positive_float(name: str, value, *, minimum: float = 0.0, maximum: float = math.inf, hint: str = "") -> float:
+def finite_positive_float(
+    name: str, value, *, minimum: float = 0.0, maximum: float = math.inf, hint: str = ""
+) -> float:
     """``value`` as a float in (``minimum``, ``maximum``], finite."""
     what = f"a finite number > {minimum:g}" + (f" and <= {maximum:g}" if math.isfinite(maximum) else "") + hint
     value = real(name, value, what=what)

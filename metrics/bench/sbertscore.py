@@ -40,9 +40,10 @@ def sentence_encoder_floor(predictions, references):
     of sbertscore, as :func:`~moverkit.bench._peers.encoder_floor` is the token-level metrics'."""
     from moverkit._core import encode_sentences, split_sentences
     from moverkit._core.request import EncoderRequest
+    from moverkit._core.sentences import sentence_encoder_for
 
     request = EncoderRequest()
-    encoder = request.sentence_encoder()
+    encoder = sentence_encoder_for(request)
     texts = dict.fromkeys(list(predictions) + list(references))
     sentences = list(dict.fromkeys(s for text in texts for s in split_sentences(text)))
     encode_sentences(encoder, sentences[:2], request)

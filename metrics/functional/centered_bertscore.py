@@ -34,9 +34,10 @@ from moverkit._core import (
     prepare_pairs,
 )
 from moverkit._core.baseline import baseline_tag, default_baseline_path, read_baseline, rescale
+from moverkit._core.centering import Centering
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
 
 

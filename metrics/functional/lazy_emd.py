@@ -19,9 +19,10 @@ from functools import partial
 import torch
 
 from moverkit._core import best_per_group, check_idf, checks, pair_hash, prepare_pairs
+from moverkit._core.centering import Centering
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
 from moverkit._core.user_warnings import warn_user
 from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn

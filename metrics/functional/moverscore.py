@@ -38,8 +38,9 @@ import torch
 
 from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.batching import pad, pair_buckets
+from moverkit._core.centering import Centering
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
-from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.request import EncoderRequest
 from moverkit.ot import exact_transport
 
 PRESETS = {

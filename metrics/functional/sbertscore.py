@@ -35,10 +35,11 @@ from moverkit._core import (
     split_sentences,
 )
 from moverkit._core.batching import pad, pair_buckets
+from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
-from moverkit._core.request import Centering, EncoderRequest
-from moverkit._core.sentences import splitter_tag
+from moverkit._core.request import EncoderRequest
+from moverkit._core.sentences import sentence_encoder_for, splitter_tag
 from moverkit._core.user_warnings import warn_user
 
 
@@ -65,7 +66,7 @@ def sbertscore(
     request = EncoderRequest(model_type, None, device, batch_size, None, "truncate", dtype, lang, verbose)
     checks.boolean("return_alignment", return_alignment)
     splitter = splitter_tag(lang)
-    encoder = request.sentence_encoder()
+    encoder = sentence_encoder_for(request)
     stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
 
     # Every distinct text is split once and every distinct sentence embedded once; a sentence

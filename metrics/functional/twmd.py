@@ -22,8 +22,9 @@ from functools import partial
 import torch
 
 from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
+from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered

@@ -4,6 +4,7 @@ invariance, zero vectors, and the one fit_centering for both levels."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -104,13 +105,15 @@ def test_fit_centering_token_and_sentence_levels(tiny_model_path):
 
     texts = ["The cat sat. It purred.", "Stocks fell.", "Stocks fell.", "   "]
     # Token level, positional (model_type, num_layers) as the CLI calls it: the mean non-special token.
-    stats = moverkit.fit_centering(texts, tiny_model_path, 2)
+    with pytest.warns(UserWarning, match="fit_centering over only 2 distinct texts"):  # too few, but exact
+        stats = moverkit.fit_centering(texts, tiny_model_path, 2)
     clouds = encode(get_encoder(tiny_model_path, 2), texts, EncoderRequest())
     words = clouds.vectors[~clouds.special].double()
     np.testing.assert_allclose(stats.mean, words.mean(0).numpy(), atol=1e-6)
     assert (stats.layer, stats.n_texts, stats.n_tokens) == (2, 4, len(words))
     # Sentence level: the mean over the 4 sentence occurrences ("Stocks fell." twice).
-    stats = moverkit.fit_centering(texts, model_type=tiny_model_path, level="sentence")
+    with pytest.warns(UserWarning, match="fit_centering over only 3 distinct sentences"):
+        stats = moverkit.fit_centering(texts, model_type=tiny_model_path, level="sentence")
     sentences = ["The cat sat.", "It purred.", "Stocks fell.", "Stocks fell."]
     vectors = encode_sentences(get_sentence_encoder(tiny_model_path), sentences, EncoderRequest()).double()
     np.testing.assert_allclose(stats.mean, vectors.mean(0).numpy(), atol=1e-6)
@@ -132,3 +135,32 @@ def test_fit_centering_token_and_sentence_levels(tiny_model_path):
 def test_fit_centering_bad_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):
         moverkit.fit_centering(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("texts", "level", "distinct"),
+    [
+        (["one text"], "token", 1),
+        (["the same text"] * 3, "token", 1),
+        ([f"word{i}" for i in range(9)] + ["word0", " ", ""], "token", 9),  # repeats and blanks add nothing
+        (["The cat sat. The dog ran. The cat sat."] * 4, "sentence", 2),
+        ([f"word{i}" for i in range(10)], "token", None),
+        ([" ".join(f"This is sentence number {i}." for i in range(10))], "sentence", None),  # 10 sentences, 1 text
+    ],
+)
+def test_fit_centering_on_too_few_distinct_texts_warns(tiny_model_path, texts, level, distinct):
+    from moverkit._core.centering import MIN_FIT_TEXTS
+
+    unit = "texts" if level == "token" else "sentences"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        moverkit.fit_centering(texts, model_type=tiny_model_path, level=level)
+    messages = [w for w in caught if "fit_centering" in str(w.message)]
+    if distinct is None:
+        assert messages == []
+        return
+    (warning,) = messages
+    assert str(warning.message).startswith(
+        f"fit_centering over only {distinct} distinct {unit} (fewer than {MIN_FIT_TEXTS})"
+    )
+    assert warning.filename == __file__  # attributed to the caller (warn_user)

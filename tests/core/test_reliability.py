@@ -14,8 +14,9 @@ import torch
 import moverkit
 from moverkit import functional
 from moverkit._core import CenteringStats, check_idf, encode, get_encoder, resolve_device, tokenize
+from moverkit._core.centering import Centering
 from moverkit._core.encoder import available_devices
-from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.request import EncoderRequest
 
 # ---------------------------------------------------------------------------------------- IDF
 
@@ -280,5 +281,7 @@ def test_sentence_encoder_tokenizes_spelled_special_tokens_as_text():
     from moverkit._core import encode_sentences, get_sentence_encoder
 
     encoder = get_sentence_encoder()
-    vectors = encode_sentences(encoder, [SPELLED, "[ cls ] hello [ sep ] [ pad ] world [ mask ] [ unk ]"], EncoderRequest())
+    vectors = encode_sentences(
+        encoder, [SPELLED, "[ cls ] hello [ sep ] [ pad ] world [ mask ] [ unk ]"], EncoderRequest()
+    )
     torch.testing.assert_close(vectors[0], vectors[1], atol=1e-6, rtol=1e-6)

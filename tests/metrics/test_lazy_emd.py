@@ -15,7 +15,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import IdfTable, embedded_model_path, prepare_pairs
-from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.centering import Centering
+from moverkit._core.request import EncoderRequest
 from moverkit.functional.lazy_emd import SOLVER_BATCH_ELEMENTS, lazy_emd, resolve_params
 
 PRESET_EN = (0.23, 0.31)

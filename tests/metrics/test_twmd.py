@@ -13,7 +13,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import embedded_model_path, fit_centering, prepare_pairs
-from moverkit._core.request import Centering, EncoderRequest
+from moverkit._core.centering import Centering
+from moverkit._core.request import EncoderRequest
 from moverkit.functional.twmd import family_value, normalized, resolve_params, twmd, variant_plan
 
 VARIANTS = ("twmd", "trwmd", "sbert", "cka")

@@ -4,6 +4,8 @@ wiring of the button, and drawing the heatmap."""
 
 from __future__ import annotations
 
+import inspect
+import os
 import warnings
 
 import numpy as np
@@ -17,10 +19,13 @@ from moverkit.demo import (
     MAX_REFERENCES,
     MAX_TEXT_CHARS,
     MAX_TOTAL_CHARS,
+    MAX_UPLOAD_BYTES,
     MIN_BATCH_TEXTS,
     Heatmap,
     Param,
     Scored,
+    allowed_models,
+    beyond_loopback,
     heatmap_figure,
     model_param,
     parse_pairs,
@@ -160,6 +165,8 @@ def served(monkeypatch):
             else:
                 monkeypatch.setenv(name, value)
 
+    for name in ("GRADIO_SERVER_NAME", "GRADIO_SHARE"):  # a page on loopback unless a test says otherwise
+        monkeypatch.delenv(name, raising=False)
     return environment
 
 
@@ -190,6 +197,111 @@ def test_the_allow_list_comes_from_the_environment(served, space_id):
         model.convert("/models/c")
     served(space_id, "*")
     assert model.convert("/models/c") == "/models/c"
+
+
+LOOPBACK = ["127.0.0.1", "localhost", "LocalHost", "::1", "[::1]", "127.0.1.1", None, ""]
+"""Server names of a page only this machine reaches (None and "": Gradio's default, 127.0.0.1)."""
+
+BEYOND_LOOPBACK = ["0.0.0.0", "::", "192.168.1.20", "10.0.0.5", "myhost.example.org", "fe80::1", "127.0.0.1.nip.io"]
+"""Server names that other machines reach (a host name too: it may resolve anywhere)."""
+
+
+@pytest.mark.parametrize(
+    ("server_name", "local"), [(n, True) for n in LOOPBACK] + [(n, False) for n in BEYOND_LOOPBACK]
+)
+def test_a_page_served_beyond_loopback_takes_only_the_offered_models(served, server_name, local):
+    # Neither SPACE_ID nor the allow-list set: a page on 0.0.0.0 serves the network, not its owner.
+    served(None, None)
+    assert beyond_loopback(server_name) is not local
+    assert allowed_models(server_name) == (None if local else ())
+    model = model_param()
+    assert model.convert("", server_name=server_name) is None
+    assert model.convert(DEFAULT_MODEL, server_name=server_name) == DEFAULT_MODEL
+    if local:
+        assert model.convert("/any/folder", server_name=server_name) == "/any/folder"
+    else:
+        with pytest.raises(
+            ValueError, match="^this page does not offer the model '/any/folder'; this page offers only"
+        ):
+            model.convert("/any/folder", server_name=server_name)
+    # The allow-list applies as on a Space.
+    served(None, "org/model-a")
+    assert model.convert("org/model-a", server_name=server_name) == "org/model-a"
+    with pytest.raises(ValueError, match="also offered: org/model-a"):
+        model.convert("/any/folder", server_name=server_name)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("GRADIO_SERVER_NAME", "0.0.0.0"), ("GRADIO_SERVER_NAME", ""), ("GRADIO_SHARE", "True")]
+)
+def test_gradios_environment_or_a_share_link_count_as_beyond_loopback(served, monkeypatch, variable, value):
+    served(None, None)
+    monkeypatch.setenv(variable, value)
+    assert beyond_loopback() and allowed_models() == ()
+    with pytest.raises(ValueError, match="does not offer the model"):
+        model_param().convert("/any/folder")
+    monkeypatch.delenv(variable)
+    assert allowed_models() is None and allowed_models(share=True) == ()
+    # An explicit server name is the one Gradio binds, whatever the environment says.
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    assert not beyond_loopback("127.0.0.1")
+
+
+def _launched(monkeypatch, **launch):
+    """A page launched with ``launch`` arguments, as Gradio records them, without a server."""
+    gr = pytest.importorskip("gradio")
+    calls = []
+
+    def fake_launch(self, *args, **kwargs):
+        calls.append(kwargs)
+        self.server_name = kwargs.get("server_name") or os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1")
+        self.share = bool(kwargs.get("share"))
+
+    fake_launch.__signature__ = inspect.signature(gr.Blocks.launch)
+    monkeypatch.setattr(gr.Blocks, "launch", fake_launch)
+    demo = _page()
+    demo.launch(**launch)
+    (scoring,) = [fn for fn in demo.fns.values() if fn.api_name == "score"]
+    (box,) = [block for block in demo.blocks.values() if getattr(block, "elem_id", None) == "param-model_type"]
+    return demo, calls, scoring, box
+
+
+@pytest.mark.parametrize(
+    ("launch", "local"), [({}, True), ({"server_name": "0.0.0.0"}, False), ({"share": True}, False)]
+)
+def test_a_launched_page_applies_the_allow_list_of_its_own_address(served, monkeypatch, launch, local):
+    gr = pytest.importorskip("gradio")
+    served(None, None)
+    demo, calls, scoring, box = _launched(monkeypatch, **launch)
+    assert calls == [{**launch, "max_file_size": MAX_UPLOAD_BYTES}]  # uploads bounded by Gradio too
+    assert ("only the embedded" in box.info) is not local  # the box says what the page takes
+    if local:
+        with pytest.raises(gr.Error, match="not-a-model"):  # the model was offered, and fails to load
+            scoring.fn("a", "b", "/tmp/not-a-model")
+    else:
+        with pytest.raises(gr.Error, match="this page does not offer the model '/tmp/not-a-model'"):
+            scoring.fn("a", "b", "/tmp/not-a-model")
+
+
+def test_a_launch_keeps_its_own_upload_bound(served, monkeypatch):
+    served(None, None)
+    _, calls, _, _ = _launched(monkeypatch, server_name="127.0.0.1", max_file_size="100kb")
+    assert calls == [{"server_name": "127.0.0.1", "max_file_size": "100kb"}]
+
+
+def test_an_upload_larger_than_any_statistic_is_refused_before_loading(tmp_path):
+    upload = tmp_path / "gradio" / "stats.npz"
+    upload.parent.mkdir()
+    upload.write_bytes(bytes(MAX_UPLOAD_BYTES))
+    param = Param("centering_stats", "Corpus statistic (.npz)", "file")
+    assert param.convert(str(upload)) == str(upload)
+    upload.write_bytes(bytes(MAX_UPLOAD_BYTES + 1))
+    with pytest.raises(
+        ValueError,
+        match=f"^centering_stats: the uploaded file 'stats.npz' has {MAX_UPLOAD_BYTES + 1:,} bytes; "
+        f"this page takes at most {MAX_UPLOAD_BYTES:,}",
+    ):
+        param.convert(str(upload))
 
 
 class _Module:
