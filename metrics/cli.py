@@ -8,7 +8,7 @@
     moverkit bench shuffled --data wmt17_seg_da_to_en.tsv --pairs 400
     moverkit publish --dry-run OUTDIR
 
-Input files hold one text per line, a line ending at "\n" (see :func:`split_lines`). A mistake of
+Input files hold one text per line, a line ending at "\n" (see :func:`moverkit.lines.split_lines`). A mistake of
 the user (a missing or empty file, files of different lengths, an argument the metric refuses, an
 ``--out`` that is a folder or an input) prints ``moverkit: error: ...`` and exits with status 2,
 as argparse does, before any scoring; there is no traceback.
@@ -20,10 +20,10 @@ import argparse
 import inspect
 import json
 import math
-import os
 import sys
-from collections.abc import Iterable
 from pathlib import Path
+
+from .lines import check_out, read_texts
 
 # Files longer than this get a progress bar without --verbose.
 _PROGRESS_LINES = 1000
@@ -194,60 +194,12 @@ def _add_encoder_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
 
 
-def split_lines(text: str) -> list[str]:
-    """One text per line, where a line ends at ``"\n"`` only, as ``wc -l`` counts: a form feed, a
-    vertical tab, ``\x1c``-``\x1e``, ``\x85``, U+2028 or U+2029 (where ``str.splitlines`` also
-    breaks) stays inside its text, so a stray one cannot shift the pairs that follow. A ``"\r"``
-    just before the ``"\n"`` (Windows line ends) is not part of the text (a lone ``"\r"``
-    elsewhere is). A final ``"\n"`` does not start one more, empty text; a last line without it
-    is still a text."""
-    lines = text.split("\n")
-    if lines[-1] == "":  # the final newline (or no text at all)
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
-
-
-def read_lines(path: Path) -> list[str]:
-    """The texts of a UTF-8 file, one per line (:func:`split_lines`); a byte order mark at the
-    start is dropped."""
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            return split_lines(f.read())
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text: {err}") from None
-
-
-def _read_texts(path: Path) -> list[str]:
-    """:func:`read_lines`, refusing a file with no line."""
-    texts = read_lines(path)
-    if not texts:
-        raise ValueError(f"{path} is empty; it needs one text per line")
-    return texts
-
-
-def _check_out(out: Path | None, inputs: Iterable[Path | None]) -> None:
-    """Refuse, before any work, an output path that cannot take the file or that is an input
-    (it would be overwritten)."""
-    if out is None:
-        return
-    if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give the path of a file")
-    folder = out.parent
-    if not folder.is_dir():
-        raise ValueError(f"--out {out}: there is no folder {folder}")
-    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise ValueError(f"--out {out} cannot be written (permission denied)")
-    for path in inputs:
-        if path is not None and out.exists() and path.exists() and os.path.samefile(out, path):
-            raise ValueError(f"--out {out} is the input file {path}; writing would overwrite it")
-
-
 def _score(args) -> int:
     import moverkit
 
-    _check_out(args.out, [args.predictions, *args.references, args.centering_stats])
-    predictions = _read_texts(args.predictions)
-    reference_sets = [_read_texts(path) for path in args.references]
+    check_out(args.out, [args.predictions, *args.references, args.centering_stats])
+    predictions = read_texts(args.predictions)
+    reference_sets = [read_texts(path) for path in args.references]
     for path, refs in zip(args.references, reference_sets):
         if len(refs) != len(predictions):
             raise ValueError(
@@ -313,8 +265,8 @@ def _fit_centering(args) -> int:
 
     if args.lang is not None and args.level != "sentence":
         raise ValueError("--lang is used only with --level sentence (it picks the sentence splitter)")
-    _check_out(args.out, [args.texts])
-    texts = _read_texts(args.texts)
+    check_out(args.out, [args.texts])
+    texts = read_texts(args.texts)
     given = {"level": args.level, "lang": args.lang, "batch_size": args.batch_size}
     kwargs = {key: value for key, value in given.items() if value is not None}
     stats = moverkit.fit_centering(
@@ -332,9 +284,9 @@ def _fit_centering(args) -> int:
 def _fit_baseline(args) -> int:
     from ._core.baseline import fit_baseline, write_baseline
 
-    _check_out(args.out, [args.texts])
+    check_out(args.out, [args.texts])
     rows = fit_baseline(
-        _read_texts(args.texts),
+        read_texts(args.texts),
         model_type=args.model,
         layers=args.layers,
         centering=args.centering,
@@ -359,7 +311,7 @@ def _bench_correlation(args) -> int:
         print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
         return 0
     _require_data(args)
-    _check_out(args.out, [args.data])
+    check_out(args.out, [args.data])
     if args.rows:
         missing = sorted(set(args.rows) - {r.label for r in rows})
         if missing:
@@ -388,7 +340,7 @@ def _bench_speed(args) -> int:
         print("\n".join(f"{s.key}\t{s.name}\t{', '.join(s.contenders)}" for s in suites))
         return 0
     _require_data(args)
-    _check_out(args.out, [args.data])
+    check_out(args.out, [args.data])
     data = read_judgments(args.data, limit=args.limit)
     reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
     return _emit("\n\n".join(reports), args.out)
@@ -401,7 +353,7 @@ def _bench_precision(args) -> int:
     from .bench._data import read_judgments
 
     _require_data(args)
-    _check_out(args.out, [args.data])
+    check_out(args.out, [args.data])
     data = read_judgments(args.data, limit=args.limit)
     rows = []
     for metric in args.metrics or moverkit.METRICS:
@@ -415,7 +367,7 @@ def _bench_cache(args) -> int:
     from .bench._data import read_judgments
 
     _require_data(args)
-    _check_out(args.out, [args.data])
+    check_out(args.out, [args.data])
     report = cache_loop.run(read_judgments(args.data), args.metric, args.references, args.evaluations, args.rounds)
     return _emit(cache_loop.format_report(report), args.out)
 
@@ -424,7 +376,7 @@ def _bench_scale(args) -> int:
     from .bench import scale
 
     _require_data(args)
-    _check_out(args.out, [args.data])
+    check_out(args.out, [args.data])
     progress = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731 (each row as it ends)
     runs = scale.RUNS if not args.runs else tuple(scale.parse_run(run) for run in args.runs)
     rows = scale.run(args.data, tuple(args.sizes or scale.SIZES), runs, memory_budget=args.memory_budget, log=progress)
@@ -436,7 +388,7 @@ def _bench_shuffled(args) -> int:
     from .bench._data import read_judgments
 
     _require_data(args)
-    _check_out(args.out, [args.data])
+    check_out(args.out, [args.data])
     rows = shuffled.run(read_judgments(args.data), pairs=args.pairs, seed=args.seed)
     header = (
         f"True reference against another pair's (a derangement, seed {args.seed}) on {args.pairs} pairs of "

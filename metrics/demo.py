@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ._core.centering import MAX_STATS_FILE_BYTES, MIN_BATCH_TEXTS
-from .cli import split_lines
+from .lines import split_lines
 
 REFERENCE_SEPARATOR = "|||"
 """Separates the references of one prediction on a line of the references box."""
@@ -385,7 +385,7 @@ def empty_table():
 
 def parse_pairs(predictions_text: str, references_text: str) -> tuple[list[str], list[str] | list[list[str]]]:
     """The two text boxes as ``compute`` inputs: one prediction per line, one reference per line
-    (lines as ``moverkit score`` reads them: :func:`moverkit.cli.split_lines`).
+    (lines as ``moverkit score`` reads them: :func:`moverkit.lines.split_lines`).
 
     A reference line holding ``|||`` gives that prediction several references; then every line is
     passed as a list (evaluate takes one reference layout per call). Line counts are left for the

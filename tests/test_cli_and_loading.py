@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import moverkit
-from moverkit.cli import main, read_lines
+from moverkit.cli import main
+from moverkit.lines import read_lines
 
 ROOT = moverkit.module_path("centered_bertscore").parents[1]
 EXAMPLES = moverkit.module_path("centered_bertscore").parent / "examples"
