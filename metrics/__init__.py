@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ._core.centering import fit_centering
     from ._core.memory import release
     from ._core.streaming import set_memory_budget
+    from ._core.user_warnings import MoverkitWarning
 
 from ._version import __version__
 
@@ -93,12 +94,14 @@ def means(result: dict) -> dict:
 # ``import moverkit`` stays light (no torch, no transformers): ``fit_centering`` fits the ``corpus``
 # centering statistic of token or sentence vectors; ``release`` frees every loaded model;
 # ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks);
-# ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties.
+# ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties;
+# ``MoverkitWarning`` is the class of every warning moverkit gives.
 _LAZY = {
     "fit_centering": "._core.centering",
     "release": "._core.memory",
     "set_memory_budget": "._core.streaming",
     "set_cache": "._core.cache",
+    "MoverkitWarning": "._core.user_warnings",
 }
 
 
@@ -112,6 +115,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "METRICS",
+    "MoverkitWarning",
     "__version__",
     "fit_centering",
     "load",

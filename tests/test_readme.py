@@ -31,7 +31,14 @@ TEXTS = {  # the input files the shell examples name
     "ref.txt": "a cat was sitting on the mat\nshares dropped a lot on monday\n",
     "ref1.txt": "a cat was sitting on the mat\nshares dropped a lot on monday\n",
     "ref2.txt": "there is a cat on the mat\nthe market fell on monday\n",
-    "corpus.txt": "a cat was sitting on the mat\nshares dropped a lot on monday\nhe went home early\n",
+    "corpus.txt": (  # a corpus for fit-centering: enough distinct texts for a mean that says something
+        "a cat was sitting on the mat\nshares dropped a lot on monday\nhe went home early\n"
+        "the weather stayed cold all week\nthe committee approved the new budget\n"
+        "she plays the violin in an orchestra\ntraffic was heavy on the bridge this morning\n"
+        "the museum opens a new exhibition in may\nprices of fresh vegetables rose again\n"
+        "the team won its third match in a row\nscientists found water on a distant moon\n"
+        "the old library will close for repairs\n"
+    ),
 }
 
 
@@ -41,7 +48,8 @@ def _blocks(language):
 
 def _param(code):
     slow = any(word in code for word in SLOW_WORDS)
-    return pytest.param(code, marks=[pytest.mark.slow] if slow else [], id=code.strip().splitlines()[0][:40])
+    marks = [pytest.mark.integration] + ([pytest.mark.slow] if slow else [])
+    return pytest.param(code, marks=marks, id=code.strip().splitlines()[0][:40])
 
 
 @pytest.fixture
@@ -66,9 +74,13 @@ def test_readme_has_the_blocks_this_test_runs():
     assert {lang for lang, _ in BLOCKS} <= {"python", "bash", ""}
 
 
+# Each block runs with moverkit's warnings as errors: a README example that warns fails.
+WARNINGS_ARE_ERRORS = 'import warnings, moverkit; warnings.simplefilter("error", moverkit.MoverkitWarning)\n'
+
+
 @pytest.mark.parametrize("code", [_param(c) for c in _blocks("python")])
 def test_python_block_runs_alone(code, workdir):
-    _run([sys.executable, "-c", code], workdir)
+    _run([sys.executable, "-c", WARNINGS_ARE_ERRORS + code], workdir)
 
 
 def _commands(code):
@@ -82,7 +94,8 @@ def test_bash_block_runs(code, workdir):
     for line in _commands(code):
         words = shlex.split(line)
         assert words[0] == "moverkit", f"a README shell line that is neither install nor moverkit: {line}"
-        moverkit_cli = [sys.executable, "-m", "moverkit.cli", *words[1:]]
+        cli = WARNINGS_ARE_ERRORS + "import runpy; runpy.run_module('moverkit.cli', run_name='__main__')"
+        moverkit_cli = [sys.executable, "-c", cli, *words[1:]]
         _run(moverkit_cli, workdir)
 
 

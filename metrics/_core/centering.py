@@ -41,6 +41,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -492,15 +493,35 @@ def _describe(model: str, layer: int) -> str:
     return f"{model} sentence vectors (layer {layer})" if layer == SENTENCE_LAYER else f"{model} layer {layer}"
 
 
+STATS_DIR = Path(__file__).resolve().parents[1] / "centering_stats"
+"""The shipped ``corpus`` statistics: ``<model name, / as __>.layer<k>.npz`` (token vectors of
+layer ``k``) and ``<model name>.sentence.npz`` (sentence vectors), fitted by
+``moverkit fit-centering`` on the 2,191 distinct references of the WMT17 segment-level DA file
+(news, to-English; see ``centering_stats/README.md``)."""
+
+
+def shipped_stats_path(model: str, layer: int) -> Path:
+    """Where the shipped statistic of ``model`` (a resolved model name) at ``layer`` (or
+    :data:`SENTENCE_LAYER`) is, whether or not it exists."""
+    kind = "sentence" if layer == SENTENCE_LAYER else f"layer{layer}"
+    return STATS_DIR / f"{model.replace('/', '__')}.{kind}.npz"
+
+
 def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> CenteringStats:
     """Accept a :class:`CenteringStats` or a path to one; check it fits the encoder in use (its
-    model, its layer, or ``-1`` for sentence vectors, and its dimension)."""
+    model, its layer, or ``-1`` for sentence vectors, and its dimension). ``None`` takes the
+    statistic shipped for the model and layer (:func:`shipped_stats_path`: the embedded model's
+    layers and sentence vectors), and is a ``ValueError`` that says what to do for any other."""
     if centering_stats is None:
-        how = 'texts, level="sentence"' if layer == SENTENCE_LAYER else "texts, model_type=..., num_layers=..."
-        raise ValueError(
-            f"centering='corpus' needs centering_stats: fit one with moverkit.fit_centering({how}) "
-            "and pass it (or the path it was saved to)"
-        )
+        centering_stats = shipped_stats_path(model, layer)
+        if not centering_stats.is_file():
+            how = 'texts, level="sentence"' if layer == SENTENCE_LAYER else "texts, model_type=..., num_layers=..."
+            raise ValueError(
+                f"centering='corpus' subtracts a mean fitted on a corpus, and one ships only for the embedded "
+                f"model; for {_describe(model, layer)} fit one with moverkit.fit_centering({how}) and pass it "
+                "(or the path it was saved to) as centering_stats, or pass centering='batch' (the mean of the "
+                "call's own texts, the paper's method) or centering='none'"
+            )
     stats = centering_stats
     if isinstance(centering_stats, (str, os.PathLike)):
         stats = CenteringStats.load(centering_stats)

@@ -42,6 +42,12 @@ def stack_level() -> int:
     return level
 
 
-def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+class MoverkitWarning(UserWarning):
+    """Every warning moverkit gives (a ``UserWarning``): filter on it to silence, or to turn into
+    errors, moverkit's warnings alone (``warnings.simplefilter("error", moverkit.MoverkitWarning)``,
+    or ``filterwarnings = ["error::moverkit.MoverkitWarning"]`` in pytest's configuration)."""
+
+
+def warn_user(message: str, category: type[Warning] = MoverkitWarning) -> None:
     """``warnings.warn(message, category)`` attributed to the user's code (see the module doc)."""
     warnings.warn(message, category, stacklevel=stack_level())

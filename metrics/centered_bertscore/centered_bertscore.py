@@ -64,11 +64,14 @@ Args:
     {batch_size}
     {device}
     {verbose}
-    centering (str, default "batch"): "none", "dim" (each vector's own mean over dimensions),
+    centering (str, default "corpus"): "none", "dim" (each vector's own mean over dimensions),
         "sentence" (the mean of the text's tokens), "batch" (the mean of all tokens of all texts of
-        this compute call) or "corpus" (a mean fitted once on a corpus: needs centering_stats).
+        this compute call: the paper's method) or "corpus" (a mean fitted once on a corpus, so a
+        pair scores the same in any call: the statistic shipped for the embedded model, or
+        centering_stats; any other model needs centering_stats or another mode).
     centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
-        from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved to).
+        from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved
+        to); default: the one shipped for the embedded model (fitted on WMT17 news references).
     {max_length}
     lang (str, default "en"): the language of the texts, as in evaluate's bertscore. It changes no
         score for a given model (not in the hashcode): bertscore picks a default model per
@@ -136,7 +139,7 @@ class CenteredBertscore(TextPairMetric):
         batch_size: int = 64,
         device: str | None = None,
         verbose: bool = False,
-        centering: str = "batch",
+        centering: str = "corpus",
         centering_stats=None,
         max_length: int | None = None,
         lang: str = "en",

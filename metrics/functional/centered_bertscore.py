@@ -51,7 +51,7 @@ def centered_bertscore(
     batch_size: int = 64,
     device: str | None = None,
     verbose: bool = False,
-    centering: str = "batch",
+    centering: str = "corpus",
     centering_stats=None,
     max_length: int | None = None,
     lang: str = "en",
@@ -98,6 +98,12 @@ def _scores(predictions, references, request, centering, call_idf, *, idf, resca
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
     params = {}
     if rescaled:
+        if baseline_path is None and centering.mode == "corpus" and centering.stats is not None:
+            # The shipped corpus baseline holds for the shipped statistic only.
+            raise ValueError(
+                "rescale_with_baseline=True with your own centering_stats needs a baseline_path fitted under "
+                "that statistic (the shipped baseline of centering='corpus' holds for the shipped statistic only)"
+            )
         path = default_baseline_path(data.encoder.name, centering.mode) if baseline_path is None else baseline_path
         values = read_baseline(path, data.encoder.layer)
         scores = rescale(scores, values)

@@ -56,7 +56,7 @@ def twmd(
     batch_size: int = 64,
     device: str | None = None,
     verbose: bool = False,
-    centering: str = "batch",
+    centering: str = "corpus",
     centering_stats=None,
     max_length: int | None = None,
     lang: str = "en",
