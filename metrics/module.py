@@ -31,9 +31,11 @@ ARGUMENT_DOCS = {
     ),
     "dtype": (
         'dtype (str, default "float32"): the precision of the encoder\'s forward pass: "float32" (exact,\n'
-        '        bert-score parity), "bfloat16" (about 2x faster on a CPU with bfloat16 units, scores within\n'
-        '        about 1e-3; see "Speed" in the card) or "float16" (GPU only; refused on a CPU, where it is no\n'
-        "        faster). Similarities and transport stay in float32/float64. It is in the hashcode."
+        '        bert-score parity), "bfloat16" (about 2x faster on a CPU with AMX or AVX512-BF16 units, scores\n'
+        '        within about 1e-3; 4x slower on other CPUs, where it warns; see "Speed" in the card),\n'
+        '        "float16" (GPU only; refused on a CPU) or "auto" (bfloat16 on a CPU with bfloat16 units and\n'
+        '        on a GPU, float16 on a GPU without bfloat16, float32 otherwise). Similarities and transport\n'
+        "        stay in float32/float64. The precision that ran is in the hashcode."
     ),
 }
 """The documentation of the encoder arguments that several modules share, word for word: each

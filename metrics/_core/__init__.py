@@ -23,9 +23,9 @@ from .encoder import (
     embedded_model_path,
     encode,
     get_encoder,
-    resolve_device,
     tokenize,
 )
+from .hardware import resolve_device
 from .hashing import get_hash, pair_hash
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, best_per_group, call_texts, check_inputs, check_texts, flatten_pairs

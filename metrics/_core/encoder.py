@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from . import checks
 from .batching import ENCODE_TOKEN_BUDGET, length_batches
+from .hardware import check_dtype, precision, resolve_device
 from .registry import cached_model
 from .request import DEFAULT_MODEL, EncoderRequest
 from .user_warnings import warn_user
@@ -111,44 +112,6 @@ def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
     return path, path
 
 
-def resolve_device(device: str | int | torch.device | None) -> torch.device:
-    """``None`` picks CUDA when there is one, else the CPU; an int is a CUDA ordinal.
-
-    A device this machine lacks (``"cuda"`` without CUDA, ``"cuda:7"`` with fewer GPUs, ``"mps"``
-    without Metal) is a ``ValueError`` that names ``device`` and lists :func:`available_devices`,
-    before any model is loaded.
-    """
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        if isinstance(device, bool):
-            raise TypeError
-        dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
-    except (RuntimeError, TypeError, ValueError) as err:
-        raise ValueError(f"device must be like 'cpu', 'cuda' or 'cuda:1', got {device!r}") from err
-    if dev.type == "cpu":
-        return dev
-    backend = getattr(torch, dev.type, None)  # torch.cuda, torch.mps, torch.xpu, ...
-    is_available = getattr(backend, "is_available", None)
-    if not (callable(is_available) and is_available()):
-        raise ValueError(
-            f"device={device!r}: this machine has no {dev.type} device; available: {', '.join(available_devices())}"
-        )
-    count = getattr(backend, "device_count", None)
-    if dev.index is not None and callable(count) and dev.index >= count():
-        raise ValueError(
-            f"device={device!r}: this machine has {count()} {dev.type} device(s), numbered from 0; "
-            f"available: {', '.join(available_devices())}"
-        )
-    return dev
-
-
-def available_devices() -> list[str]:
-    """The devices ``device=`` accepts on this machine: ``cpu``, each CUDA GPU, ``mps``."""
-    devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
-    return devices + (["mps"] if torch.backends.mps.is_available() else [])
-
-
 @contextlib.contextmanager
 def _quiet_transformers():
     """Silence the expected load-time messages (unused pooler weights, weight-loading bars)."""
@@ -164,32 +127,6 @@ def _quiet_transformers():
         transformers.logging.set_verbosity(verbosity)
         if bars:
             transformers.utils.logging.enable_progress_bar()
-
-
-def check_dtype(dtype: str, device: torch.device) -> str:
-    """``dtype`` (one of :data:`DTYPES`, checked by the call's
-    :class:`~moverkit._core.request.EncoderRequest`) if it runs on ``device``. ``float16`` on a CPU
-    is refused: measured here (Xeon with AVX512-FP16/AMX, torch 2.13) it was no faster than float32
-    (autocast) or slower than ``bfloat16``, and on CPUs without half-precision units it is far slower."""
-    if dtype == "float16" and device.type == "cpu":
-        raise ValueError(
-            "dtype='float16' is not offered on the CPU (it is no faster than float32 there); "
-            "use dtype='bfloat16' for a faster CPU forward pass, or float16 on a GPU"
-        )
-    return dtype
-
-
-def precision(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """The context of a forward pass in ``dtype``: nothing for ``float32``; otherwise
-    ``torch.autocast``, which runs the matrix products in ``dtype`` and keeps layer norms, softmax
-    and the weights themselves in float32. Chosen by measurement over casting the weights: on 700
-    WMT17 texts (2-core CPU under load) a first round gave float32 28.3 s, autocast 14.7 s, cast
-    weights 10.8 s, a second round 17.0 / 19.5 / 23.5 s: neither consistently faster, while
-    autocast's vectors were 3x closer to float32's (max |delta| 0.025 against 0.075) and one
-    float32 model serves every dtype."""
-    if dtype == "float32":
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=getattr(torch, dtype))
 
 
 def _layer_list(model: torch.nn.Module, n_layers: int) -> tuple[torch.nn.Module, str] | None:
@@ -479,7 +416,7 @@ def encode(
     forward pass, the vectors of each of those layers in ``layer_vectors`` (for aggregations over
     layers such as MoverScore's power means); ``vectors`` is unchanged.
 
-    ``dtype`` (:data:`DTYPES`) is the precision of the forward pass (:func:`precision`); the vectors
+    ``dtype`` (:data:`~moverkit._core.hardware.DTYPES`, concrete) is the precision of the forward pass (:func:`~moverkit._core.hardware.precision`); the vectors
     are float32 whatever it is.
     """
     batch_size, max_length, long_texts, dtype = (

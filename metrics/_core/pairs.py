@@ -66,7 +66,7 @@ class PairData:
     layers: tuple[int, ...]  # the block outputs the vectors come from: (encoder.layer,) or the aggregated ones
     max_length: int  # the token limit the texts were truncated to (max_length capped by the model's own)
     long_texts: str  # "truncate" or "window": what happened to texts over the limit (moverkit._core.windows)
-    dtype: str = "float32"  # the precision of the encoder's forward pass (moverkit._core.encoder.DTYPES)
+    dtype: str = "float32"  # the precision of the encoder's forward pass (moverkit._core.hardware.DTYPES, concrete)
 
     def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
         """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices)."""

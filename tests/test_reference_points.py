@@ -1,0 +1,26 @@
+"""The reference points of every metric's spec (what unrelated texts and a machine translation
+score) are recomputed from the WMT17 file they were measured on."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from moverkit import functional
+from moverkit._core.baseline import random_pairs
+from moverkit.specs import SPECS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_reference_points_are_what_the_metric_scores(name, wmt17_full):
+    spec = SPECS[name]
+    score = getattr(functional, name)
+    predictions, references = random_pairs(list(wmt17_full.references) + list(wmt17_full.predictions), 1000, 0)
+    unrelated = statistics.fmean(score(predictions, references)[spec.main])
+    translation = statistics.fmean(score(list(wmt17_full.predictions), list(wmt17_full.references))[spec.main])
+    assert unrelated == pytest.approx(spec.unrelated, abs=5e-4)
+    assert translation == pytest.approx(spec.translation, abs=5e-4)
+    # The points are ordered as the metric's direction says.
+    assert spec.better(spec.identical, spec.translation) and spec.better(spec.translation, spec.unrelated)
