@@ -28,7 +28,16 @@ from .encoder import (
 from .hardware import resolve_device
 from .hashing import get_hash, pair_hash
 from .idf import IdfTable, check_idf, token_weights
-from .inputs import CallTexts, best_per_group, call_texts, check_inputs, check_texts, flatten_pairs
+from .inputs import (
+    CallTexts,
+    best_per_group,
+    call_texts,
+    check_inputs,
+    check_texts,
+    chosen_outputs,
+    flatten_pairs,
+    reference_index,
+)
 from .matching import cosine_matrix, f_measure, greedy_match
 from .memory import release
 from .pairs import PaddedClouds, PairData, prepare_pairs
@@ -49,6 +58,8 @@ __all__ = [
     "SentenceEncoder",
     "TokenClouds",
     "best_per_group",
+    "chosen_outputs",
+    "reference_index",
     "call_texts",
     "center",
     "center_rows",

@@ -171,3 +171,21 @@ def best_per_group(values: torch.Tensor, group: torch.Tensor, n_groups: int, low
     first = torch.full((n_groups,), len(values), dtype=torch.long)
     first.scatter_reduce_(0, group[is_best], torch.nonzero(is_best).flatten(), reduce="amin")
     return sign * best, first
+
+
+def reference_index(pair: torch.Tensor, group: torch.Tensor) -> list[int]:
+    """For the kept pair of each prediction (``pair``, the second value of :func:`best_per_group`),
+    the position of its reference among that prediction's references: the pairs of a prediction
+    are consecutive, in the order of its references (:func:`flatten_pairs`)."""
+    pair, group = pair.cpu(), group.cpu()
+    first = torch.full((len(pair),), len(group), dtype=torch.long)
+    first.scatter_reduce_(0, group, torch.arange(len(group)), reduce="amin")
+    return (pair - first).tolist()
+
+
+def chosen_outputs(result: dict, return_reference_index: bool) -> dict:
+    """``result`` without ``reference_index`` unless it was asked for (the scoring computes it
+    always, chunk by chunk: it costs one subtraction per prediction)."""
+    if not return_reference_index:
+        del result["reference_index"]
+    return result

@@ -95,6 +95,8 @@ Args:
     {dtype}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference and their cosine similarity matrix.
+    return_reference_index (bool, default False): also return "reference_index", per prediction the
+        position (from 0) of the reference among its references that gave the kept score (by F1).
 
 Returns:
     precision (list of float): per prediction, in [-1, 1]; higher is better.
@@ -103,6 +105,8 @@ Returns:
     hashcode (str): model, layer, idf, centering, token limit and versions, to reproduce the numbers.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",
         "similarity" (rows: prediction tokens; columns: reference tokens).
+    reference_index (list of int, only with return_reference_index): per prediction, the position of
+        the reference whose score was kept (0 with a single reference).
     An empty (or whitespace-only) prediction or reference scores 0.0 for all three.
 
 Examples:
@@ -151,6 +155,7 @@ class CenteredBertscore(TextPairMetric):
         long_texts: str = "truncate",
         dtype: str = "float32",
         return_alignment: bool = False,
+        return_reference_index: bool = False,
     ):
         return centered_bertscore(
             predictions,
@@ -173,4 +178,5 @@ class CenteredBertscore(TextPairMetric):
             long_texts=long_texts,
             dtype=dtype,
             return_alignment=return_alignment,
+            return_reference_index=return_reference_index,
         )

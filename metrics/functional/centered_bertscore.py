@@ -27,11 +27,13 @@ from moverkit._core import (
     best_per_group,
     check_idf,
     checks,
+    chosen_outputs,
     cosine_matrix,
     f_measure,
     greedy_match,
     pair_hash,
     prepare_pairs,
+    reference_index,
 )
 from moverkit._core.baseline import baseline_tag, default_baseline_path, read_baseline, rescale
 from moverkit._core.centering import Centering
@@ -63,6 +65,7 @@ def centered_bertscore(
     long_texts: str = "truncate",
     dtype: str = "float32",
     return_alignment: bool = False,
+    return_reference_index: bool = False,
 ) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
     over the references on its own, as bert-score), and the ``hashcode``; with
@@ -77,11 +80,13 @@ def centered_bertscore(
     if checks.boolean("all_layers", all_layers):
         raise ValueError("all_layers=True is not supported: score one layer per call with num_layers=k")
     checks.boolean("return_alignment", return_alignment)
+    checks.boolean("return_reference_index", return_reference_index)
     idf = check_idf(idf)
     score = partial(
         _scores, idf=idf, rescaled=rescale_with_baseline, baseline_path=baseline_path, return_alignment=return_alignment
     )
-    return in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+    result = in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+    return chosen_outputs(result, return_reference_index)
 
 
 def _scores(predictions, references, request, centering, call_idf, *, idf, rescaled, baseline_path, return_alignment):
@@ -114,6 +119,7 @@ def _scores(predictions, references, request, centering, call_idf, *, idf, resca
         results[name], best = best_per_group(values, data.group, data.n_predictions)
         results[name] = results[name].tolist()
     results["hashcode"] = pair_hash("centered_bertscore", data, **params)
+    results["reference_index"] = reference_index(best, data.group)  # the reference of the kept F1
     if return_alignment:
         results["alignment"] = [alignment(data, int(k)) for k in best]
     return results

@@ -18,7 +18,7 @@ from functools import partial
 
 import torch
 
-from moverkit._core import best_per_group, check_idf, checks, pair_hash, prepare_pairs
+from moverkit._core import best_per_group, check_idf, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
 from moverkit._core.centering import Centering
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
@@ -71,6 +71,7 @@ def lazy_emd(
     long_texts: str = "truncate",
     dtype: str = "float32",
     return_alignment: bool = False,
+    return_reference_index: bool = False,
 ) -> dict:
     """Lazy-EMD of each prediction against its reference(s).
 
@@ -82,9 +83,11 @@ def lazy_emd(
     request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
     params = resolve_params(lang, reg_c, reg_r, epsilon, max_iter)
     checks.boolean("return_alignment", return_alignment)
+    checks.boolean("return_reference_index", return_reference_index)
     idf = check_idf(idf)
     score = partial(_scores, params=params, idf=idf, return_alignment=return_alignment)
-    return in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+    result = in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+    return chosen_outputs(result, return_reference_index)
 
 
 def _scores(predictions, references, request, centering, call_idf, *, params, idf, return_alignment) -> dict:
@@ -96,6 +99,7 @@ def _scores(predictions, references, request, centering, call_idf, *, params, id
     results = {
         "lazy_emd": best.tolist(),
         "hashcode": pair_hash("lazy_emd", data, **params),
+        "reference_index": reference_index(which, data.group),
     }
     if return_alignment:
         results["alignment"] = [alignment(data, int(k), bool(live[k]), params) for k in which]

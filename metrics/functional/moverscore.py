@@ -36,7 +36,7 @@ from functools import lru_cache, partial
 import numpy as np
 import torch
 
-from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs
+from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs, reference_index
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.centering import Centering
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
@@ -161,6 +161,7 @@ def moverscore(
     long_texts: str = "truncate",
     dtype: str = "float32",
     return_alignment: bool = False,
+    return_reference_index: bool = False,
 ) -> dict:
     """MoverScore of every prediction against its best reference (the highest score), and the
     ``hashcode``; with ``return_alignment``, the units, optimal plan and cost matrix of each
@@ -182,6 +183,7 @@ def moverscore(
     layer = -1 if num_layers is None else num_layers  # the last layer, as the releases
     request = EncoderRequest(model_type, layer, device, batch_size, max_length, long_texts, dtype, lang, verbose)
     checks.boolean("return_alignment", return_alignment)
+    checks.boolean("return_reference_index", return_reference_index)
     filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
     over_layers = config.aggregation == "power_means"
     data = prepare_pairs(
@@ -199,6 +201,8 @@ def moverscore(
     scores = score_pairs(data, pred, ref, config)
     best_scores, best = best_per_group(scores, data.group, data.n_predictions)
     results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config)}
+    if return_reference_index:
+        results["reference_index"] = reference_index(best, data.group)
     if return_alignment:
         results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
     return results

@@ -32,6 +32,7 @@ from moverkit._core import (
     f_measure,
     get_hash,
     greedy_match,
+    reference_index,
     split_sentences,
 )
 from moverkit._core.batching import pad, pair_buckets
@@ -56,6 +57,7 @@ def sbertscore(
     lang: str = "en",
     dtype: str = "float32",
     return_alignment: bool = False,
+    return_reference_index: bool = False,
 ) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
     over the references on its own, as bert-score), and the ``hashcode``; with
@@ -65,6 +67,7 @@ def sbertscore(
     centering = Centering(centering, centering_stats, level="sentence")
     request = EncoderRequest(model_type, None, device, batch_size, None, "truncate", dtype, lang, verbose)
     checks.boolean("return_alignment", return_alignment)
+    checks.boolean("return_reference_index", return_reference_index)
     splitter = splitter_tag(lang)
     encoder = sentence_encoder_for(request)
     stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
@@ -108,8 +111,10 @@ def sbertscore(
         results[name], best = best_per_group(values, texts.group, len(texts.predictions))
         results[name] = results[name].tolist()
     results["hashcode"] = get_hash(
-        "sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, splitter=splitter, dtype=dtype
+        "sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, splitter=splitter, dtype=request.dtype
     )
+    if return_reference_index:
+        results["reference_index"] = reference_index(best, texts.group)  # the reference of the kept F1
     if return_alignment:
         sentence_vectors = [vectors[rows[offsets[i] : offsets[i + 1]]] for i in range(len(texts.unique))]
         results["alignment"] = [

@@ -21,7 +21,7 @@ from functools import partial
 
 import torch
 
-from moverkit._core import best_per_group, checks, pair_hash, prepare_pairs
+from moverkit._core import best_per_group, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
 from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.request import EncoderRequest
@@ -63,6 +63,7 @@ def twmd(
     long_texts: str = "truncate",
     dtype: str = "float32",
     return_alignment: bool = False,
+    return_reference_index: bool = False,
 ) -> dict:
     """Score each prediction against its reference(s) with the chosen member of the family.
 
@@ -75,8 +76,9 @@ def twmd(
     centering = Centering(centering, centering_stats)
     params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering.mode)
     checks.boolean("return_alignment", return_alignment)
+    checks.boolean("return_reference_index", return_reference_index)
     score = partial(_scores, params=params, return_alignment=return_alignment)
-    return in_chunks(score, predictions, references, request, centering)
+    return chosen_outputs(in_chunks(score, predictions, references, request, centering), return_reference_index)
 
 
 def _scores(predictions, references, request, centering, call_idf, *, params, return_alignment) -> dict:
@@ -90,6 +92,7 @@ def _scores(predictions, references, request, centering, call_idf, *, params, re
     results = {
         params["variant"]: best.tolist(),
         "hashcode": pair_hash("twmd", data, **params),
+        "reference_index": reference_index(which, data.group),
     }
     if return_alignment:
         results["alignment"] = [alignment(data, int(k), params) for k in which]

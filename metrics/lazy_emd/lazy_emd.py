@@ -80,6 +80,8 @@ Args:
     {dtype}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cost matrix and the optimal plan P*.
+    return_reference_index (bool, default False): also return "reference_index", per prediction the
+        position (from 0) of the reference among its references that gave the kept score.
 
 Returns:
     lazy_emd (list of float): per prediction, <C, P*> >= 0; a distance: LOWER is closer. With
@@ -91,6 +93,8 @@ Returns:
         max_iter and versions.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",
         "cost" (1 - cosine) and "plan" (rows: prediction tokens; columns: reference tokens).
+    reference_index (list of int, only with return_reference_index): per prediction, the position of
+        the reference whose score was kept (0 with a single reference).
 
 Examples:
     >>> metric = evaluate.load("metrics/lazy_emd")
@@ -139,6 +143,7 @@ class LazyEmd(TextPairMetric):
         long_texts: str = "truncate",
         dtype: str = "float32",
         return_alignment: bool = False,
+        return_reference_index: bool = False,
     ):
         return lazy_emd(
             predictions,
@@ -160,4 +165,5 @@ class LazyEmd(TextPairMetric):
             long_texts=long_texts,
             dtype=dtype,
             return_alignment=return_alignment,
+            return_reference_index=return_reference_index,
         )

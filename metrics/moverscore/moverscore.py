@@ -97,6 +97,8 @@ Args:
     return_alignment (bool, default False): also return, per prediction, the transport units
         (tokens or n-grams with positive weight) of the prediction and of its best reference,
         the optimal plan (the release's "flow") and the cost matrix (the release's plot_example picture).
+    return_reference_index (bool, default False): also return "reference_index", per prediction the
+        position (from 0) of the reference among its references that gave the kept score.
 
 Returns:
     moverscore (list of float): per prediction; higher is better. In (0, 1] for "1/(1+wmd)";
@@ -107,6 +109,8 @@ Returns:
     alignment (list of dict, only with return_alignment): "prediction_tokens",
         "reference_tokens", "plan" (rows: prediction units, columns: reference units; sums to 1)
         and "cost" (same shape).
+    reference_index (list of int, only with return_reference_index): per prediction, the position of
+        the reference whose score was kept (0 with a single reference).
 
 Examples:
     >>> metric = evaluate.load("metrics/moverscore")
@@ -163,6 +167,7 @@ class Moverscore(TextPairMetric):
         long_texts: str = "truncate",
         dtype: str = "float32",
         return_alignment: bool = False,
+        return_reference_index: bool = False,
     ):
         return moverscore(
             predictions,
@@ -190,4 +195,5 @@ class Moverscore(TextPairMetric):
             long_texts=long_texts,
             dtype=dtype,
             return_alignment=return_alignment,
+            return_reference_index=return_reference_index,
         )

@@ -84,6 +84,8 @@ Args:
     {dtype}
     return_alignment (bool, default False): also return, per prediction, the sentences of the
         prediction and of its best reference (by F1) and their cosine similarity matrix.
+    return_reference_index (bool, default False): also return "reference_index", per prediction the
+        position (from 0) of the reference among its references that gave the kept score (by F1).
 
 Returns:
     precision (list of float): per prediction, in [-1, 1]; higher is better.
@@ -92,6 +94,8 @@ Returns:
     hashcode (str): model, sentence layer tag (L-1), centering, splitter and versions.
     alignment (list of dict, only with return_alignment): "prediction_sentences",
         "reference_sentences", "similarity" (rows: prediction sentences; columns: reference sentences).
+    reference_index (list of int, only with return_reference_index): per prediction, the position of
+        the reference whose score was kept (0 with a single reference).
     A prediction or reference with no sentence (empty or white space only) scores 0.0 for all
     three, with a warning.
 
@@ -139,6 +143,7 @@ class Sbertscore(TextPairMetric):
         lang: str = "en",
         dtype: str = "float32",
         return_alignment: bool = False,
+        return_reference_index: bool = False,
     ):
         return sbertscore(
             predictions,
@@ -152,4 +157,5 @@ class Sbertscore(TextPairMetric):
             lang=lang,
             dtype=dtype,
             return_alignment=return_alignment,
+            return_reference_index=return_reference_index,
         )

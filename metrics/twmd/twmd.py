@@ -81,6 +81,8 @@ Args:
     {dtype}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cosine similarity matrix and the transport plan.
+    return_reference_index (bool, default False): also return "reference_index", per prediction the
+        position (from 0) of the reference among its references that gave the kept score.
 
 Returns:
     twmd | trwmd | sbert | cka (list of float): per prediction, the score of the chosen variant;
@@ -94,6 +96,8 @@ Returns:
         "similarity" and "plan" (rows: prediction tokens; columns: reference tokens). The plan
         sums to 1: twmd's after its Sinkhorn steps, trwmd's closed-form optimum (each reference
         token's 1/L1 spread by a softmax), sbert's uniform coupling; None for cka.
+    reference_index (list of int, only with return_reference_index): per prediction, the position of
+        the reference whose score was kept (0 with a single reference).
 
 Examples:
     >>> metric = evaluate.load("metrics/twmd")
@@ -141,6 +145,7 @@ class Twmd(TextPairMetric):
         long_texts: str = "truncate",
         dtype: str = "float32",
         return_alignment: bool = False,
+        return_reference_index: bool = False,
     ):
         return twmd(
             predictions,
@@ -161,4 +166,5 @@ class Twmd(TextPairMetric):
             long_texts=long_texts,
             dtype=dtype,
             return_alignment=return_alignment,
+            return_reference_index=return_reference_index,
         )
