@@ -34,7 +34,7 @@ ARGUMENT_DOCS = {
         '        bert-score parity), "bfloat16" (about 2x faster on a CPU with AMX or AVX512-BF16 units, scores\n'
         '        within about 1e-3; 4x slower on other CPUs, where it warns; see "Speed" in the card),\n'
         '        "float16" (GPU only; refused on a CPU) or "auto" (bfloat16 on a CPU with bfloat16 units and\n'
-        '        on a GPU, float16 on a GPU without bfloat16, float32 otherwise). Similarities and transport\n'
+        "        on a GPU, float16 on a GPU without bfloat16, float32 otherwise). Similarities and transport\n"
         "        stay in float32/float64. The precision that ran is in the hashcode."
     ),
 }
