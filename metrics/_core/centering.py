@@ -454,10 +454,12 @@ def warn_small_batch(sizes: torch.Tensor, unit: str) -> None:
     n = int((sizes > 0).sum())
     if n < MIN_BATCH_TEXTS:
         warn_user(
-            f"centering='batch' over only {n} distinct {unit} (fewer than {MIN_BATCH_TEXTS}): the mean it "
+            f"centering='batch' over only {n} distinct {unit.removesuffix('s') if n == 1 else unit} "
+            f"(fewer than {MIN_BATCH_TEXTS}): the mean it "
             f"subtracts is mostly these {unit}' own vectors, so the scores say little (a single pair can score "
             f"near -1). Score more pairs per call (at least {MIN_BATCH_TEXTS} distinct {unit} together), or pass "
-            "centering='corpus' (with a mean from moverkit.fit_centering) or centering='none'.",
+            "centering='corpus' (the default of centered_bertscore and twmd: a mean shipped for the embedded model, "
+            "or one from moverkit.fit_centering) or centering='none'.",
         )
 
 
@@ -466,7 +468,8 @@ def warn_small_fit(n: int, unit: str) -> None:
     ``unit`` (``"texts"``, ``"sentences"``)."""
     if n < MIN_FIT_TEXTS:
         warn_user(
-            f"fit_centering over only {n} distinct {unit} (fewer than {MIN_FIT_TEXTS}): the corpus mean is then "
+            f"fit_centering over only {n} distinct {unit.removesuffix('s') if n == 1 else unit} "
+            f"(fewer than {MIN_FIT_TEXTS}): the corpus mean is then "
             f"mostly these {unit}' own vectors, not the offset the model gives every text, and centering with it "
             f"moves scores by about as much as they differ between pairs. Fit it on at least {MIN_FIT_TEXTS} "
             f"distinct {unit} (more is better), such as the references to score or other texts of their domain.",
