@@ -54,8 +54,8 @@ def _param(code):
 
 @pytest.fixture
 def workdir(tmp_path):
-    """A user's folder: the checkout's metrics/, tests/ and spaces/ beside the input files."""
-    for name in ("metrics", "tests", "spaces"):
+    """A user's folder: the checkout's metrics/, tests/, spaces/ and data/ beside the input files."""
+    for name in ("metrics", "tests", "spaces", "data"):
         (tmp_path / name).symlink_to(ROOT / name)
     for name, text in TEXTS.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
