@@ -81,7 +81,19 @@ def tiny_centering_stats(tiny_model_path):
     sentence-level one for sbertscore and the token-level one for the others."""
     from moverkit import fit_centering
 
-    corpus = ["The cat sat on the mat.", "Dogs bark at night!", "Markets fell on Monday.", "über 猫"]
+    # Ten distinct texts of one sentence each: as few as fit_centering takes without a warning.
+    corpus = [
+        "The cat sat on the mat.",
+        "Dogs bark at night!",
+        "Markets fell on Monday.",
+        "über 猫",
+        "The council approved the budget.",
+        "Rain is expected this week.",
+        "He plays the violin.",
+        "The team won the final.",
+        "Prices keep rising.",
+        "A new bridge links the towns.",
+    ]
     token = fit_centering(corpus, tiny_model_path)
     sentence = fit_centering(corpus, tiny_model_path, level="sentence")
     return lambda name: sentence if name == "sbertscore" else token

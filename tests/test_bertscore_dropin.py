@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path
 from moverkit._core.baseline import BASELINE_DIR, fit_baseline, random_pairs, read_baseline, write_baseline
 from moverkit.cli import main
@@ -105,7 +106,11 @@ def test_fit_baseline_is_the_mean_bert_score_of_random_pairs(tiny_model_path, pa
 
 def test_fit_baseline_command_writes_bert_scores_format(tiny_model_path, tmp_path, capsys):
     texts = tmp_path / "texts.txt"
-    texts.write_text("the cat sat on the mat\nstocks fell on monday\nhe went home early\na law was passed\n")
+    # Ten texts, ten pairs: batch centering over ten distinct texts (fewer warn).
+    lines = ["the cat sat on the mat", "stocks fell on monday", "he went home early", "a law was passed"]
+    lines += ["rain is expected this week", "the museum opens at nine", "scientists found water"]
+    lines += ["the team won the final", "prices keep rising", "a new bridge links two towns"]
+    texts.write_text("\n".join(lines) + "\n")
     out = tmp_path / "baseline.csv"
     assert (
         main(
@@ -118,7 +123,7 @@ def test_fit_baseline_command_writes_bert_scores_format(tiny_model_path, tmp_pat
                 "--model",
                 tiny_model_path,
                 "--pairs",
-                "8",
+                "10",
                 "--layers",
                 "1",
                 "3",
@@ -143,9 +148,10 @@ def test_shipped_baselines_cover_every_layer_of_the_embedded_model():
             assert ((values > -1) & (values < 1)).all()
 
 
-@pytest.mark.parametrize("centering", ["none", "dim", "sentence", "batch"])
-def test_every_centering_but_corpus_rescales_with_its_shipped_baseline(pairs, centering):
-    """No baseline_path needed: (s - b) / (1 - b) with b the layer's row of the shipped file."""
+@pytest.mark.parametrize("centering", ["none", "dim", "sentence", "batch", "corpus"])
+def test_every_centering_rescales_with_its_shipped_baseline(pairs, centering):
+    """No baseline_path needed: (s - b) / (1 - b) with b the layer's row of the shipped file (for
+    corpus: the one fitted under the shipped statistic, which corpus takes without centering_stats)."""
     predictions, references = pairs[0][:20], pairs[1][:20]
     shipped = BASELINE_DIR / f"sentence-transformers__all-MiniLM-L6-v2.{centering}.csv"
     table = np.loadtxt(shipped, delimiter=",", skiprows=1)
@@ -155,6 +161,23 @@ def test_every_centering_but_corpus_rescales_with_its_shipped_baseline(pairs, ce
     for key, b in zip(("precision", "recall", "f1"), baseline):
         assert rescaled[key] == pytest.approx([(s - b) / (1 - b) for s in raw[key]], abs=1e-9)
     assert f"rescaled={baseline[0]:.6f}," in rescaled["hashcode"]
+    if centering == "corpus":  # the default
+        assert centered_bertscore(predictions, references, rescale_with_baseline=True) == rescaled
+
+
+def test_an_own_corpus_statistic_rescales_only_with_its_own_baseline_file(pairs, tmp_path):
+    # The shipped corpus baseline holds for the shipped statistic only.
+    predictions, references = pairs[0][:4], pairs[1][:4]
+    stats = fit_centering(pairs[1][:20])
+    kwargs = {"centering": "corpus", "centering_stats": stats}
+    with pytest.raises(ValueError, match="own centering_stats needs a baseline_path"):
+        centered_bertscore(predictions, references, rescale_with_baseline=True, **kwargs)
+    own = tmp_path / "own.csv"
+    write_baseline([(LAYER, 0.5, 0.5, 0.5)], own)
+    raw = centered_bertscore(predictions, references, **kwargs)
+    rescaled = centered_bertscore(predictions, references, rescale_with_baseline=True, baseline_path=str(own), **kwargs)
+    assert rescaled["f1"] == pytest.approx([2 * s - 1 for s in raw["f1"]], abs=1e-12)
+    assert "rescaled=0.500000,0.500000,0.500000" in rescaled["hashcode"]
 
 
 def test_rescaling_is_in_the_hashcode_with_the_baseline_values(pairs, tiny_model_path, tmp_path):
@@ -177,7 +200,7 @@ def test_bertscore_arguments_without_an_equivalent_are_clear(tiny_model_path):
     with pytest.raises(ValueError, match="all_layers=True is not supported"):
         centered_bertscore(["a"], ["b"], all_layers=True)
     with pytest.raises(ValueError, match="no baseline ships for model"):
-        centered_bertscore(["a"], ["b"], model_type=tiny_model_path, rescale_with_baseline=True)
+        centered_bertscore(["a"], ["b"], model_type=tiny_model_path, centering="none", rescale_with_baseline=True)
     with pytest.raises(TypeError, match="nthreads must be an int"):
         centered_bertscore(["a"], ["b"], nthreads="4")
 
@@ -187,12 +210,15 @@ def test_non_english_text_with_the_english_embedded_model_warns(name, tiny_model
     from moverkit import functional
 
     function = getattr(functional, name)
-    with pytest.warns(UserWarning, match="English embedded model"):
-        function(["der Hund"], ["die Katze"], lang="de")
+    # Two pairs: IDF fitted on one text (moverscore's default) is 0 on its every token, and warns.
+    german = (["der Hund", "ein Baum"], ["die Katze", "das Haus"])
+    with pytest.warns(MoverkitWarning, match="English embedded model"):
+        function(*german, lang="de")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         function(["the dog"], ["a cat"], lang="en")
-        function(["der Hund"], ["die Katze"], lang="de", model_type=tiny_model_path)
+        # centering="none": no corpus statistic ships for the tiny model.
+        function(*german, lang="de", model_type=tiny_model_path, centering="none")
     assert not [w for w in caught if "English embedded model" in str(w.message)]
     with pytest.raises((TypeError, ValueError), match="lang"):
         function(["a"], ["b"], lang=None)

@@ -24,6 +24,7 @@ def pairs(wmt_pairs):
     return list(predictions[:24]), list(references[:24])
 
 
+@pytest.mark.integration
 def test_ray_data_equals_one_process(pairs):
     """The one test that starts Ray: the scores of an actor pool, no deprecation logged on the
     way, and a None row refused there too (not scored as the text "None")."""
@@ -61,7 +62,8 @@ def test_ray_data_equals_one_process(pairs):
         error = error.__cause__ or error.__context__
     assert any("column 'hyp' at row 1 of this batch is None" in m for m in chain), chain[:3]
     with pytest.raises(ValueError, match="centering='batch'"):
-        RayScorer("twmd", "hyp", "ref")  # twmd's default centering is batch: refused
+        RayScorer("twmd", "hyp", "ref", centering="batch")
+    RayScorer("twmd", "hyp", "ref")  # the default, corpus with the shipped statistic, depends on no batch
 
 
 class _Records(logging.Handler):
@@ -226,6 +228,7 @@ RANK = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 def test_evaluate_distributed_under_torch_distributed(pairs, tmp_path):
     """Two real processes in a gloo process group: rank 0 gets every example, in shard order."""
     predictions, references = pairs

@@ -42,6 +42,11 @@ SETTINGS = {
     "sbertscore": [{}, {"centering": "dim"}, {"centering": "batch"}, {"dtype": "bfloat16"}],
 }
 
+SAVED_DEFAULTS = {"centered_bertscore": {"centering": "batch"}, "twmd": {"centering": "batch"}}
+"""Defaults at the time the file was written that have changed since (issue 23: centered_bertscore
+and twmd now default to corpus centering with the shipped statistic): passed explicitly, so that
+each key still names the arguments its scores were computed with and compares bit for bit."""
+
 
 def machine() -> str:
     import torch
@@ -78,7 +83,9 @@ def compute_all() -> dict:
         for kwargs in settings:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = getattr(functional, name)(predictions, references, **kwargs)
+                result = getattr(functional, name)(
+                    predictions, references, **{**SAVED_DEFAULTS.get(name, {}), **kwargs}
+                )
             key = f"{name} {json.dumps(kwargs, sort_keys=True)}"
             scores[key] = {out: [float(v).hex() for v in result[out]] for out in result if out in SPECS[name].outputs}
     return scores

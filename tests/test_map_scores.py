@@ -48,6 +48,7 @@ SCENARIO = textwrap.dedent(
 )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("before", ["fit_centering", "compute"])
 def test_num_proc_after_torch_ran_in_the_parent(tmp_path, before):
     out = subprocess.run(
@@ -76,7 +77,7 @@ def test_num_proc_after_torch_ran_in_the_parent(tmp_path, before):
 def test_fingerprint_is_stable_and_the_function_pickles():
     from datasets.fingerprint import Hasher
 
-    stats = moverkit.fit_centering(["a cat sat on the mat", "the dog barked"])
+    stats = moverkit.fit_centering(["a cat sat on the mat", "the dog barked"] + [f"text number {i}" for i in range(8)])
     metric = moverkit.load("centered_bertscore")
     metric.compute(predictions=["a"], references=["b"])  # the evaluate object now holds unpicklable state
     one = moverkit.map_scores(metric, "p", "r", centering="corpus", centering_stats=stats)

@@ -8,6 +8,7 @@ with every argument that can change a score, and empty and identical texts get t
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import inspect
 import re
@@ -18,13 +19,21 @@ from pathlib import Path
 import pytest
 
 import moverkit
-from moverkit import functional
+from moverkit import MoverkitWarning, functional
 from moverkit.specs import SPECS, MetricSpec
 
 MODULES = moverkit.METRICS
 
 # Arguments that never change a score (where and how fast it is computed, what else is returned).
-NOT_SCORING = {"predictions", "references", "batch_size", "device", "verbose", "return_alignment"}
+NOT_SCORING = {
+    "predictions",
+    "references",
+    "batch_size",
+    "device",
+    "verbose",
+    "return_alignment",
+    "return_reference_index",
+}
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,29 @@ PAIRS = (
 )
 
 
+# Six more texts of one sentence each: with either side of PAIRS, ten distinct texts (and
+# sentences) to fit a corpus statistic on without a warning (MIN_FIT_TEXTS).
+MORE_TEXTS = [
+    "Rain is expected this week.",
+    "The museum opens at nine.",
+    "Scientists found water on the planet.",
+    "The team won the final match.",
+    "Prices of fresh food keep rising.",
+    "A new bridge links the two towns.",
+]
+
+# The warnings that a variation of CONTRACTS gives by design (on PAIRS, with the embedded model).
+VARIATION_WARNINGS = {
+    "max_length": (MoverkitWarning, "were truncated"),
+    "lang": (MoverkitWarning, "is scored with the English embedded model"),
+    # lazy_emd's max_iter=20 stops short of convergence (a RuntimeWarning, not a MoverkitWarning).
+    "max_iter": (RuntimeWarning, "did not converge for 4 of 4 pairs within max_iter=20"),
+}
+
+# The metrics whose default centering is corpus: a statistic ships for the embedded model only.
+DEFAULT_CORPUS = ("centered_bertscore", "twmd")
+
+
 def _best(contract, values):
     return max(values) if contract.spec.higher_is_better else min(values)
 
@@ -125,7 +157,10 @@ def _best(contract, values):
 def test_every_metric_has_a_spec_naming_its_outputs():
     assert tuple(SPECS) == MODULES
     for name, spec in SPECS.items():
-        result = getattr(functional, name)(["a cat sat"], ["the cat sat"], centering="none")
+        # Two pairs: IDF fitted on a single text (moverscore's default) is 0 on its every token, and warns.
+        result = getattr(functional, name)(
+            ["a cat sat", "stocks fell"], ["the cat sat", "shares fell"], centering="none"
+        )
         assert set(result) - {"hashcode"} == set(spec.outputs) and spec.main in spec.outputs
         assert spec.low <= spec.identical <= spec.high and spec.low <= result[spec.main][0] <= spec.high
 
@@ -311,14 +346,21 @@ def test_same_numbers_for_any_batch_size_and_pair_order(name):
     contract = CONTRACTS[name]
     function = getattr(functional, name)
     predictions, references = PAIRS
-    base = function(predictions, references)  # default settings, batch centering included
-    small = function(predictions, references, batch_size=1)
     order = [2, 0, 3, 1]
-    shuffled = function([predictions[i] for i in order], [references[i] for i in order])
-    for key in contract.spec.outputs:
-        assert small[key] == pytest.approx(base[key], abs=1e-6), key
-        assert shuffled[key] == pytest.approx([base[key][i] for i in order], abs=1e-6), key
-    assert small["hashcode"] == base["hashcode"] == shuffled["hashcode"]
+    # The default settings, and batch centering (the default of two metrics before corpus was):
+    # its mean counts every text as often as it occurs, in whatever order; over PAIRS' 8 texts it warns.
+    for kwargs in [{}] + ([{"centering": "batch"}] if name in DEFAULT_CORPUS else []):
+        few = pytest.warns(MoverkitWarning, match="only 8 distinct texts") if kwargs else contextlib.nullcontext()
+        with few:
+            base = function(predictions, references, **kwargs)
+        with few:
+            small = function(predictions, references, batch_size=1, **kwargs)
+        with few:
+            shuffled = function([predictions[i] for i in order], [references[i] for i in order], **kwargs)
+        for key in contract.spec.outputs:
+            assert small[key] == pytest.approx(base[key], abs=1e-6), (key, kwargs)
+            assert shuffled[key] == pytest.approx([base[key][i] for i in order], abs=1e-6), (key, kwargs)
+        assert small["hashcode"] == base["hashcode"] == shuffled["hashcode"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -331,9 +373,14 @@ def test_hashcode_changes_with_every_scoring_argument(name, load_metric, tiny_mo
     predictions, references = PAIRS
     base = function(predictions, references)["hashcode"]
     for arg, value in contract.variations.items():
+        # The tiny model has no shipped corpus statistic: compared under centering="none" then.
+        same = {"centering": "none"} if value == "TINY" and name in DEFAULT_CORPUS else {}
         value = tiny_model_path if value == "TINY" else value
-        changed = function(predictions, references, **{arg: value})["hashcode"]
-        assert changed != base, f"{name}: {arg}={value!r} leaves the hashcode unchanged"
+        expected = VARIATION_WARNINGS.get(arg)
+        with pytest.warns(expected[0], match=expected[1]) if expected else contextlib.nullcontext():
+            changed = function(predictions, references, **{arg: value}, **same)["hashcode"]
+        unchanged = function(predictions, references, **same)["hashcode"] if same else base
+        assert changed != unchanged, f"{name}: {arg}={value!r} leaves the hashcode unchanged"
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -342,8 +389,9 @@ def test_hashcode_names_the_corpus_statistic(name):
     predictions, references = PAIRS
     level = "sentence" if name == "sbertscore" else "token"
     kwargs = {"centering": "corpus", "num_layers": 6} if name == "moverscore" else {"centering": "corpus"}
-    first = moverkit.fit_centering(references, level=level, **({"num_layers": 6} if name == "moverscore" else {}))
-    second = moverkit.fit_centering(predictions, level=level, **({"num_layers": 6} if name == "moverscore" else {}))
+    layers = {"num_layers": 6} if name == "moverscore" else {}
+    first = moverkit.fit_centering(references + MORE_TEXTS, level=level, **layers)
+    second = moverkit.fit_centering(predictions + MORE_TEXTS, level=level, **layers)
     one = function(predictions, references, centering_stats=first, **kwargs)["hashcode"]
     two = function(predictions, references, centering_stats=second, **kwargs)["hashcode"]
     assert one != two

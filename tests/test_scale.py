@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import moverkit
+from moverkit import MoverkitWarning
 from moverkit._core import streaming
 from moverkit._core.request import EncoderRequest
 from moverkit.functional import centered_bertscore, lazy_emd, twmd
@@ -115,12 +116,12 @@ def test_bad_budget_in_the_environment_names_the_variable(monkeypatch, value):
 def test_a_chunked_call_warns_of_a_small_batch_as_an_unchunked_one(tiny_budget):
     predictions = ["word " * 300 + str(i) for i in range(3)]  # 3 long texts: a chunk each under 1MB
     references = ["text " * 300 + str(i) for i in range(3)]
-    with pytest.warns(UserWarning, match="over only 6 distinct texts") as whole:
-        twmd(predictions, references, max_length=512)
+    with pytest.warns(MoverkitWarning, match="over only 6 distinct texts") as whole:
+        twmd(predictions, references, max_length=512, centering="batch")
     tiny_budget()
     assert chunk_count(predictions, references) >= 2
-    with pytest.warns(UserWarning, match="over only 6 distinct texts") as chunked:
-        twmd(predictions, references, max_length=512)
+    with pytest.warns(MoverkitWarning, match="over only 6 distinct texts") as chunked:
+        twmd(predictions, references, max_length=512, centering="batch")
     assert [str(w.message) for w in chunked] == [str(w.message) for w in whole]
 
 
@@ -143,6 +144,7 @@ def test_bench_scale_texts_are_distinct():
     assert all(any(t.startswith(h + " ") for h in heads) for t in texts)
 
 
+@pytest.mark.integration
 def test_bench_scale_measures_in_a_fresh_process(wmt17_full):
     from moverkit.bench.scale import format_table, run
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -10,16 +11,29 @@ import pytest
 import torch
 
 import moverkit
-from moverkit import functional
+from moverkit import MoverkitWarning, functional
 from moverkit._core import cache, encode, get_encoder
 from moverkit._core.cache import cache_info, cached_encode, clear_cache, set_cache
 from moverkit._core.request import EncoderRequest
 
-REFERENCES = ["The cat sat on the mat.", "Stocks fell sharply on Monday.", "He went home early.", "A law was passed."]
+# Five pairs per evaluation, ten distinct texts: as few as batch centering takes without a warning.
+REFERENCES = [
+    "The cat sat on the mat.",
+    "Stocks fell sharply on Monday.",
+    "He went home early.",
+    "A law was passed.",
+    "It rained all day.",
+]
 PREDICTIONS = [
-    ["A cat was sitting on the mat.", "Shares dropped on Monday.", "He left for home.", "Parliament passed a law."],
-    ["The cat is on the mat.", "Markets fell on Monday.", "He went home.", "They passed a new law."],
-    ["A dog sat on a rug.", "Stocks rose on Tuesday.", "She stayed at work late.", "A bill was voted."],
+    [
+        "A cat was sitting on the mat.",
+        "Shares dropped on Monday.",
+        "He left for home.",
+        "Parliament passed a law.",
+        "Rain fell all day long.",
+    ],
+    ["The cat is on the mat.", "Markets fell on Monday.", "He went home.", "They passed a new law.", "It rained."],
+    ["A dog sat on a rug.", "Stocks rose on Tuesday.", "She stayed at work late.", "A bill was voted.", "Sunny day."],
 ]
 
 
@@ -88,8 +102,11 @@ def test_everything_that_changes_vectors_is_in_the_key(cache_on, change):
     change = dict(change)
     layers = change.pop("layers", None)
     request = EncoderRequest(batch_size=1, **change)
-    got = cached_encode(encoder, REFERENCES, request, layers=layers)
-    want = encode(encoder, REFERENCES, request, layers=layers)
+    truncated = "max_length" in change  # every reference is longer than 5 tokens
+    with pytest.warns(MoverkitWarning, match="were truncated") if truncated else contextlib.nullcontext():
+        got = cached_encode(encoder, REFERENCES, request, layers=layers)
+    with pytest.warns(MoverkitWarning, match="were truncated") if truncated else contextlib.nullcontext():
+        want = encode(encoder, REFERENCES, request, layers=layers)
     assert torch.equal(got.vectors, want.vectors)
     if layers is not None:
         assert torch.equal(got.layer_vectors, want.layer_vectors)
@@ -139,7 +156,8 @@ def test_budget_counts_bytes_not_tokens(cache_on):
     encoder = get_encoder()
     texts = [f"{i} " + "word " * 28_000 for i in range(40)]  # 140 KB each, 5.6 MB in all
     set_cache("2MB")
-    cached_encode(encoder, texts, EncoderRequest(max_length=8))
+    with pytest.warns(MoverkitWarning, match="40 of 40 texts are longer than 8 tokens and were truncated"):
+        cached_encode(encoder, texts, EncoderRequest(max_length=8))
     info = cache_info()
     assert info["bytes"] <= 2 * 2**20 and info["texts"] < 15
 
@@ -172,6 +190,7 @@ print((full - rss_mb()) / (full - base))
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the resident size from /proc (Linux)")
+@pytest.mark.integration
 def test_release_gives_the_memory_back():
     # Measured: 393 MB held by 20,000 cached texts; release() returned 6% of it before (the freed
     # pages stayed in glibc's arenas), 99% with malloc_trim.

@@ -3,6 +3,7 @@ invariance, zero vectors, and the one fit_centering for both levels."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -13,8 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import moverkit
+from moverkit import MoverkitWarning
 from moverkit._core import CenteringStats, TokenClouds, center, center_rows, check_centering, row_mean
 from moverkit._core.request import EncoderRequest
+
+
+def _few(n, unit="texts"):
+    """Batch centering of these hand-made examples: over fewer than 10 distinct units, it warns."""
+    return pytest.warns(MoverkitWarning, match=f"centering='batch' over only {n} distinct {unit} ")
 
 
 def _clouds(vectors, lengths, special=None):
@@ -37,14 +44,16 @@ def test_batch_mean_skips_special_tokens_and_counts_duplicates():
     # Batch centering subtracts that mean from every row, the special one included.
     expected = v.double().numpy() - [1.0, 2.5]
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
-    out = center(clouds, "batch", counts=torch.tensor([1.0, 2.0])).vectors
+    with _few(2):
+        out = center(clouds, "batch", counts=torch.tensor([1.0, 2.0])).vectors
     np.testing.assert_allclose(out.numpy(), expected, atol=1e-6)
 
 
 def test_sentence_vectors_batch_mean_weighs_rows_by_counts():
     w = torch.tensor([[1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
     # Mean with counts (3, 1): (0.75, 0.25); v = (0.25, -0.25), (-0.75, 0.75); both of unit length after.
-    v = center_rows(w, "batch", counts=torch.tensor([3.0, 1.0]))
+    with _few(2, "sentences"):
+        v = center_rows(w, "batch", counts=torch.tensor([3.0, 1.0]))
     s = 1 / math.sqrt(2)
     np.testing.assert_allclose(v.numpy(), [[s, -s], [-s, s]], atol=1e-12)
     assert v.dtype == torch.float64
@@ -58,9 +67,12 @@ def test_one_row_per_text_is_the_same_as_a_cloud_of_one_token_per_text():
     clouds = _clouds(w, [1] * 5)
     stats = CenteringStats(mean=np.arange(4.0), model="m", layer=-1, n_texts=1, n_tokens=1)
     for mode in ("none", "dim", "batch", "corpus"):
-        torch.testing.assert_close(
-            center_rows(w, mode, counts=counts, stats=stats), center(clouds, mode, counts=counts, stats=stats).vectors
-        )
+        batch = mode == "batch"
+        with _few(5, "sentences") if batch else contextlib.nullcontext():
+            rows = center_rows(w, mode, counts=counts, stats=stats)
+        with _few(5) if batch else contextlib.nullcontext():
+            cloud = center(clouds, mode, counts=counts, stats=stats).vectors
+        torch.testing.assert_close(rows, cloud)
 
 
 def test_sentence_mode_is_refused_for_sentence_vectors_with_the_reason():
@@ -79,8 +91,10 @@ def test_centering_removes_any_common_shift(seed, mode):
     gen = torch.Generator().manual_seed(seed)
     v = torch.randn(7, 5, generator=gen, dtype=torch.float64).float()
     shift = torch.randn(5, generator=gen) * 10
-    a = center(_clouds(v, [3, 4]), mode).vectors
-    b = center(_clouds(v + shift, [3, 4]), mode).vectors
+    with _few(2) if mode == "batch" else contextlib.nullcontext():
+        a = center(_clouds(v, [3, 4]), mode).vectors
+    with _few(2) if mode == "batch" else contextlib.nullcontext():
+        b = center(_clouds(v + shift, [3, 4]), mode).vectors
     torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
 
@@ -151,7 +165,7 @@ def test_fit_centering_bad_arguments(kwargs, error, message):
 def test_fit_centering_on_too_few_distinct_texts_warns(tiny_model_path, texts, level, distinct):
     from moverkit._core.centering import MIN_FIT_TEXTS
 
-    unit = "texts" if level == "token" else "sentences"
+    unit = ("text" if level == "token" else "sentence") + ("" if distinct == 1 else "s")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         moverkit.fit_centering(texts, model_type=tiny_model_path, level=level)

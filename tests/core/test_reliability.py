@@ -15,7 +15,7 @@ import moverkit
 from moverkit import functional
 from moverkit._core import CenteringStats, check_idf, encode, get_encoder, resolve_device, tokenize
 from moverkit._core.centering import Centering
-from moverkit._core.encoder import available_devices
+from moverkit._core.hardware import available_devices
 from moverkit._core.request import EncoderRequest
 
 # ---------------------------------------------------------------------------------------- IDF
@@ -91,8 +91,9 @@ def test_a_statistic_without_tokens_or_with_a_bad_layer_is_refused():
 
 def test_corpus_centering_refuses_a_nan_statistic_file_before_scoring(tmp_path):
     # The right model and layer, a NaN in the mean: NaN scores before; a named error now.
-    stats = moverkit.fit_centering(["the cat sat on the mat", "stocks fell"])
-    fields = {"mean": stats.mean.copy(), "model": stats.model, "layer": stats.layer, "n_texts": 2, "n_tokens": 8}
+    stats = moverkit.fit_centering(["the cat sat on the mat", "stocks fell"] + [f"text number {i}" for i in range(8)])
+    fields = {"mean": stats.mean.copy(), "model": stats.model, "layer": stats.layer}
+    fields.update(n_texts=stats.n_texts, n_tokens=stats.n_tokens)
     fields["mean"][5] = np.nan
     path = tmp_path / "nan.npz"
     np.savez(path, **{k: np.array(v) for k, v in fields.items()})
@@ -143,7 +144,7 @@ def test_a_statistic_round_trips_through_its_file(tmp_path):
 
 
 def test_fit_centering_takes_any_iterable_of_strings(tiny_model_path):
-    texts = ["the cat sat", "stocks fell", "the cat sat"]
+    texts = ["the cat sat", "stocks fell", "the cat sat"] + [f"text number {i}" for i in range(8)]  # ten distinct
     from_list = moverkit.fit_centering(texts, tiny_model_path, 2)
     from_generator = moverkit.fit_centering((t for t in texts), tiny_model_path, 2)
     np.testing.assert_array_equal(from_generator.mean, from_list.mean)

@@ -267,6 +267,7 @@ print(repr([str(w.message) for w in caught]))
 """
 
 
+@pytest.mark.integration
 def test_centering_with_a_loaded_or_shared_statistic_warns_nothing(tmp_path):
     # Torch warns once per process for a non-writable array, so this runs in a fresh interpreter.
     path = tmp_path / "s.npz"

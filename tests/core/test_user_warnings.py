@@ -20,8 +20,10 @@ def _caught(call):
     "call",
     [
         # batch centering over 2 texts: warned deep in the core, under the streaming wrapper
-        lambda: centered_bertscore(["a cat"], ["a dog"]),
-        lambda: moverkit.load("centered_bertscore").compute(predictions=["a cat"], references=["a dog"]),
+        lambda: centered_bertscore(["a cat"], ["a dog"], centering="batch"),
+        lambda: moverkit.load("centered_bertscore").compute(
+            predictions=["a cat"], references=["a dog"], centering="batch"
+        ),
         # non-English with the English model: warned in the encoder's argument check
         lambda: lazy_emd(["ein Hund"], ["eine Katze"], lang="de", centering="none"),
         # no sentence in the prediction: warned by sbertscore itself
@@ -32,3 +34,4 @@ def _caught(call):
 def test_warnings_point_at_the_callers_file(call):
     for warning in _caught(call):
         assert warning.filename == __file__, (warning.filename, str(warning.message)[:80])
+        assert issubclass(warning.category, moverkit.MoverkitWarning), warning.category

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import random
@@ -12,8 +13,9 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from moverkit import fit_centering
+from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, CenteringStats, embedded_model_path
+from moverkit._core.centering import shipped_stats_path
 from moverkit.functional.centered_bertscore import centered_bertscore
 
 TOL = 1e-5
@@ -128,8 +130,35 @@ def _direct_scores(texts_pred, texts_ref, mode, corpus_mean=None):
     return np.array(scores)
 
 
-SMALL_PRED = ["the cat sat on the mat .", "a quick brown fox", "economic growth slowed in march"]
-SMALL_REF = ["a cat was sitting on the mat", "the fast brown fox jumps", "growth of the economy slowed"]
+# Five pairs, ten distinct texts: as few as batch centering takes without a warning (MIN_BATCH_TEXTS).
+SMALL_PRED = [
+    "the cat sat on the mat .",
+    "a quick brown fox",
+    "economic growth slowed in march",
+    "she reads a book every night",
+    "the train left the station late",
+]
+SMALL_REF = [
+    "a cat was sitting on the mat",
+    "the fast brown fox jumps",
+    "growth of the economy slowed",
+    "every evening she reads books",
+    "the train departed behind schedule",
+]
+
+# Ten distinct texts: as few as fit_centering takes without a warning (MIN_FIT_TEXTS).
+FIT_CORPUS = [
+    "the weather is nice today",
+    "stocks fell sharply on monday",
+    "he plays the violin",
+    "the council approved the new budget",
+    "rain is expected later this week",
+    "the museum opens at nine",
+    "scientists found water on the planet",
+    "the team won the final match",
+    "prices of fresh food keep rising",
+    "a new bridge links the two towns",
+]
 
 
 @pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch"])
@@ -141,9 +170,8 @@ def test_centering_modes_match_direct_computation(metric, mode):
 
 
 def test_corpus_centering_matches_direct_computation(metric, tmp_path):
-    corpus = ["the weather is nice today", "stocks fell sharply on monday", "he plays the violin"]
-    stats = fit_centering(corpus)
-    raw = _raw_layer_vectors(corpus)
+    stats = fit_centering(FIT_CORPUS)
+    raw = _raw_layer_vectors(FIT_CORPUS)
     mean = np.concatenate([h[~s] for h, s in raw]).mean(axis=0)
     np.testing.assert_allclose(stats.mean, mean, atol=1e-5)
     path = tmp_path / "stats.npz"
@@ -172,24 +200,47 @@ def test_corpus_centering_scores_a_pair_the_same_alone_or_in_any_batch(metric, w
         )
         assert alone["f1"][0] == pytest.approx(together["f1"][i], abs=1e-6)
     # With batch centering the mean depends on the other texts, so the score does too.
-    batch_alone = metric.compute(predictions=[predictions[0]], references=[references[0]], centering="batch")
+    with pytest.warns(MoverkitWarning, match="centering='batch' over only 2 distinct texts"):
+        batch_alone = metric.compute(predictions=[predictions[0]], references=[references[0]], centering="batch")
     batch_together = metric.compute(predictions=predictions[:12], references=references[:12], centering="batch")
     assert abs(batch_alone["f1"][0] - batch_together["f1"][0]) > 1e-3
 
 
 def test_corpus_statistic_for_another_layer_is_refused(metric):
-    stats = fit_centering(["one text"], num_layers=3)
+    stats = fit_centering(FIT_CORPUS, num_layers=3)
     with pytest.raises(ValueError, match="layer 3"):
         metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
 
 
-def test_corpus_mode_without_statistic_is_a_clear_error(metric):
-    with pytest.raises(ValueError, match="centering_stats"):
-        metric.compute(predictions=["a"], references=["b"], centering="corpus")
+def test_corpus_mode_without_statistic_is_a_clear_error(metric, tiny_model_path):
+    # A statistic ships for the embedded model only: any other model needs one (or another mode),
+    # under centering="corpus" and under the default (which is corpus) alike.
+    for kwargs in ({"centering": "corpus"}, {}):
+        with pytest.raises(ValueError, match="centering_stats.*centering='batch'.*centering='none'"):
+            metric.compute(predictions=["a"], references=["b"], model_type=tiny_model_path, **kwargs)
+
+
+def test_default_is_corpus_centering_with_the_shipped_statistic(metric, wmt_pairs):
+    predictions, references = wmt_pairs
+    shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))
+    assert shipped.model == DEFAULT_MODEL and shipped.layer == MODEL_LAYERS[DEFAULT_MODEL]
+    together = metric.compute(predictions=predictions[:12], references=references[:12])
+    assert f"_center=corpus:{shipped.digest}_" in together["hashcode"]
+    explicit = metric.compute(
+        predictions=predictions[:12], references=references[:12], centering="corpus", centering_stats=shipped
+    )
+    assert explicit == together
+    for i in (0, 5, 11):
+        alone = metric.compute(predictions=[predictions[i]], references=[references[i]])
+        for key in ("precision", "recall", "f1"):
+            assert alone[key][0] == pytest.approx(together[key][i], abs=1e-6)
+    # Another layer takes that layer's shipped statistic.
+    layer4 = metric.compute(predictions=predictions[:2], references=references[:2], num_layers=4)
+    assert f"_center=corpus:{CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, 4)).digest}_" in layer4["hashcode"]
 
 
 def test_statistic_survives_save_and_load(tmp_path):
-    stats = fit_centering(["some text", "more text"])
+    stats = fit_centering(FIT_CORPUS)
     stats.save(tmp_path / "s.npz")
     loaded = CenteringStats.load(tmp_path / "s.npz")
     np.testing.assert_array_equal(loaded.mean, stats.mean)
@@ -204,8 +255,13 @@ def test_statistic_survives_save_and_load(tmp_path):
 
 @pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch"])
 def test_one_token_texts_give_no_nan(metric, mode):
-    # Sentence centering turns a one-token text into the zero vector: similarity 0, not NaN.
-    result = metric.compute(predictions=["hello", "word"], references=["hello", "another word here"], centering=mode)
+    # Sentence centering turns a one-token text into the zero vector: similarity 0, not NaN; batch
+    # centering over these three texts (one-token texts included) warns that they are few.
+    few = pytest.warns(MoverkitWarning, match="only 3 distinct texts") if mode == "batch" else contextlib.nullcontext()
+    with few:
+        result = metric.compute(
+            predictions=["hello", "word"], references=["hello", "another word here"], centering=mode
+        )
     for key in ("precision", "recall", "f1"):
         assert all(math.isfinite(v) for v in result[key])
 
@@ -217,10 +273,10 @@ def test_empty_and_whitespace_texts_score_zero(metric):
 
 
 def test_identical_texts_score_one_in_every_mode(metric):
-    texts = ["the cat sat on the mat", "stocks fell"]
-    for mode in ("none", "dim", "sentence", "batch"):
+    texts = ["the cat sat on the mat", "stocks fell"] + FIT_CORPUS[:8]  # ten distinct (batch centering)
+    for mode in ("none", "dim", "sentence", "batch", "corpus"):
         result = metric.compute(predictions=texts, references=texts, centering=mode)
-        np.testing.assert_allclose(result["f1"], [1.0, 1.0], atol=1e-5)
+        np.testing.assert_allclose(result["f1"], np.ones(len(texts)), atol=1e-5)
 
 
 def test_best_reference_is_kept(metric):
@@ -258,24 +314,29 @@ def test_over_long_inputs_are_truncated_with_one_warning(metric):
         result = metric.compute(predictions=[long_text, long_text + " more"], references=["word", "word"])
     truncation = [w for w in caught if "truncated" in str(w.message)]
     assert len(truncation) == 1
+    assert truncation[0].category is MoverkitWarning
     assert "2 of" in str(truncation[0].message)
     assert all(math.isfinite(v) for v in result["f1"])
 
 
 def test_max_length_truncates(metric):
-    short = metric.compute(
-        predictions=["a b c d e f g h"], references=["a b c"], centering="none", max_length=5
-    )  # [CLS] a b c [SEP]
+    with pytest.warns(MoverkitWarning, match="1 of 2 texts are longer than 5 tokens and were truncated"):
+        short = metric.compute(
+            predictions=["a b c d e f g h"], references=["a b c"], centering="none", max_length=5
+        )  # [CLS] a b c [SEP]
     assert short["precision"][0] == pytest.approx(1.0, abs=1e-5)
 
 
 def test_hashcode_names_every_setting(metric, tmp_path):
-    stats = fit_centering(["x y z"])
-    result = metric.compute(predictions=["a"], references=["b"], idf=True, centering="corpus", centering_stats=stats)
+    stats = fit_centering(FIT_CORPUS)
+    # Two pairs: IDF fitted on a single reference is 0 on its every token (and warns).
+    result = metric.compute(
+        predictions=["a", "c"], references=["b", "d"], idf=True, centering="corpus", centering_stats=stats
+    )
     code = result["hashcode"]
     assert code.startswith("centered_bertscore:sentence-transformers/all-MiniLM-L6-v2_L6_idf_center=corpus:")
     assert stats.digest in code and "version=" in code and "hug_trans=" in code
-    custom = metric.compute(predictions=["a"], references=["b"], idf={"a": 2.0}, num_layers=-2)
+    custom = metric.compute(predictions=["a"], references=["b"], idf={"a": 2.0, "b": 1.0}, num_layers=-2)
     assert "_L5_idf-dict:" in custom["hashcode"]
 
 
@@ -303,7 +364,8 @@ def test_bad_settings_are_clear_errors(metric):
 
 def test_unrelated_words_get_the_smaller_score_not_a_harmonic_mean_above_one(metric):
     # The example: with batch centering "a" against "b" has P < 0 < R, and 2PR/(P+R) = 1.34.
-    result = metric.compute(predictions=["a"], references=["b"])
+    with pytest.warns(MoverkitWarning, match="only 2 distinct texts"):
+        result = metric.compute(predictions=["a"], references=["b"], centering="batch")
     precision, recall, f1 = result["precision"][0], result["recall"][0], result["f1"][0]
     assert precision * recall < 0
     assert 2 * precision * recall / (precision + recall) > 1

@@ -13,6 +13,8 @@ import transformers
 import moverkit
 from moverkit import fit_centering
 from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
+from moverkit._core.centering import shipped_stats_path
+from moverkit._core.request import DEFAULT_MODEL
 from moverkit.functional.sbertscore import sbertscore
 
 TOL = 1e-6
@@ -166,8 +168,20 @@ def test_real_multi_sentence_example_matches_sentence_transformers(metric, sbert
 
 # --- centering of sentence vectors ---------------------------------------------------------------
 
+# Ten distinct sentences: as few as batch centering takes without a warning (MIN_BATCH_TEXTS).
 PREDS = ["The cat sat. It purred.", "Stocks fell sharply on Monday.", "He plays the violin. He plays it well."]
-REFS = ["A cat was sitting. It was purring.", "Markets dropped on Monday.", "He is a violinist."]
+REFS = ["A cat was sitting. It was purring.", "Markets dropped on Monday.", "He is a violinist. He is good."]
+
+# Seven more single-sentence texts: with them a corpus holds ten distinct sentences (MIN_FIT_TEXTS).
+MORE_SENTENCES = [
+    "The council approved the budget.",
+    "Rain is expected this week.",
+    "The museum opens at nine.",
+    "Scientists found water on the planet.",
+    "The team won the final match.",
+    "Prices of fresh food keep rising.",
+    "A new bridge links the two towns.",
+]
 
 
 def _direct(preds, refs, sbert, mode, mean=None):
@@ -178,7 +192,7 @@ def _direct(preds, refs, sbert, mode, mean=None):
         PREDS[2]: ["He plays the violin.", "He plays it well."],
         REFS[0]: ["A cat was sitting.", "It was purring."],
         REFS[1]: [REFS[1]],
-        REFS[2]: [REFS[2]],
+        REFS[2]: ["He is a violinist.", "He is good."],
     }
     every = [s for text in preds + refs for s in split[text]]  # each occurrence counted
     vectors = dict(zip(every, _embed(sbert, every)))
@@ -209,12 +223,13 @@ def test_centering_modes_match_direct_computation(metric, sbert, mode):
 
 
 def test_corpus_centering_matches_direct_computation(metric, sbert, tmp_path):
-    corpus = ["The weather is nice today. It may rain later.", "Stocks fell.", "It may rain later."]
+    corpus = ["The weather is nice today. It may rain later.", "Stocks fell.", "It may rain later."] + MORE_SENTENCES
     stats = fit_centering(corpus, level="sentence")
-    # The mean over the 4 sentence occurrences ("It may rain later." twice).
+    # The mean over the 11 sentence occurrences ("It may rain later." twice).
     sentences = ["The weather is nice today.", "It may rain later.", "Stocks fell.", "It may rain later."]
+    sentences += MORE_SENTENCES
     np.testing.assert_allclose(stats.mean, _embed(sbert, sentences).mean(axis=0), atol=TOL)
-    assert (stats.layer, stats.n_texts, stats.n_tokens) == (SENTENCE_LAYER, 3, 4)
+    assert (stats.layer, stats.n_texts, stats.n_tokens) == (SENTENCE_LAYER, 10, 11)
     stats.save(tmp_path / "sentences.npz")
     ours = metric.compute(
         predictions=PREDS, references=REFS, centering="corpus", centering_stats=str(tmp_path / "sentences.npz")
@@ -231,13 +246,24 @@ def test_corpus_statistic_fitted_on_the_call_equals_batch_centering(metric):
     np.testing.assert_allclose(batch["f1"], corpus["f1"], atol=TOL)
 
 
-def test_token_statistic_is_refused_for_sentence_vectors(metric):
+def test_token_statistic_is_refused_for_sentence_vectors(metric, tiny_model_path):
     # Same model and dimension, but a token-level mean (layer 6) is not a sentence-vector mean.
-    stats = fit_centering(["one text"])
+    stats = fit_centering(MORE_SENTENCES + PREDS)
     with pytest.raises(ValueError, match="layer 6"):
         metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
+    # A sentence statistic ships for the embedded model only; another model must fit one.
     with pytest.raises(ValueError, match=r'moverkit\.fit_centering\(texts, level="sentence"\)'):
-        metric.compute(predictions=["a"], references=["b"], centering="corpus")
+        metric.compute(predictions=["a"], references=["b"], centering="corpus", model_type=tiny_model_path)
+
+
+def test_corpus_centering_without_a_statistic_takes_the_shipped_sentence_statistic(metric):
+    shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, SENTENCE_LAYER))
+    assert (shipped.model, shipped.layer) == (DEFAULT_MODEL, SENTENCE_LAYER)
+    together = metric.compute(predictions=PREDS, references=REFS, centering="corpus")
+    assert f"_center=corpus:{shipped.digest}_" in together["hashcode"]
+    assert together == metric.compute(predictions=PREDS, references=REFS, centering="corpus", centering_stats=shipped)
+    alone = metric.compute(predictions=PREDS[1:2], references=REFS[1:2], centering="corpus")
+    assert alone["f1"][0] == pytest.approx(together["f1"][1], abs=TOL)
 
 
 def test_sentence_centering_is_refused_with_the_reason(metric):
@@ -343,10 +369,10 @@ def test_scores_do_not_depend_on_batch_size_or_on_other_pairs(metric, tiny_model
 
 
 def test_identical_texts_score_one(metric, tiny_model_path):
-    texts = ["The cat sat. It purred.", "single"]
+    texts = ["The cat sat. It purred.", "single"] + MORE_SENTENCES  # ten distinct sentences (batch centering)
     for mode in ("none", "dim", "batch"):
         result = metric.compute(predictions=texts, references=texts, centering=mode, model_type=tiny_model_path)
-        np.testing.assert_allclose(result["f1"], [1.0, 1.0], atol=1e-12)
+        np.testing.assert_allclose(result["f1"], np.ones(len(texts)), atol=1e-12)
 
 
 def test_long_sentences_are_truncated_with_one_warning(metric):
@@ -359,7 +385,8 @@ def test_long_sentences_are_truncated_with_one_warning(metric):
 def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, tiny_model_path):
     from pathlib import Path
 
-    result = metric.compute(predictions=["a"], references=["b"], centering="batch")
+    # Ten distinct one-word sentences: enough for batch centering.
+    result = metric.compute(predictions=list("abcde"), references=list("fghij"), centering="batch")
     assert result["hashcode"] == (
         "sbertscore:sentence-transformers/all-MiniLM-L6-v2_L-1_no-idf_center=batch"
         f"_splitter=pysbd-{pysbd.__version__}:en_dtype=float32"
@@ -387,7 +414,9 @@ def test_sentence_models_are_loaded_once_per_process(tiny_model_path):
         ({"predictions": ["a"], "references": ["b"], "batch_size": 2.0}, TypeError, "batch_size must be"),
     ],
 )
-def test_bad_settings_get_a_clear_error(metric, kwargs, error, message):
+def test_bad_settings_get_a_clear_error(metric, tiny_model_path, kwargs, error, message):
+    if "lang" in kwargs:  # a model of no language: the embedded one warns that its texts are not English
+        kwargs = {**kwargs, "model_type": tiny_model_path}
     with pytest.raises(error, match=message):
         metric.compute(**kwargs)
 

@@ -12,8 +12,16 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from moverkit._core import embedded_model_path, fit_centering, prepare_pairs
-from moverkit._core.centering import Centering
+from moverkit import MoverkitWarning
+from moverkit._core import (
+    DEFAULT_MODEL,
+    MODEL_LAYERS,
+    CenteringStats,
+    embedded_model_path,
+    fit_centering,
+    prepare_pairs,
+)
+from moverkit._core.centering import Centering, shipped_stats_path
 from moverkit._core.request import EncoderRequest
 from moverkit.functional.twmd import family_value, normalized, resolve_params, twmd, variant_plan
 
@@ -204,15 +212,15 @@ def test_cka_is_linear_cka_of_the_word_sets(raw_vectors):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_text_against_itself_scores_one(pairs, variant):
-    texts = list(pairs[1][:6]) + ["one", "a b"]
-    for centering in ("none", "batch"):
+    texts = list(pairs[1][:8]) + ["one", "a b"]  # ten distinct: enough for batch centering
+    for centering in ("none", "batch", "corpus"):
         result = twmd(predictions=texts, references=texts, variant=variant, centering=centering)
         np.testing.assert_allclose(result[variant], np.ones(len(texts)), atol=1e-6)
     if variant != "sbert":  # sentence centering empties mean-pooled vectors (the paper leaves it out too)
         result = twmd(predictions=texts, references=texts, variant=variant, centering="sentence")
         # A one-token text is its own mean: centering makes it the zero vector, whose cosine with
         # itself is still 1 (moverkit._core.matching.self_cosine_one); with another text it is 0.
-        np.testing.assert_allclose(result[variant], [1.0] * 8, atol=1e-6)
+        np.testing.assert_allclose(result[variant], [1.0] * len(texts), atol=1e-6)
         other = twmd(predictions=["one"], references=["two"], variant=variant, centering="sentence")
         assert other[variant] == [0.0]
 
@@ -250,8 +258,12 @@ def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant, one_th
 @pytest.mark.parametrize("temperature", [1e-39, 1.1e-300])
 def test_trwmd_is_bertscore_recall_at_temperatures_below_float32(tiny_model_path, temperature):
     # T -> 0 (Eq. 7): T log sum_j exp(s_ij / T) -> max_j s_ij, within T log L2 (here < 1e-38).
-    predictions = ["the cat sat on the mat", "a quick brown fox", "growth slowed"]
+    # Ten references (and ten distinct texts in every call): enough for batch centering.
+    predictions = ["the cat sat on the mat", "a quick brown fox", "growth slowed", "she reads at night", "rain"]
     references = ["a cat was sitting on the mat", "the fast brown fox jumps", "growth of the economy slowed"]
+    references += ["every evening she reads books", "it will rain later", "the museum opens at nine"]
+    references += ["the team won the final", "prices keep rising", "a bridge links two towns", "he plays the violin"]
+    predictions += references[5:]
     common = {"model_type": tiny_model_path, "centering": "batch"}
     aligned = twmd(predictions, references, variant="sbert", return_alignment=True, **common)["alignment"]
     recall = [_word_recall(a) for a in aligned]
@@ -300,8 +312,9 @@ def test_scores_do_not_depend_on_what_else_is_in_the_call(pairs, centering):
 
 def test_batch_centering_uses_the_call(pairs):
     predictions, references = pairs
-    alone = twmd(predictions=predictions[:1], references=references[:1])["twmd"][0]
-    together = twmd(predictions=predictions[:12], references=references[:12])["twmd"][0]
+    with pytest.warns(MoverkitWarning, match="centering='batch' over only 2 distinct texts"):
+        alone = twmd(predictions=predictions[:1], references=references[:1], centering="batch")["twmd"][0]
+    together = twmd(predictions=predictions[:12], references=references[:12], centering="batch")["twmd"][0]
     assert abs(alone - together) > 1e-3
 
 
@@ -320,8 +333,8 @@ def test_default_temperatures_follow_the_paper_by_centering():
     assert "temperature" not in code(variant="sbert") and "sinkhorn" not in code(variant="cka")
 
 
-def test_hashcode_names_every_setting():
-    stats = fit_centering(["x y z"])
+def test_hashcode_names_every_setting(pairs):
+    stats = fit_centering(pairs[1][:10])
     result = twmd(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats, max_length=100)
     code = result["hashcode"]
     assert code.startswith(
@@ -330,10 +343,22 @@ def test_hashcode_names_every_setting():
     )
     assert "hug_trans=" in code
     # No max_length: the model's own limit, the one the texts were truncated to.
-    assert (
-        "_center=batch_max_length=512_long_texts=truncate_dtype=float32_variant="
-        in twmd(predictions=["a"], references=["b"])["hashcode"]
+    batch = twmd(predictions=pairs[0][:5], references=pairs[1][:5], centering="batch")
+    assert "_center=batch_max_length=512_long_texts=truncate_dtype=float32_variant=" in batch["hashcode"]
+
+
+def test_default_is_corpus_centering_with_the_shipped_statistic(pairs):
+    predictions, references = pairs
+    shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))
+    assert shipped.model == DEFAULT_MODEL and shipped.layer == MODEL_LAYERS[DEFAULT_MODEL]
+    together = twmd(predictions=predictions[:12], references=references[:12])
+    assert f"_center=corpus:{shipped.digest}_max_length=512_" in together["hashcode"]
+    assert together == twmd(
+        predictions=predictions[:12], references=references[:12], centering="corpus", centering_stats=shipped
     )
+    for i in (0, 5, 11):
+        alone = twmd(predictions=[predictions[i]], references=[references[i]])["twmd"][0]
+        assert alone == pytest.approx(together["twmd"][i], abs=1e-6)
 
 
 def test_alignment_is_the_plan_behind_the_value():
@@ -366,8 +391,11 @@ def test_best_reference_is_kept():
 
 
 def test_tiny_random_model_works(tiny_model_path, pairs):
-    result = twmd(predictions=pairs[0][:5], references=pairs[1][:5], model_type=tiny_model_path)
+    result = twmd(predictions=pairs[0][:5], references=pairs[1][:5], model_type=tiny_model_path, centering="batch")
     assert all(math.isfinite(v) and -1 - 1e-6 <= v <= 1 + 1e-6 for v in result["twmd"])
+    # The default (corpus) has a shipped statistic for the embedded model only.
+    with pytest.raises(ValueError, match="centering_stats.*centering='batch'.*centering='none'"):
+        twmd(predictions=pairs[0][:5], references=pairs[1][:5], model_type=tiny_model_path)
 
 
 def test_function_equals_module(load_metric, pairs):
