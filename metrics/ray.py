@@ -4,16 +4,16 @@ Needs the optional extra: ``pip install "moverkit[ray]"``. Each actor of the poo
 :class:`RayScorer`: it loads the encoder once (in its constructor) and scores every batch Ray
 sends it, by the same code as ``moverkit.map_scores`` (:class:`~moverkit.mapping.MapScores`).
 A pair's score must not depend on which batch it landed in, so ``batch`` centering (the mean of
-each batch) is refused: use ``corpus`` (a statistic fitted once with ``moverkit.fit_centering``)
-or a per-text mode (``none``, ``dim``, ``sentence``)::
+each batch) is refused: use ``corpus`` (the default of centered_bertscore and twmd, with the
+statistic shipped for the embedded model, or one fitted once with ``moverkit.fit_centering`` for
+another model or domain) or a per-text mode (``none``, ``dim``, ``sentence``)::
 
     import ray, moverkit
     from moverkit.ray import score_dataset
 
-    stats = moverkit.fit_centering(reference_texts)
     ds = ray.data.read_parquet("s3://bucket/outputs/")
-    scored = score_dataset(ds, "centered_bertscore", "hyp", "ref", concurrency=8,
-                           centering="corpus", centering_stats=stats)
+    scored = score_dataset(ds, "centered_bertscore", "hyp", "ref", concurrency=8)  # the shipped corpus mean
+    # another model: centering_stats=moverkit.fit_centering(reference_texts, model_type=...)
     scored.write_parquet("s3://bucket/scored/")
 """
 
@@ -38,7 +38,8 @@ class RayScorer:
         if centering == "batch":
             raise ValueError(
                 "a Ray batch is an arbitrary slice of the corpus, so centering='batch' would make each score depend on "
-                "its batch; pass centering='corpus' with centering_stats=moverkit.fit_centering(texts), or a per-text "
+                "its batch; pass centering='corpus' (the shipped mean of the embedded model, or "
+                "centering_stats=moverkit.fit_centering(texts)), or a per-text "
                 "mode ('none', 'dim', 'sentence')"
             )
         self.hashcode = self.score.hashcode  # loads this actor's encoder once, before the first batch

@@ -48,6 +48,11 @@ class MoverkitWarning(UserWarning):
     or ``filterwarnings = ["error::moverkit.MoverkitWarning"]`` in pytest's configuration)."""
 
 
+class ConvergenceWarning(MoverkitWarning, RuntimeWarning):
+    """An iterative solver stopped at its iteration limit before its tolerance: the scores it gave
+    are approximate (a ``RuntimeWarning`` too, as NumPy's and SciPy's)."""
+
+
 def warn_user(message: str, category: type[Warning] = MoverkitWarning) -> None:
     """``warnings.warn(message, category)`` attributed to the user's code (see the module doc)."""
     warnings.warn(message, category, stacklevel=stack_level())

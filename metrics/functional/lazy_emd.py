@@ -24,7 +24,7 @@ from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
-from moverkit._core.user_warnings import warn_user
+from moverkit._core.user_warnings import ConvergenceWarning, warn_user
 from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
 
@@ -191,7 +191,7 @@ def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:
             f"iteration, tolerance {SOLVER_TOLERANCE:g}); their scores are approximate. Raise max_iter, or "
             f"raise epsilon (now {params['epsilon']:g}), or use finite penalties reg_c, reg_r (now "
             f"{params['reg_c']:g}, {params['reg_r']:g}): hard marginals (inf) converge slowest.",
-            RuntimeWarning,
+            ConvergenceWarning,
         )
     return scores
 

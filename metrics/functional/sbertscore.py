@@ -65,10 +65,10 @@ def sbertscore(
     reference (by F1). The arguments are those of ``moverkit.load("sbertscore").compute``."""
     texts = call_texts(predictions, references)
     centering = Centering(centering, centering_stats, level="sentence")
+    splitter = splitter_tag(lang)  # a language pysbd cannot split is refused before any warning
     request = EncoderRequest(model_type, None, device, batch_size, None, "truncate", dtype, lang, verbose)
     checks.boolean("return_alignment", return_alignment)
     checks.boolean("return_reference_index", return_reference_index)
-    splitter = splitter_tag(lang)
     encoder = sentence_encoder_for(request)
     stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
 
