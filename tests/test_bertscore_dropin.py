@@ -34,6 +34,7 @@ def pairs(wmt_pairs):
     return predictions[:60], references[:60]
 
 
+@pytest.mark.slow  # parity with the bert-score package
 @pytest.mark.parametrize("idf", [False, True])
 def test_rescaled_scores_equal_bert_score_with_the_same_baseline_file(pairs, idf):
     predictions, references = pairs
@@ -148,6 +149,7 @@ def test_shipped_baselines_cover_every_layer_of_the_embedded_model():
             assert ((values > -1) & (values < 1)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("centering", ["none", "dim", "sentence", "batch", "corpus"])
 def test_every_centering_rescales_with_its_shipped_baseline(pairs, centering):
     """No baseline_path needed: (s - b) / (1 - b) with b the layer's row of the shipped file (for

@@ -102,6 +102,7 @@ def test_assembled_module_loads_offline_and_computes(assembled, name, load_metri
     assert result == load_metric(name).compute(predictions=PREDICTIONS, references=REFERENCES)
 
 
+@pytest.mark.integration  # starts each assembled Space's app
 @pytest.mark.parametrize("name", moverkit.METRICS)
 def test_assembled_space_starts_and_scores(assembled, name, no_network):
     pytest.importorskip("gradio")

@@ -38,8 +38,14 @@ def chunk_count(predictions, references, **kwargs):
     return len(streaming.plan_chunks(call_texts(predictions, references), streaming.memory_budget() // per_token, 512))
 
 
-@pytest.mark.parametrize("centering", ["none", "dim", "sentence", "batch", "corpus"])
-@pytest.mark.parametrize("metric", [centered_bertscore, twmd])
+# The quick loop keeps batch centering (the one whose chunks share a call mean); the rest are slow.
+QUICK = pytest.mark.parametrize(
+    "centering", ["batch", *(pytest.param(c, marks=pytest.mark.slow) for c in ("none", "dim", "sentence", "corpus"))]
+)
+
+
+@QUICK
+@pytest.mark.parametrize("metric", [centered_bertscore, pytest.param(twmd, marks=pytest.mark.slow)])
 def test_chunked_equals_unchunked(pairs, tiny_budget, metric, centering):
     predictions, references = pairs
     kwargs = {"centering": centering}

@@ -53,6 +53,7 @@ def test_identical_predictions_always_beat_the_shuffled_reference():
     assert [r["share"] for r in rows] == [1.0] * len(MAIN_OUTPUTS)
 
 
+@pytest.mark.slow
 def test_cli_bench_shuffled_on_the_sample(tmp_path, capsys):
     out = tmp_path / "shuffled.md"
     assert main(["bench", "shuffled", "--data", str(SAMPLE), "--pairs", "20", "--out", str(out)]) == 0

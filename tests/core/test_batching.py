@@ -29,6 +29,7 @@ def test_sentences_keep_batch_size_batches_and_long_texts_are_cut():
     assert length_batches([9000, 5], 64, ENCODE_TOKEN_BUDGET) == [[0], [1]]  # too long: alone
 
 
+@pytest.mark.slow
 def test_token_budget_does_not_change_vectors_beyond_rounding(monkeypatch):
     """The same texts encoded with and without the budget: float32 batching noise only."""
     import moverkit._core.encoder as encoder_module

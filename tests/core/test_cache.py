@@ -150,6 +150,7 @@ def test_set_cache_checks_its_argument():
         moverkit.set_cache("lots")
 
 
+@pytest.mark.slow
 def test_budget_counts_bytes_not_tokens(cache_on):
     # Long texts cut to a few tokens: a budget in tokens counted 200 such texts as 1,600 tokens while
     # their strings (the keys) held 28 MB.

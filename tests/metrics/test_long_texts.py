@@ -63,6 +63,7 @@ def test_texts_within_the_limit_score_exactly_as_truncated(name, wmt_pairs):
     assert window["hashcode"] == truncate["hashcode"].replace("long_texts=truncate", "long_texts=window")
 
 
+@pytest.mark.slow
 def test_the_end_of_a_long_text_counts_with_window_only(wmt_pairs):
     """A 2,000-token reference, and a copy whose last segments (at most 100 tokens) are others."""
     hypotheses, references = wmt_pairs
@@ -112,6 +113,7 @@ def test_the_linear_splitter_gives_pysbds_segments(kind, wmt_pairs):
         assert pysbd_segments(short, "en") == pysbd.Segmenter(language="en", clean=False).segment(short)
 
 
+@pytest.mark.slow
 def test_splitting_time_is_linear_in_the_length(wmt_pairs):
     """8 times the characters: about 8 times the time (pysbd alone: about 50 times)."""
     segments = wmt_pairs[0] + wmt_pairs[1]
