@@ -12,6 +12,7 @@ demo = build_demo(
     heatmaps=[Heatmap("similarity", "cosine similarity")],
     examples=EXAMPLES,
     card=Path(__file__).with_name("README.md"),
+    main_params=("centering", "idf"),
 )
 
 if __name__ == "__main__":

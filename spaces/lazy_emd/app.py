@@ -42,6 +42,7 @@ demo = build_demo(
     ],
     examples=EXAMPLES,
     card=Path(__file__).with_name("README.md"),
+    main_params=("lang", "idf"),
 )
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ demo = build_demo(
     ],
     examples=EXAMPLES,
     card=Path(__file__).with_name("README.md"),
+    main_params=("version", "variant", "n_gram"),
 )
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ demo = build_demo(
         ("hello there, general kenobi", "hello there, general kenobi"),
     ],
     card=Path(__file__).with_name("README.md"),
+    main_params=("centering", "lang"),
 )
 
 if __name__ == "__main__":

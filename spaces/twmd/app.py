@@ -36,6 +36,7 @@ demo = build_demo(
     ],
     examples=EXAMPLES,
     card=Path(__file__).with_name("README.md"),
+    main_params=("variant", "temperature"),
 )
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import pytest
 from spaceserver import APPS
 
 import moverkit
+from moverkit import MoverkitWarning
+from moverkit.specs import spec
 
 pytest.importorskip("gradio")
 
@@ -29,6 +31,8 @@ class Case:
     settings: dict = field(default_factory=dict)
     compute_settings: dict | None = None
     bad_settings: dict = field(default_factory=dict)
+    warns: tuple[str, ...] = ()  # what compute warns (the page shows it as a toast), at the defaults
+    settings_warns: tuple[str, ...] = ()  # and in addition with the settings
 
     def boxes(self) -> dict:
         return {
@@ -78,8 +82,15 @@ CASES = {
         settings={"lang": "zh", "reg_c": "inf", "reg_r": 0.5, "epsilon": 0.02, "idf": True},
         compute_settings={"lang": "zh", "reg_c": float("inf"), "reg_r": 0.5, "epsilon": 0.02, "idf": True},
         bad_settings={"reg_c": -1.0},
+        settings_warns=("lang='zh' is scored with the English embedded model",),
     ),
-    "sbertscore": Case(**PAIRS, settings={"centering": "batch", "lang": "de"}, bad_settings={"lang": "xx"}),
+    "sbertscore": Case(
+        **PAIRS,
+        settings={"centering": "batch", "lang": "de"},
+        bad_settings={"lang": "xx"},
+        warns=(r"1 prediction\(s\) and 0 reference\(s\) hold no sentence",),
+        settings_warns=("lang='de' is scored with the English embedded model", "centering='batch' over only 7"),
+    ),
 }
 
 
@@ -102,10 +113,18 @@ def test_app_gives_the_modules_numbers(name, with_settings, client_of, load_metr
     outputs = client_of(name).predict(**case.boxes(), **settings, api_name="/score")
     summary, table, hashcode, shown, matrix, plot = outputs
 
-    expected = load_metric(name).compute(predictions=case.predictions, references=case.references, **compute_settings)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expected = load_metric(name).compute(
+            predictions=case.predictions, references=case.references, **compute_settings
+        )
+    warned = [str(w.message) for w in caught if issubclass(w.category, MoverkitWarning)]
+    patterns = case.warns + (case.settings_warns if with_settings else ())
+    assert len(warned) == len(patterns) and all(any(re.search(p, m) for m in warned) for p in patterns), warned
     scores = _module_scores(expected)
-    # Scores come first, so that they stay in view on a narrow screen.
-    assert table["headers"] == ["#", *scores, "prediction", "references"]
+    # Scores come first, so that they stay in view on a narrow screen; each header says its direction.
+    closer = "higher is closer" if spec(name).higher_is_better else "lower is closer"
+    assert table["headers"] == ["#", *(f"{key} ({closer})" for key in scores), "prediction", "references"]
     columns = list(zip(*table["data"]))
     assert list(columns[1 + len(scores)]) == case.predictions
     shown_columns = list(zip(*table["metadata"]["display_value"]))

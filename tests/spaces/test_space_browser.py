@@ -3,7 +3,9 @@ centered_bertscore Space it types pairs, presses Score, waits for the scores and
 checks the score against the module's; then types bad input and finds the module's message on the
 page; every request the page makes must go to the loopback interface. Every app is then opened at
 1400 and 400 px and scores its own example, with a screenshot of each (kept in the folder named
-by MOVERKIT_SCREENSHOTS, if set)."""
+by MOVERKIT_SCREENSHOTS, if set); at 400 px (a phone) the Score button is in the first screen,
+every score header says its direction, the heatmap fits its box with its title and colour bar,
+and an empty box gives one error message."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from spaceserver import APPS
 
 pytest.importorskip("gradio")
 webdriver = pytest.importorskip("selenium.webdriver")
+
+pytestmark = pytest.mark.integration  # a browser and a served app
 
 # Debian's chromium (what .ci/run installs); else the Google Chrome that GitHub's runners ship.
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
@@ -96,6 +100,9 @@ def test_browser_scores_and_draws_the_heatmap(browser, running_app, load_metric,
     # First with the page's settings untouched (they must be the module's defaults), then a layer.
     for settings in ({}, {"num_layers": LAYER}):
         for name, value in settings.items():
+            if not browser.find_elements(By.CSS_SELECTOR, f"#param-{name}"):  # in the closed "More settings"
+                browser.find_element(By.CSS_SELECTOR, "#more-settings .label-wrap").click()
+                wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, f"#param-{name}")))
             _type(browser, f"#param-{name} textarea, #param-{name} input", str(value))
         browser.find_element(By.CSS_SELECTOR, "#score-button").click()
         expected = metric.compute(predictions=PREDICTIONS, references=REFERENCES, **settings)
@@ -143,14 +150,22 @@ RECT = "return arguments[0].getBoundingClientRect().toJSON()"
 LOADED = "return arguments[0].complete && arguments[0].naturalWidth"
 
 
+DIRECTIONS = ("(higher is closer)", "(lower is closer)")
+
+PHONE_SCREEN = 740
+"""The height of a phone's first screen, in CSS pixels (a 400 x 900 window shows about 757)."""
+
+
 @pytest.mark.parametrize("name", APPS)
 def test_every_app_reads_well_at_both_widths(name, browser, running_app, tmp_path):
     """Each app at 1400 and 400 px, scoring its own first example as the page opens: every setting
     shows the value it uses; at 400 px the two boxes stack (line i of one above line i of the
-    other, not wrapped side by side out of pairing); the example scores without a warning; the
-    scores have at most 4 decimals and, scrolled to, the score table and every score column are
-    in view; the heatmap is drawn at its own size (its label layout is tested in test_space_demo),
-    scrolling sideways where the screen is narrower; no placeholder text."""
+    other, not wrapped side by side out of pairing) and the Score button is in the first screen,
+    the settings but the main ones closed; the example scores without a warning; every score
+    header (the means and the table) says its direction; the scores have at most 4 decimals and,
+    scrolled to, the score table and every score column are in view; the heatmap is drawn to the
+    width of its box (its label layout is tested in test_space_demo), so that its title and colour
+    bar are in view; an empty box gives one error message; no placeholder text."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
@@ -176,22 +191,39 @@ def test_every_app_reads_well_at_both_widths(name, browser, running_app, tmp_pat
         stacked = references.rect["y"] >= predictions.rect["y"] + predictions.rect["height"] - 1
         assert stacked == (width == 400), (predictions.rect, references.rect)
         first = predictions.find_element(By.TAG_NAME, "textarea").get_attribute("value").split("\n")[0]
+        button = browser.find_element(By.CSS_SELECTOR, "#score-button")
+        if width == 400:  # the texts and the Score button first: no scrolling to press it
+            assert browser.execute_script("return window.scrollY") == 0
+            assert button.rect["y"] + button.rect["height"] <= PHONE_SCREEN, button.rect
+            visible = [p for p in browser.find_elements(By.CSS_SELECTOR, '[id^="param-"]') if p.is_displayed()]
+            assert 1 <= len(visible) <= 3, [p.get_attribute("id") for p in visible]
+        if width == 1400:
+            first_shot = shots / f"{name}-{width}px-first.png"
+            assert browser.save_screenshot(str(first_shot))
 
-        browser.find_element(By.CSS_SELECTOR, "#score-button").click()
+        button.click()
         wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#scores"), first))
         image = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#heatmap img")))
-        wait.until(lambda d, image=image: d.execute_script(LOADED, image) > 300)
+        wait.until(lambda d, image=image: d.execute_script(LOADED, image) > 200)
         assert browser.execute_script(TOASTS) == []  # the page's own example gives no warning
-        # The heatmap keeps its drawn size (legible labels), scrolling sideways on a phone.
-        drawn = browser.execute_script(
-            "return [arguments[0].naturalWidth, arguments[0].getBoundingClientRect().width]", image
+        # The heatmap is drawn to its box's width: shown at its own size (9 pt labels), and whole.
+        natural, rendered, box = browser.execute_script(
+            "return [arguments[0].naturalWidth, arguments[0].getBoundingClientRect().width,"
+            " document.querySelector('#heatmap').getBoundingClientRect().width]",
+            image,
         )
-        assert drawn[1] >= drawn[0] - 1, drawn
+        assert rendered <= box and natural <= box and abs(rendered - natural) <= 1, (natural, rendered, box)
 
         table = browser.find_element(By.CSS_SELECTOR, "#scores")
-        headers = [th.text.strip() for th in table.find_elements(By.CSS_SELECTOR, "th")]
+        headers = [th.text.strip().replace("\n", " ") for th in table.find_elements(By.CSS_SELECTOR, "th")]
         scores = headers[1 : headers.index("prediction")]
-        assert scores, headers
+        assert scores and all(header.endswith(DIRECTIONS) for header in scores), headers
+        summary = browser.find_element(By.CSS_SELECTOR, "#summary")
+        labels = [
+            td.text.strip().replace("\n", " ") for td in summary.find_elements(By.CSS_SELECTOR, "tbody td:first-child")
+        ]
+        assert labels == scores, (labels, scores)  # the means, one row per score, with the same headers
+        assert "To compare" in summary.text and "identical texts" in summary.text
         for cell in table.find_elements(By.CSS_SELECTOR, "tbody tr td:nth-child(2)"):
             assert len(cell.text.strip().partition(".")[2]) <= 4, cell.text
         # The whole page in one screenshot, then (at 400 px) the score table scrolled into view.
@@ -206,7 +238,7 @@ def test_every_app_reads_well_at_both_widths(name, browser, running_app, tmp_pat
             box = browser.execute_script(RECT, table)
             assert box["left"] >= 0 and box["right"] <= inner + 1 and -1 <= box["top"] < 900, box
             rights = browser.execute_script(
-                "return [...arguments[0].querySelectorAll('th')].map(c => [c.innerText.trim(), c.getBoundingClientRect().right])",
+                "return [...arguments[0].querySelectorAll('th')].map(c => [c.innerText.trim().replaceAll('\\n', ' '), c.getBoundingClientRect().right])",
                 table,
             )
             assert all(right <= inner + 1 for text, right in rights if text in scores), rights
@@ -214,8 +246,24 @@ def test_every_app_reads_well_at_both_widths(name, browser, running_app, tmp_pat
             assert browser.execute_script(on_top, table)  # nothing (a toast) covers it
             screenshot = shots / f"{name}-{width}px.png"
             assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 5_000
+            # The heatmap in view: its title and colour bar inside the screen, nothing cut.
             browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", image)
+            box = browser.execute_script(RECT, image)
+            assert box["left"] >= 0 and box["right"] <= inner + 1, box
             assert browser.save_screenshot(str(shots / f"{name}-{width}px-heatmap.png"))
+
+            # An empty box: one message, under the button; no toast, no error state in each output.
+            browser.execute_script("window.scrollTo(0, 0)")
+            _type(browser, "#predictions textarea", "")
+            browser.find_element(By.CSS_SELECTOR, "#score-button").click()
+            error = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#error")))
+            wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, "#error"), "type at least one prediction"))
+            assert browser.execute_script(TOASTS) == []
+            body = browser.find_element(By.TAG_NAME, "body").text
+            assert body.count("Error") == 1 and body.count("type at least one prediction") == 1, body
+            assert error.rect["y"] + error.rect["height"] <= PHONE_SCREEN
+            assert browser.find_element(By.CSS_SELECTOR, "#summary").text.strip() == ""
+            assert browser.save_screenshot(str(shots / f"{name}-{width}px-error.png"))
 
 
 def test_a_warning_shows_once(browser, running_app, load_metric):

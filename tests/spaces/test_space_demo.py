@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import os
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -33,6 +34,8 @@ from moverkit.demo import (
     preset_default,
     score,
 )
+from moverkit.demo.scoring import reference_points
+from moverkit.specs import spec
 
 
 def test_one_reference_per_line():
@@ -351,7 +354,12 @@ def test_batch_centering_of_too_few_texts_warns_once(load_metric, tiny_model_pat
     references = ["word1"] * len(predictions)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        score(load_metric("twmd"), "\n".join(predictions), "\n".join(references), {"model_type": tiny_model_path})
+        score(
+            load_metric("twmd"),
+            "\n".join(predictions),
+            "\n".join(references),
+            {"model_type": tiny_model_path, "centering": "batch"},
+        )
     messages = [str(w.message) for w in caught if "centering='batch'" in str(w.message)]
     if warns:
         assert len(messages) == 1 and messages[0].startswith(f"centering='batch' over only {texts} distinct texts")
@@ -361,11 +369,48 @@ def test_batch_centering_of_too_few_texts_warns_once(load_metric, tiny_model_pat
 
 def test_summary_holds_the_means_and_the_table_every_score():
     scored = Scored(["p", "q"], [["r"], ["s", "t"]], {"f1": [0.5, 1.0], "recall": [0.25, 0.5]}, "h", [])
-    # means: f1 (0.5 + 1.0) / 2 = 0.75; recall (0.25 + 0.5) / 2 = 0.375
-    assert scored.summary().splitlines()[-1] == "| mean of 2 | 0.7500 | 0.3750 |"
+    # means: f1 (0.5 + 1.0) / 2 = 0.75; recall (0.25 + 0.5) / 2 = 0.375; one row per score (a phone shows it whole)
+    assert scored.summary().splitlines() == [
+        "### Mean scores",
+        "",
+        "| score | mean of 2 predictions |",
+        "|---|---|",
+        "| f1 | 0.7500 |",
+        "| recall | 0.3750 |",
+    ]
     table = scored.table()
     assert list(table.columns) == ["#", "f1", "recall", "prediction", "references"]  # scores first: in view
     assert table["references"].tolist() == ["r", "s ||| t"] and table["f1"].tolist() == [0.5, 1.0]
+
+
+@pytest.mark.parametrize(("name", "direction"), [("centered_bertscore", "higher"), ("lazy_emd", "lower")])
+def test_every_score_header_carries_the_metrics_direction(name, direction):
+    metric = spec(name)
+    scores = {key: [0.5] for key in metric.outputs}
+    scored = Scored(["p"], [["r"]], scores, "h", [])
+    headers = [f"{key} ({direction} is closer)" for key in metric.outputs]
+    assert list(scored.table(metric).columns) == ["#", *headers, "prediction", "references"]
+    summary = scored.summary(metric)
+    assert summary.startswith("### Score\n") and "| score | the prediction |" in summary
+    assert all(f"| {header} | 0.5000 |" in summary for header in headers)
+
+
+def test_the_reference_points_stand_beside_the_scores():
+    metric = spec("lazy_emd")
+    line = reference_points(metric)
+    assert line.startswith("**To compare** (lazy_emd, embedded model, default settings): identical texts **0**")
+    assert f"unrelated texts about **{metric.unrelated:g}**" in line
+    assert f"a machine translation about **{metric.translation:g}**" in line and line.endswith("range 0 to ∞.")
+    scored = Scored(["p"], [["r"]], {"lazy_emd": [0.1]}, "h", [])
+    assert scored.summary(metric).endswith(line)
+    # A spec without the measured points (as the lead may ship them later) shows the others.
+    bare = SimpleNamespace(main="f1", identical=1.0, low=-1.0, high=1.0)
+    assert (
+        reference_points(bare)
+        == "**To compare** (f1, embedded model, default settings): identical texts **1**; range -1 to 1."
+    )
+    # Where the main output is not among the scores (twmd's other variants), its points are left out.
+    assert "To compare" not in Scored(["p"], [["r"]], {"trwmd": [0.1]}, "h", []).summary(spec("twmd"))
 
 
 def test_table_scores_have_four_decimals():
@@ -373,10 +418,8 @@ def test_table_scores_have_four_decimals():
     table = scored.table()
     assert table["f1"].tolist() == [0.1235, -0.9877] and table["twmd"].tolist() == [0.3333, 0.0]
     # The summary's means keep every digit until they are printed (4 decimals).
-    assert (
-        scored.summary().splitlines()[-1]
-        == f"| mean of 2 | {(0.123456789 - 0.98765) / 2:.4f} | {(1 / 3 + 2e-5) / 2:.4f} |"
-    )
+    assert scored.summary().splitlines()[-1] == f"| twmd | {(1 / 3 + 2e-5) / 2:.4f} |"
+    assert scored.summary().splitlines()[-2] == f"| f1 | {(0.123456789 - 0.98765) / 2:.4f} |"
 
 
 def test_heatmap_shows_the_matrix_with_tokens_on_both_axes():
@@ -471,6 +514,50 @@ def test_heatmap_grows_with_its_labels():
     assert w1 > w0 and h2 > h0
 
 
+PHONE = 297
+"""The pixels of the heatmap's box on a 400 px wide screen (measured in the browser test)."""
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "n_columns", "length"),
+    [(6, 7, 7), (3, 2, 25), (2, 2, 3), (22, 40, 10), (150, 300, 6)],
+    ids=["tokens", "sentences", "tiny", "many-tokens", "a-512-token-text"],
+)
+def test_a_heatmap_fits_a_phone_with_its_title_and_colour_bar(n_rows, n_columns, length):
+    # Drawn no wider than its box: the title, every label and the colour bar inside the figure,
+    # the colour bar below the matrix (a phone is narrow, not short); labels still apart.
+    fig = heatmap_figure(
+        _similarity(_labels(n_rows, length), _labels(n_columns, length)),
+        Heatmap("similarity", "cosine similarity"),
+        "cosine similarity, prediction 1",
+        max_width=PHONE,
+    )
+    assert fig.get_size_inches()[0] * fig.dpi <= PHONE
+    labels, boxes = _tick_labels(fig, "x")  # draws the figure
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    (ax, colorbar) = fig.axes
+    parts = [fig._suptitle, ax.xaxis.label, ax.yaxis.label, colorbar.xaxis.label, *ax.get_yticklabels(), *labels]
+    for part in parts:
+        box = part.get_window_extent(renderer)
+        assert box.x0 >= -1 and box.x1 <= width + 1 and box.y0 >= -1 and box.y1 <= height + 1, part
+    assert fig._suptitle.get_text() == "cosine similarity, prediction 1"
+    assert colorbar.get_position().y1 < ax.get_position().y0  # below the matrix
+    for a, b in zip(boxes, boxes[1:]):
+        assert (b.x1 - a.x1) / 2**0.5 >= 9 * fig.dpi / 72 or b.x0 - a.x1 >= 0
+    assert all(len(label.get_text()) <= LABEL_CHARS for label in labels)
+
+
+def test_a_heatmap_that_fits_keeps_its_size():
+    alignment = _similarity(["the", "cat"], ["a", "cat", "sat"])
+    free = heatmap_figure(alignment, Heatmap("similarity", "s"), "t")
+    wide = heatmap_figure(alignment, Heatmap("similarity", "s"), "t", max_width=1200)
+    assert tuple(free.get_size_inches()) == tuple(wide.get_size_inches()) and len(wide.axes[0].texts) == 6
+    # In a narrow box, a value that does not fit its cell is left out (the colour bar gives it).
+    narrow = heatmap_figure(_similarity(["a"] * 3, ["b"] * 14), Heatmap("similarity", "s"), "t", max_width=PHONE)
+    assert len(narrow.axes[0].texts) == 0 and narrow.get_size_inches()[0] * narrow.dpi == PHONE
+
+
 def test_a_preset_default_names_its_value_and_source():
     presets = {"v2": {"form": "1/(1+wmd)", "idf": True, "stop": ()}, "v1": {"form": "1-wmd", "idf": True, "stop": ()}}
     assert preset_default("version", presets, "form", "v2") == {
@@ -518,27 +605,78 @@ def test_the_empty_table_is_headed_by_its_text_columns():
     assert table.value["headers"] == ["#", "prediction", "references"] and table.value["data"] == []
 
 
+def _button_events(demo):
+    """The page's press (measure the heatmap's box in the browser, clear, score) and /score."""
+    (button,) = [block for block in demo.blocks.values() if getattr(block, "elem_id", None) == "score-button"]
+    measure, clear = sorted(
+        (fn for fn in demo.fns.values() if (button._id, "click") in fn.targets), key=lambda fn: fn.fn is not None
+    )
+    (scoring,) = [fn for fn in demo.fns.values() if fn.trigger_after == clear._id]
+    (api,) = [fn for fn in demo.fns.values() if fn.api_name == "score"]
+    return measure, clear, scoring, api
+
+
 def test_the_button_clears_old_results_before_scoring():
     """The click first empties every output (so that an error, which leaves the outputs as they
     are, never stands above the previous scores), then scores, whether the clearing ran or not."""
     pytest.importorskip("gradio")
     demo = _page()
-    (button,) = [block for block in demo.blocks.values() if getattr(block, "elem_id", None) == "score-button"]
-    (clear,) = [fn for fn in demo.fns.values() if (button._id, "click") in fn.targets]
-    (scoring,) = [fn for fn in demo.fns.values() if fn.trigger_after == clear._id]
-    assert scoring.api_name == "score" and not scoring.trigger_only_on_success
+    measure, clear, scoring, api = _button_events(demo)
+    assert measure.fn is None and "clientWidth" in measure.js  # the browser measures the heatmap's box
+    assert not scoring.trigger_only_on_success and scoring.api_name != "score"  # the page's own press
     assert [block._id for block in clear.outputs] == [block._id for block in scoring.outputs]
+    # /score returns what the page shows, less the error line.
+    assert [block._id for block in api.outputs] == [block._id for block in scoring.outputs][:-1]
     cleared = dict(zip((getattr(block, "elem_id", None) for block in clear.outputs), clear.fn()))
     assert cleared["summary"] == "" and cleared["hashcode"] == "" and cleared["heatmap"] is None
     assert list(cleared["scores"].columns) == ["#", "prediction", "references"] and cleared["scores"].empty
     assert cleared["shown"].choices == [] and cleared[None] == []  # the alignments kept for redrawing
+    assert cleared["error"].visible is False
+
+
+def test_a_bad_input_is_one_message_in_the_page_and_an_error_for_the_api():
+    gr = pytest.importorskip("gradio")
+    demo = _page()
+    _, _, scoring, api = _button_events(demo)
+    # The page: one message under the button, every output cleared (no error state in each box).
+    shown = dict(zip((getattr(block, "elem_id", None) for block in scoring.outputs), scoring.fn(" \n", "a", "", 0)))
+    assert shown["error"].visible and shown["error"].value == "**Error:** type at least one prediction (one per line)"
+    assert shown["summary"] == "" and shown["heatmap"] is None and shown["scores"].empty
+    with pytest.raises(gr.Error, match="type at least one prediction"):
+        api.fn(" \n", "a", "")
+
+
+def test_the_page_draws_the_heatmap_to_the_width_of_its_box():
+    pytest.importorskip("gradio")
+    demo = _page()
+    _, _, scoring, api = _button_events(demo)
+    names = [getattr(block, "elem_id", None) for block in scoring.outputs]
+    phone = dict(zip(names, scoring.fn("the cat sat on the mat", "a cat was sitting on the mat", "", PHONE)))
+    assert phone["heatmap"].get_size_inches()[0] * phone["heatmap"].dpi <= PHONE and not phone["error"].visible
+    assert "f1 (higher is closer)" in phone["summary"] and "To compare" in phone["summary"]
+    # /score (API callers) draws at the figure's own size.
+    free = dict(zip(names, api.fn("the cat sat on the mat", "a cat was sitting on the mat", "")))
+    assert free["heatmap"].get_size_inches()[0] * free["heatmap"].dpi > PHONE
+
+
+def test_main_params_are_checked():
+    pytest.importorskip("gradio")
+    from moverkit.demo import build_demo
+
+    page = {"title": "t", "heatmaps": [Heatmap("similarity", "s")], "examples": [("a", "b")]}
+    with pytest.raises(ValueError, match="main_params temperature are not among the params"):
+        build_demo("centered_bertscore", params=[model_param()], main_params=["temperature"], **page)
+    with pytest.raises(ValueError, match="at most 3 main_params"):
+        build_demo("centered_bertscore", params=[model_param()], main_params=["model_type"] * 4, **page)
+    demo = build_demo("centered_bertscore", params=[model_param()], main_params=["model_type"], **page)
+    assert not any(getattr(block, "elem_id", None) == "more-settings" for block in demo.blocks.values())
 
 
 @pytest.mark.parametrize(
     ("param", "message"),
     [
         (Param("temprature", "T"), "centered_bertscore takes no argument temprature"),
-        (Param("centering", "C", "choice", ("none", "dim")), "lack its default 'batch'"),
+        (Param("centering", "C", "choice", ("none", "dim")), "lack its default 'corpus'"),
         # A default of None: the page must say which value blank gives (the module's resolved one).
         (Param("num_layers", "Layer", "int"), "num_layers default to None; give Param.unset"),
         (Param("model_type", "Model", "model"), "model_type default to None; give Param.unset"),
