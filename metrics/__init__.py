@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._core.memory import release
     from ._core.streaming import set_memory_budget
     from ._core.user_warnings import MoverkitWarning
+    from .compare import compare
 
 from ._version import __version__
 
@@ -95,13 +96,15 @@ def means(result: dict) -> dict:
 # centering statistic of token or sentence vectors; ``release`` frees every loaded model;
 # ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks);
 # ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties;
-# ``MoverkitWarning`` is the class of every warning moverkit gives.
+# ``MoverkitWarning`` is the class of every warning moverkit gives; ``compare`` compares systems
+# with bootstrap intervals and paired significance (moverkit.compare).
 _LAZY = {
     "fit_centering": "._core.centering",
     "release": "._core.memory",
     "set_memory_budget": "._core.streaming",
     "set_cache": "._core.cache",
     "MoverkitWarning": "._core.user_warnings",
+    "compare": ".compare",
 }
 
 
@@ -117,6 +120,7 @@ __all__ = [
     "METRICS",
     "MoverkitWarning",
     "__version__",
+    "compare",
     "fit_centering",
     "load",
     "map_scores",

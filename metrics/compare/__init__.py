@@ -1,0 +1,177 @@
+"""Compare systems on the same segments with confidence: ``moverkit.compare`` and ``moverkit compare``.
+
+Every system is scored by every metric in one call per metric over all systems' segments, so that
+each distinct text is encoded once (the cache of token clouds is on for the comparison, so the
+token metrics share their encodings) and every system is centered with the same mean. Per system
+and metric: the corpus score (the mean of its segment scores) with a 95% bootstrap interval; per
+pair of systems and metric: the difference with its paired-bootstrap interval, the paired-bootstrap
+and approximate-randomization p-values and the share of segments where A wins; per metric: a
+ranking with clusters of systems not significantly apart after Holm's correction over all pairs
+(:mod:`moverkit.compare.resampling`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from .resampling import PairedTest, bootstrap_interval, clusters, holm, paired_test
+
+ALPHA = 0.05
+"""The significance level of the clusters (after Holm's correction)."""
+
+
+@dataclass
+class Comparison:
+    """The result of :func:`compare`: ``systems`` (``{name, metric, score, ci_low, ci_high}``
+    each), ``pairs`` (``{a, b, metric, delta, ci_low, ci_high, p_bootstrap, p_permutation,
+    win_rate}`` each, ``delta`` positive when ``a`` is better, p-values as computed and
+    ``p_holm`` adjusted), ``ranking`` (per metric, the clusters best first), ``settings`` and
+    ``hashcodes`` (per metric), and the ``segments`` scores (per metric and system)."""
+
+    systems: list[dict]
+    pairs: list[dict]
+    ranking: dict[str, list[list[str]]]
+    settings: dict
+    hashcodes: dict[str, str]
+    segments: dict[str, dict[str, list[float]]] = field(repr=False)
+
+    def to_dict(self) -> dict:
+        """The JSON object: ``systems``, ``pairs``, ``ranking``, ``settings``, ``hashcodes``."""
+        return {
+            "systems": self.systems,
+            "pairs": self.pairs,
+            "ranking": self.ranking,
+            "settings": self.settings,
+            "hashcodes": self.hashcodes,
+        }
+
+    def to_markdown(self) -> str:
+        from .report import markdown
+
+        return markdown(self)
+
+    def to_json(self, path) -> None:
+        from .report import write_json
+
+        write_json(self, path)
+
+    def plot(self, path) -> None:
+        """A PNG of each system's score and interval, one panel per metric."""
+        from .report import write_png
+
+        write_png(self, path)
+
+    def to_html(self, path) -> None:
+        """A self-contained HTML page: the tables and the plot (embedded)."""
+        from .report import write_html
+
+        write_html(self, path)
+
+
+def compare(
+    references: Sequence[str] | Sequence[Sequence[str]],
+    systems: Mapping[str, Sequence[str]],
+    metrics: Sequence[str] = ("centered_bertscore",),
+    *,
+    resamples: int = 1000,
+    seed: int = 0,
+    metric_kwargs: Mapping[str, Mapping] | None = None,
+) -> Comparison:
+    """Compare ``systems`` (name -> one output per segment) against ``references`` (one string, or
+    a list of strings, per segment) with each of ``metrics`` (moverkit metric names; each at its
+    defaults plus ``metric_kwargs[name]``). ``resamples`` and ``seed`` drive every bootstrap and
+    permutation, and are kept in ``settings``."""
+    import moverkit
+    from moverkit import functional
+    from moverkit._core.cache import cache_info, set_cache
+    from moverkit.specs import spec
+
+    metrics = list(dict.fromkeys(metrics))
+    for name in metrics:
+        spec(name)  # an unknown metric is an error listing the metrics
+    if not isinstance(resamples, int) or isinstance(resamples, bool) or resamples < 1:
+        raise ValueError(f"resamples must be an int >= 1, got {resamples!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, got {seed!r}")
+    if len(systems) < 1:
+        raise ValueError("compare needs at least one system")
+    n = len(references)
+    if n == 0:
+        raise ValueError("references is empty: compare needs at least one segment")
+    for name, outputs in systems.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a system name must be a non-empty string, got {name!r}")
+        if len(outputs) != n:
+            raise ValueError(f"system {name!r} has {len(outputs)} outputs for {n} segments")
+    kwargs = {name: dict((metric_kwargs or {}).get(name, {})) for name in metrics}
+    unknown = set(metric_kwargs or {}) - set(metrics)
+    if unknown:
+        raise ValueError(f"metric_kwargs names metrics that are not compared: {', '.join(sorted(unknown))}")
+
+    names = list(systems)
+    predictions = [text for name in names for text in systems[name]]
+    all_references = list(references) * len(names)
+    was_cached = cache_info()["max_bytes"] > 0
+    if not was_cached:
+        set_cache()  # the token metrics share one encoding of each distinct text
+    try:
+        segments, hashcodes = {}, {}
+        for metric in metrics:
+            result = getattr(functional, metric)(predictions, all_references, **kwargs[metric])
+            scores = result[spec(metric).main]
+            segments[metric] = {name: scores[i * n : (i + 1) * n] for i, name in enumerate(names)}
+            hashcodes[metric] = result["hashcode"]
+    finally:
+        if not was_cached:
+            set_cache(0)
+    comparison = summarize(segments, resamples=resamples, seed=seed)
+    comparison.settings.update({"metric_kwargs": kwargs, "segments": n, "version": moverkit.__version__})
+    comparison.hashcodes.update(hashcodes)
+    return comparison
+
+
+def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resamples: int, seed: int) -> Comparison:
+    """The statistics of :class:`Comparison` from segment scores (metric -> system -> scores)."""
+    from moverkit.specs import spec
+
+    systems, pairs, ranking = [], [], {}
+    for metric, by_system in segments.items():
+        higher = spec(metric).higher_is_better
+        for name, scores in by_system.items():
+            score, low, high = bootstrap_interval(scores, resamples=resamples, seed=seed)
+            systems.append({"name": name, "metric": metric, "score": score, "ci_low": low, "ci_high": high})
+        tests: dict[tuple[str, str], PairedTest] = {
+            (a, b): paired_test(by_system[a], by_system[b], higher_is_better=higher, resamples=resamples, seed=seed)
+            for a, b in combinations(by_system, 2)
+        }
+        adjusted = dict(zip(tests, holm([t.p_value for t in tests.values()]))) if tests else {}
+        for (a, b), test in tests.items():
+            pairs.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "metric": metric,
+                    "delta": test.delta,
+                    "ci_low": test.ci_low,
+                    "ci_high": test.ci_high,
+                    "p_bootstrap": test.p_value,
+                    "p_permutation": test.p_permutation,
+                    "p_holm": adjusted[(a, b)],
+                    "win_rate": test.win_rate,
+                }
+            )
+
+        # (x, y): x significantly better than y, after the correction.
+        significant = {
+            (a, b) if test.delta > 0 else (b, a) for (a, b), test in tests.items() if adjusted[(a, b)] < ALPHA
+        }
+        means = {s["name"]: s["score"] for s in systems if s["metric"] == metric}
+        order = sorted(means, key=lambda s: -means[s] if higher else means[s])
+        ranking[metric] = clusters(order, lambda x, y, significant=significant: (x, y) in significant)
+    settings = {"resamples": resamples, "seed": seed, "confidence": 0.95, "alpha": ALPHA, "correction": "holm"}
+    return Comparison(systems, pairs, ranking, settings, {}, {m: dict(v) for m, v in segments.items()})
+
+
+__all__ = ["ALPHA", "Comparison", "PairedTest", "bootstrap_interval", "compare", "paired_test", "summarize"]

@@ -1,0 +1,124 @@
+"""The reports of a :class:`~moverkit.compare.Comparison`: Markdown for the terminal, one JSON
+object, a PNG of the intervals and a self-contained HTML page (the PNG embedded)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from pathlib import Path
+
+from moverkit.lines import write_atomic
+from moverkit.specs import spec
+
+
+def _direction(metric: str) -> str:
+    return "higher is better" if spec(metric).higher_is_better else "lower is better"
+
+
+def markdown(comparison) -> str:
+    """Per metric: the ranking with clusters, each system's score and interval, then every pair."""
+    out = []
+    for metric, groups in comparison.ranking.items():
+        s = spec(metric)
+        scores = {row["name"]: row for row in comparison.systems if row["metric"] == metric}
+        out.append(
+            f"### {metric} ({_direction(metric)}; identical texts {s.identical:g}, "
+            f"a machine translation about {s.translation}, unrelated texts about {s.unrelated})"
+        )
+        out.append("")
+        out.append("| rank | system | score | 95% interval |")
+        out.append("|---:|---|---:|---|")
+        for rank, group in enumerate(groups, 1):
+            for name in group:
+                row = scores[name]
+                out.append(f"| {rank} | {name} | {row['score']:.4f} | [{row['ci_low']:.4f}, {row['ci_high']:.4f}] |")
+        pairs = [p for p in comparison.pairs if p["metric"] == metric]
+        if pairs:
+            out += [
+                "",
+                "| A | B | A better by | 95% interval | p (bootstrap) | p (permutation) | p (Holm) | A wins |",
+                "|---|---|---:|---|---:|---:|---:|---:|",
+            ]
+            for p in pairs:
+                out.append(
+                    f"| {p['a']} | {p['b']} | {p['delta']:+.4f} | [{p['ci_low']:+.4f}, {p['ci_high']:+.4f}] | "
+                    f"{p['p_bootstrap']:.4f} | {p['p_permutation']:.4f} | {p['p_holm']:.4f} | {100 * p['win_rate']:.1f}% |"
+                )
+        out.append("")
+    settings = comparison.settings
+    out.append(
+        f"Rank: systems in one rank are not significantly apart (paired bootstrap, Holm-corrected over "
+        f"the metric's pairs, alpha {settings['alpha']}); {settings['resamples']} resamples, seed {settings['seed']}."
+    )
+    return "\n".join(out)
+
+
+def write_json(comparison, path) -> None:
+    write_atomic(Path(path), json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
+def png_bytes(comparison) -> bytes:
+    """One panel per metric: each system's score with its interval, best at the top."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = list(comparison.ranking)
+    height = max(2.0, 0.35 * len(comparison.systems) / max(1, len(metrics)) + 1.2)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.5 * len(metrics), height), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        rows = {r["name"]: r for r in comparison.systems if r["metric"] == metric}
+        order = [name for group in comparison.ranking[metric] for name in group][::-1]
+        y = range(len(order))
+        scores = [rows[n]["score"] for n in order]
+        errors = [
+            [rows[n]["score"] - rows[n]["ci_low"] for n in order],
+            [rows[n]["ci_high"] - rows[n]["score"] for n in order],
+        ]
+        ax.errorbar(scores, list(y), xerr=errors, fmt="o", capsize=3)
+        ax.set_yticks(list(y), order)
+        ax.set_title(f"{metric} ({_direction(metric)})", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def write_png(comparison, path) -> None:
+    write_atomic(Path(path), png_bytes(comparison))
+
+
+def write_html(comparison, path) -> None:
+    """The Markdown tables as HTML tables, and the plot as an embedded PNG: one file, no network."""
+    image = base64.b64encode(png_bytes(comparison)).decode("ascii")
+    body = []
+    for block in markdown(comparison).split("\n\n"):
+        lines = block.strip().splitlines()
+        if lines and lines[0].startswith("|"):
+            cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines if not line.startswith("|--")]
+            head, *rows = cells
+            body.append(
+                "<table><tr>"
+                + "".join(f"<th>{html.escape(c)}</th>" for c in head)
+                + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+                + "</table>"
+            )
+        elif lines and lines[0].startswith("###"):
+            body.append(f"<h3>{html.escape(lines[0].lstrip('# '))}</h3>")
+        elif lines:
+            body.append(f"<p>{html.escape(' '.join(lines))}</p>")
+    page = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>moverkit compare</title>"
+        "<style>body{font-family:sans-serif;max-width:60em;margin:auto}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}img{max-width:100%}</style></head><body>"
+        f"<h2>moverkit compare</h2><img alt='scores with 95% intervals' src='data:image/png;base64,{image}'>"
+        + "".join(body)
+        + f"<p>hashcodes: {html.escape(json.dumps(comparison.hashcodes))}</p></body></html>\n"
+    )
+    write_atomic(Path(path), page)
