@@ -44,7 +44,6 @@ rotates its checkpoints, or resume from it). These checks come before any model 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import fnmatch
 import json
@@ -62,12 +61,12 @@ import torch
 
 from ._core import checks, prepare_pairs
 from ._core.centering import Centering
-from ._core.encoder import DEFAULT_MODEL, load_encoder
+from ._core.encoder import load_encoder
 from ._core.request import EncoderRequest
 from ._core.user_warnings import warn_user
-from .bench._correlation import correlate
-from .bench._data import Judgments, read_judgments
-from .functional.twmd import VARIANTS, normalized, pair_values, resolve_params, self_values
+from .bench.correlation import correlate
+from .bench.judgments import Judgments, read_judgments
+from .functional.twmd import normalized, pair_values, resolve_params, self_values
 
 TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
 """Centering modes for training. ``corpus`` is refused: a statistic fitted on the base model no
@@ -471,7 +470,7 @@ class Scorer:
 
 def correlations(scores: np.ndarray, targets: np.ndarray, groups: Sequence[str]) -> dict:
     """``{"pearson", "kendall"}``: means over the groups of at least 3 pairs of the per-group
-    correlations (the benchmarks' protocol, :func:`moverkit.bench._correlation.correlate`), and
+    correlations (the benchmarks' protocol, :func:`moverkit.bench.correlation.correlate`), and
     ``"mse"`` over all pairs."""
     by_group: dict[str, list[int]] = {}
     for i, g in enumerate(groups):
@@ -742,14 +741,14 @@ def model_card(recipe: dict, result: FinetuneResult) -> str:
         return (
             "n/a"
             if v is None
-            else f"Pearson r {_fixed(v['pearson'], '.1f', 100)}, Kendall tau {_fixed(v['kendall'], '.1f', 100)}, "
-            f"MSE {_fixed(v['mse'], '.4f')}"
+            else f"Pearson r {fixed(v['pearson'], '.1f', 100)}, Kendall tau {fixed(v['kendall'], '.1f', 100)}, "
+            f"MSE {fixed(v['mse'], '.4f')}"
         )
 
     rows = "\n".join(
-        f"| {e['epoch']} | {_fixed(e.get('train_loss'), '.4f')} | {_fixed(e.get('pearson'), '.1f', 100)} | "
-        f"{_fixed(e.get('kendall'), '.1f', 100)} | {_fixed(e.get('seconds'), '.0f')} | "
-        f"{_fixed(e.get('cpu_seconds'), '.0f')} |"
+        f"| {e['epoch']} | {fixed(e.get('train_loss'), '.4f')} | {fixed(e.get('pearson'), '.1f', 100)} | "
+        f"{fixed(e.get('kendall'), '.1f', 100)} | {fixed(e.get('seconds'), '.0f')} | "
+        f"{fixed(e.get('cpu_seconds'), '.0f')} |"
         for e in result.history
     )
     trained = recipe.get("epochs_trained")
@@ -809,8 +808,8 @@ functional.twmd(predictions, references, model_type="{result.path}"{layer_arg}, 
 - Loop: transformers' Trainer, AdamW, learning rate {recipe["learning_rate"]} (constant),
   weight decay 0.01, batch size {recipe["batch_size"]}, {loop_epochs}, early
   stopping on validation Pearson r (patience {recipe["early_stopping_patience"]}; the best epoch's weights kept), seed {recipe["seed"]}.
-- Time per epoch (training steps) on {recipe["device"]}: {_fixed(result.seconds_per_epoch, ".0f")} s wall,
-  {_fixed(result.cpu_seconds_per_epoch, ".0f")} s of CPU time (all threads of the process).
+- Time per epoch (training steps) on {recipe["device"]}: {fixed(result.seconds_per_epoch, ".0f")} s wall,
+  {fixed(result.cpu_seconds_per_epoch, ".0f")} s of CPU time (all threads of the process).
 
 ## Validation
 
@@ -839,100 +838,9 @@ inherits the biases of the ratings it was trained on. Report the hashcode with e
 """
 
 
-def _fixed(value, spec: str, scale: float = 1.0) -> str:
+def fixed(value, spec: str, scale: float = 1.0) -> str:
     """``scale * value`` formatted by ``spec``, or ``n/a`` where it is missing or not finite (an
     undefined correlation, an epoch without timing): the card never prints a bare nan."""
     if value is None or not math.isfinite(value):
         return "n/a"
     return format(scale * value, spec)
-
-
-def register(commands) -> None:
-    """Add ``moverkit finetune`` to the CLI's subparsers."""
-    parser = commands.add_parser(
-        "finetune", help="fine-tune the encoder of twmd on human judgments (Chen et al. 2020, Section 6)"
-    )
-    parser.add_argument(
-        "--data", required=True, type=Path, help="TSV with a header: group, prediction, reference, human score"
-    )
-    parser.add_argument("--out", required=True, type=Path, help="folder to write the fine-tuned model and its card to")
-    parser.add_argument(
-        "--model", help=f"base model, Hugging Face id or local path (default: the embedded {DEFAULT_MODEL})"
-    )
-    parser.add_argument(
-        "--num-layers", type=int, help="layer to train and keep (default: tuned per model, else the last)"
-    )
-    parser.add_argument("--variant", default="twmd", choices=VARIANTS)
-    parser.add_argument("--temperature", type=float, help="T of twmd/trwmd (default: the paper's for the centering)")
-    parser.add_argument("--sinkhorn-iterations", type=int, default=1)
-    parser.add_argument("--centering", default="batch", choices=TRAINING_CENTERINGS)
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--learning-rate", type=float, default=2e-5)
-    parser.add_argument("--batch-size", type=int, default=16, help="pairs per training step")
-    parser.add_argument("--validation-split", type=float, default=0.1, help="share of rows held out (0: none)")
-    parser.add_argument("--standardize", default="group", choices=STANDARDIZATIONS, help="z-scores per group or global")
-    parser.add_argument("--target-mean", type=float, default=0.5)
-    parser.add_argument("--target-std", type=float, default=0.15)
-    parser.add_argument("--patience", type=int, default=1, help="epochs without validation gain before stopping")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
-    parser.add_argument("--max-length", type=int, help="truncate texts to this many tokens")
-    parser.add_argument("--prediction-column", default="hypothesis")
-    parser.add_argument("--reference-column", default="reference")
-    parser.add_argument("--score-column", default="human")
-    parser.add_argument("--group-column", default="lp")
-    parser.add_argument("--keep-checkpoints", action="store_true")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an earlier run into OUT from its last checkpoint (OUT/checkpoints)",
-    )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="write into a non-empty OUT that no earlier run wrote, replacing its files of the model's names "
-        "(nothing else is deleted)",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(run=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    result = finetune(
-        args.data,
-        args.out,
-        model_type=args.model,
-        num_layers=args.num_layers,
-        variant=args.variant,
-        temperature=args.temperature,
-        sinkhorn_iterations=args.sinkhorn_iterations,
-        centering=args.centering,
-        epochs=args.epochs,
-        learning_rate=args.learning_rate,
-        batch_size=args.batch_size,
-        validation_split=args.validation_split,
-        standardize=args.standardize,
-        target_mean=args.target_mean,
-        target_std=args.target_std,
-        early_stopping_patience=args.patience,
-        seed=args.seed,
-        device=args.device,
-        max_length=args.max_length,
-        prediction_column=args.prediction_column,
-        reference_column=args.reference_column,
-        score_column=args.score_column,
-        group_column=args.group_column,
-        keep_checkpoints=args.keep_checkpoints,
-        resume=args.resume,
-        overwrite=args.overwrite,
-        verbose=not args.quiet,
-    )
-    for label, figures in (("before", result.validation_before), ("after", result.validation_after)):
-        if figures is not None:
-            print(
-                f"validation {label}\tpearson {_fixed(figures['pearson'], '.4f')}\t"
-                f"kendall {_fixed(figures['kendall'], '.4f')}"
-            )
-    print(f"seconds per epoch\t{_fixed(result.seconds_per_epoch, '.1f')}")
-    print(f"model written to {result.path} (load it with model_type={result.path!r})")
-    return 0

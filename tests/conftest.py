@@ -19,7 +19,7 @@ SHARED_WMT17 = ROOT.parent / "shared" / "data" / "wmt17_seg_da_to_en.tsv"
 @pytest.fixture(scope="session")
 def wmt_pairs():
     """200 real (hypothesis, reference) pairs from WMT17, all five language pairs."""
-    from moverkit.bench._data import read_judgments
+    from moverkit.bench.judgments import read_judgments
 
     data = read_judgments(SAMPLE)
     return data.predictions, data.references
@@ -30,7 +30,7 @@ def wmt17_full():
     """The full 2,800-segment WMT17 file from ../shared/data (skips where it is absent)."""
     if not SHARED_WMT17.exists():
         pytest.skip(f"{SHARED_WMT17} is absent (the shared data folder sits beside the checkout)")
-    from moverkit.bench._data import read_judgments
+    from moverkit.bench.judgments import read_judgments
 
     return read_judgments(SHARED_WMT17)
 

@@ -11,9 +11,10 @@ import pytest
 
 from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path
-from moverkit._core.baseline import BASELINE_DIR, fit_baseline, random_pairs, read_baseline, write_baseline
+from moverkit._core.baseline import BASELINE_DIR, baseline_csv, read_baseline
 from moverkit.cli import main
 from moverkit.functional.centered_bertscore import centered_bertscore
+from moverkit.rescaling import fit_baseline, random_pairs
 
 bert_score = pytest.importorskip("bert_score")
 
@@ -89,7 +90,7 @@ def test_fit_baseline_is_the_mean_bert_score_of_random_pairs(tiny_model_path, pa
         assert means == pytest.approx(theirs, abs=TOL)
     # ... and a file bert-score reads: rescaling with it equals bert-score's on another layer set.
     path = tmp_path / "tiny.csv"
-    write_baseline(rows, path)
+    path.write_text(baseline_csv(rows))
     scorer = bert_score.BERTScorer(
         model_type=tiny_model_path, num_layers=2, lang="en", rescale_with_baseline=True, baseline_path=str(path)
     )
@@ -175,7 +176,7 @@ def test_an_own_corpus_statistic_rescales_only_with_its_own_baseline_file(pairs,
     with pytest.raises(ValueError, match="own centering_stats needs a baseline_path"):
         centered_bertscore(predictions, references, rescale_with_baseline=True, **kwargs)
     own = tmp_path / "own.csv"
-    write_baseline([(LAYER, 0.5, 0.5, 0.5)], own)
+    own.write_text(baseline_csv([(LAYER, 0.5, 0.5, 0.5)]))
     raw = centered_bertscore(predictions, references, **kwargs)
     rescaled = centered_bertscore(predictions, references, rescale_with_baseline=True, baseline_path=str(own), **kwargs)
     assert rescaled["f1"] == pytest.approx([2 * s - 1 for s in raw["f1"]], abs=1e-12)
@@ -187,7 +188,7 @@ def test_rescaling_is_in_the_hashcode_with_the_baseline_values(pairs, tiny_model
     plain = centered_bertscore(predictions, references, centering="none")["hashcode"]
     shipped = centered_bertscore(predictions, references, centering="none", rescale_with_baseline=True)["hashcode"]
     other = tmp_path / "other.csv"
-    write_baseline([(LAYER, 0.5, 0.5, 0.5)], other)
+    other.write_text(baseline_csv([(LAYER, 0.5, 0.5, 0.5)]))
     custom = centered_bertscore(
         predictions, references, centering="none", rescale_with_baseline=True, baseline_path=str(other)
     )

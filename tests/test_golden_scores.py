@@ -61,7 +61,7 @@ def _cpuinfo() -> list[str]:
 
 
 def pairs():
-    from moverkit.bench._data import read_judgments
+    from moverkit.bench.judgments import read_judgments
 
     data = read_judgments(SAMPLE)
     predictions, references = list(data.predictions[:22]), list(data.references[:22])

@@ -8,7 +8,7 @@ import statistics
 import pytest
 
 from moverkit import functional
-from moverkit._core.baseline import random_pairs
+from moverkit.rescaling import random_pairs
 from moverkit.specs import SPECS
 
 

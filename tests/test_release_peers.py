@@ -14,7 +14,7 @@ import pytest
 
 from moverkit.bench import lazy_emd as lazy_emd_bench
 from moverkit.bench import moverscore as moverscore_bench
-from moverkit.bench._speed import PeerUnavailable
+from moverkit.bench.speed import PeerUnavailable
 
 PAIRS = 6  # the second WMT17 pair has plan mass on costs >= 0.999, where the Lazy-EMD release masks the plan
 

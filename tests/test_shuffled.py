@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from moverkit.bench import MAIN_OUTPUTS
-from moverkit.bench._data import Judgments, read_judgments
+from moverkit.bench.judgments import Judgments, read_judgments
 from moverkit.bench.shuffled import derangement, run, sample_pairs
 from moverkit.cli import main
 

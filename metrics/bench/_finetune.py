@@ -24,7 +24,7 @@ import numpy as np
 def evaluate(predictions, references, human, model_type=None) -> dict:
     """Kendall tau and Pearson r of TWMD-b and BERTScore-F1 on one held-out group (one call each:
     batch centering over the group)."""
-    from moverkit.bench._correlation import correlate
+    from moverkit.bench.correlation import correlate
     from moverkit.functional.centered_bertscore import centered_bertscore
     from moverkit.functional.twmd import twmd as twmd_scores
 
@@ -41,7 +41,7 @@ def evaluate(predictions, references, human, model_type=None) -> dict:
 def run(data_path: Path, work: Path, epochs: int, seed: int, groups: list[str] | None) -> list[dict]:
     import datasets
 
-    from moverkit.bench._data import read_judgments
+    from moverkit.bench.judgments import read_judgments
     from moverkit.finetune import finetune
 
     data = read_judgments(data_path)

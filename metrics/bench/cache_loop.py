@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from . import MAIN_OUTPUTS
-from ._data import Judgments
+from .judgments import Judgments
 
 
 def new_prediction(text: str, k: int) -> str:

@@ -67,9 +67,9 @@ def _module_from(name: str, path: str, source: str) -> types.ModuleType:
 
 def load_release(path: str | None = None):
     """The release's ``Scorer`` on the embedded model, from the folder ``path`` (default:
-    ``$LAZY_EMD_PATH``), loaded as described above; :class:`~moverkit.bench._speed.PeerUnavailable`
+    ``$LAZY_EMD_PATH``), loaded as described above; :class:`~moverkit.bench.speed.PeerUnavailable`
     when absent or not the expected code. It needs ``bert_score`` (``pip install bert-score``)."""
-    from ._speed import PeerUnavailable
+    from .speed import PeerUnavailable
 
     path = path or os.environ.get(RELEASE_ENV)
     files = {name: os.path.join(path, f"{name}.py") for name in ("score", "unbalanced")} if path else {}

@@ -48,13 +48,13 @@ _RELEASE_SHIMS = [
 
 def load_release(path: str | None = None, device: str = "cpu"):
     """The authors' ``moverscore_v2`` module from ``path`` (default: ``$MOVERSCORE_V2_PATH``),
-    shimmed as described above; :class:`~moverkit.bench._speed.PeerUnavailable` when absent.
+    shimmed as described above; :class:`~moverkit.bench.speed.PeerUnavailable` when absent.
     It needs ``pyemd`` (``pip install pyemd``)."""
     import os
     import sys
     import types
 
-    from ._speed import PeerUnavailable
+    from .speed import PeerUnavailable
 
     path = path or os.environ.get(RELEASE_ENV)
     if not path or not os.path.isfile(path):

@@ -15,8 +15,8 @@ import time
 import numpy as np
 
 from . import MAIN_OUTPUTS, CorrelationRow
-from ._correlation import correlate, score_row
-from ._data import Judgments
+from .correlation import correlate, score_row
+from .judgments import Judgments
 
 DTYPES = ("float32", "bfloat16")
 

@@ -25,7 +25,7 @@ import random
 
 from moverkit.specs import SPECS
 
-from ._data import Judgments
+from .judgments import Judgments
 
 PAIRS = 400
 """Pairs drawn by default."""

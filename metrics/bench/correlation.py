@@ -7,7 +7,7 @@ import math
 from scipy import stats
 
 from . import CorrelationRow
-from ._data import Judgments
+from .judgments import Judgments
 
 
 def correlate(scores: list[float], human: list[float]) -> tuple[float, float]:
@@ -33,8 +33,11 @@ def score_row(row: CorrelationRow, data: Judgments) -> list[float]:
     return scores
 
 
-def correlation_table(rows: list[CorrelationRow], data: Judgments) -> dict[str, dict[str, tuple[float, float]]]:
-    """``{label: {group: (pearson, kendall), ..., "avg": (...)}}``."""
+def correlation_table(
+    rows: list[CorrelationRow], data: Judgments, log=None
+) -> dict[str, dict[str, tuple[float, float]]]:
+    """``{label: {group: (pearson, kendall), ..., "avg": (...)}}``; ``log(line)``, when given, hears
+    of each row as it ends."""
     table = {}
     for row in rows:
         row_data = data if row.inputs is None else row.inputs(data)
@@ -46,6 +49,8 @@ def correlation_table(rows: list[CorrelationRow], data: Judgments) -> dict[str, 
         }
         per_group["avg"] = tuple(sum(v[k] for v in per_group.values()) / len(per_group) for k in (0, 1))
         table[row.label] = per_group
+        if log is not None:
+            log(f"done: {row.label} (avg Pearson {100 * per_group['avg'][0]:.2f})")
     return table
 
 

@@ -1,0 +1,49 @@
+"""The ``moverkit`` command: score files, compare systems, fit a centering statistic or a baseline,
+fine-tune, run the benchmarks, publish the Spaces.
+
+    moverkit score --metric centered_bertscore --predictions hyp.txt --references ref.txt --out scores.jsonl
+    moverkit compare --references ref.txt --system A=a.txt --system B=b.txt --metric twmd --json out.json
+    moverkit fit-centering --texts corpus.txt --out stats.npz
+    moverkit fit-baseline --texts corpus.txt --out baseline.csv
+    moverkit bench correlation --data data/wmt17_seg_da_to_en.tsv
+    moverkit publish --dry-run OUTDIR
+
+One module per subcommand, each with ``register(commands)`` (its parser) and ``run(args)``; heavy
+imports (torch, evaluate, the benchmarks) happen in ``run``, so ``--help`` and ``--version`` stay
+quick. Input files hold one text per line (:func:`moverkit.lines.split_lines`). A mistake of the
+user (a missing or empty file, files of different lengths, an argument out of range or that the
+metric refuses, an output that is a folder or an input) prints ``moverkit: error: ...`` and exits
+with status 2, as argparse does, before any scoring; there is no traceback. Outputs are written
+whole at the end (:func:`moverkit.lines.write_atomic`): a failed command leaves none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = ("score", "compare", "fit_centering", "fit_baseline", "finetune", "bench", "publish")
+"""The subcommand modules, in the order ``--help`` lists them."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from moverkit._version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="moverkit", description="Score files, compare systems, fit statistics, fine-tune, benchmark, publish."
+    )
+    parser.add_argument("--version", action="version", version=f"moverkit {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"moverkit: error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,220 @@
+"""``moverkit bench ...``: the benchmarks behind the README's and the cards' figures
+(:mod:`moverkit.bench`), one subcommand each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .options import METRICS, emit, positive_int, progress, require_data
+
+
+def register(commands) -> None:
+    bench = commands.add_parser("bench", help="benchmarks: correlation with humans, speed, system level, ...")
+    which = bench.add_subparsers(dest="bench", required=True)
+    for add in (_correlation, _speed, _precision, _cache, _scale, _shuffled, _system_level):
+        add(which)
+
+
+def _data_options(parser, what: str = "TSV with columns lp, hypothesis, reference, human (required)") -> None:
+    parser.add_argument("--data", type=Path, help=what)
+    parser.add_argument("--out", type=Path, help="also write the report here (Markdown)")
+
+
+def _correlation(which) -> None:
+    corr = which.add_parser("correlation", help="Pearson and Kendall per group with human judgments")
+    _data_options(corr)
+    corr.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    corr.add_argument("--rows", nargs="*", help="row labels to run (default: all; see --list)")
+    corr.add_argument("--list", action="store_true", help="list the row labels and exit")
+    corr.set_defaults(run=run_correlation)
+
+
+def run_correlation(args) -> int:
+    from moverkit.bench import registry
+    from moverkit.bench.correlation import correlation_table, format_table
+    from moverkit.bench.judgments import read_judgments
+    from moverkit.lines import check_out
+
+    rows, _ = registry()
+    if args.list:
+        print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
+        return 0
+    require_data(args)
+    check_out(args.out, [args.data])
+    if args.rows:
+        missing = sorted(set(args.rows) - {r.label for r in rows})
+        if missing:
+            raise ValueError(f"unknown row(s) {', '.join(missing)}; see 'moverkit bench correlation --list'")
+        rows = [r for r in rows if r.label in args.rows]
+    data = read_judgments(args.data, limit=args.limit)
+    report = format_table(correlation_table(rows, data, log=progress), rows)
+    header = f"Kendall tau / Pearson r (x100) with human judgments of {args.data.name} ({len(data.human)} segments)"
+    return emit(f"{header}\n\n{report}", args.out)
+
+
+def _speed(which) -> None:
+    speed = which.add_parser("speed", help="time metrics side by side against the encoder and peers")
+    _data_options(speed)
+    speed.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    speed.add_argument("--suite", nargs="*", help="run only these suites, by key (--list shows the keys)")
+    speed.add_argument("--repeats", type=positive_int, default=3, help="timed rounds (median reported)")
+    speed.add_argument("--list", action="store_true", help="list the suites and their contenders and exit")
+    speed.set_defaults(run=run_speed)
+
+
+def run_speed(args) -> int:
+    from moverkit.bench import registry
+    from moverkit.bench.judgments import read_judgments
+    from moverkit.bench.speed import format_report, run_suite
+    from moverkit.lines import check_out
+
+    _, suites = registry()
+    if args.suite:
+        unknown = sorted(set(args.suite) - {s.key for s in suites})
+        if unknown:
+            raise ValueError(
+                f"--suite: no suite {', '.join(unknown)}; the suites are {', '.join(s.key for s in suites)}"
+            )
+        suites = [s for s in suites if s.key in args.suite]
+    if args.list:
+        print("\n".join(f"{s.key}\t{s.name}\t{', '.join(s.contenders)}" for s in suites))
+        return 0
+    require_data(args)
+    check_out(args.out, [args.data])
+    data = read_judgments(args.data, limit=args.limit)
+    reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
+    return emit("\n\n".join(reports), args.out)
+
+
+def _precision(which) -> None:
+    precision = which.add_parser("precision", help="float32 vs bfloat16 encoder: speed, score change, correlation")
+    _data_options(precision)
+    precision.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    precision.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to measure (default: all five)")
+    precision.add_argument("--rounds", type=positive_int, default=3, help="interleaved timed rounds (median reported)")
+    precision.set_defaults(run=run_precision)
+
+
+def run_precision(args) -> int:
+    from moverkit.bench import precision
+    from moverkit.bench.judgments import read_judgments
+    from moverkit.lines import check_out
+
+    require_data(args)
+    check_out(args.out, [args.data])
+    data = read_judgments(args.data, limit=args.limit)
+    rows = []
+    for metric in args.metrics or METRICS:
+        rows.append(precision.measure(metric, data, rounds=args.rounds))
+        progress(f"done: {metric}")
+    return emit(precision.format_table(rows), args.out)
+
+
+def _cache(which) -> None:
+    cache = which.add_parser("cache", help="an evaluation loop (fixed references, new predictions) with the cache on")
+    _data_options(cache)
+    cache.add_argument("--metric", choices=METRICS, default="centered_bertscore", help="(default: centered_bertscore)")
+    cache.add_argument(
+        "--references", type=positive_int, default=1000, help="references of every evaluation (default: 1000)"
+    )
+    cache.add_argument("--evaluations", type=positive_int, default=5, help="evaluations in the loop (default: 5)")
+    cache.add_argument(
+        "--rounds", type=positive_int, default=1, help="times the loop runs (median per evaluation reported)"
+    )
+    cache.set_defaults(run=run_cache)
+
+
+def run_cache(args) -> int:
+    from moverkit.bench import cache_loop
+    from moverkit.bench.judgments import read_judgments
+    from moverkit.lines import check_out
+
+    require_data(args)
+    check_out(args.out, [args.data])
+    report = cache_loop.run(read_judgments(args.data), args.metric, args.references, args.evaluations, args.rounds)
+    return emit(cache_loop.format_report(report), args.out)
+
+
+def _scale(which) -> None:
+    scale = which.add_parser("scale", help="wall time and peak RSS of one call at growing numbers of distinct pairs")
+    _data_options(scale, "TSV of judgments whose segments make the texts (required)")
+    scale.add_argument("--sizes", type=positive_int, nargs="+", help="numbers of pairs (default: 1000 10000 100000)")
+    scale.add_argument(
+        "--runs",
+        nargs="+",
+        help="METRIC:CENTERING runs (default: centered_bertscore and twmd, each with batch and corpus centering)",
+    )
+    scale.add_argument("--memory-budget", help="moverkit.set_memory_budget for the runs (default: the default)")
+    scale.set_defaults(run=run_scale)
+
+
+def run_scale(args) -> int:
+    from moverkit.bench import scale
+    from moverkit.lines import check_out
+
+    require_data(args)
+    check_out(args.out, [args.data])
+    runs = scale.RUNS if not args.runs else tuple(scale.parse_run(run) for run in args.runs)
+    rows = scale.run(args.data, tuple(args.sizes or scale.SIZES), runs, memory_budget=args.memory_budget, log=progress)
+    return emit(scale.format_table(rows), args.out)
+
+
+def _shuffled(which) -> None:
+    shuffled = which.add_parser(
+        "shuffled", help="share of pairs where each metric scores the true reference above another pair's"
+    )
+    _data_options(shuffled)
+    shuffled.add_argument("--pairs", type=positive_int, default=400, help="pairs drawn at random (default: 400)")
+    shuffled.add_argument("--seed", type=int, default=0, help="seed of the draw and of the shuffle (default: 0)")
+    shuffled.set_defaults(run=run_shuffled)
+
+
+def run_shuffled(args) -> int:
+    from moverkit.bench import shuffled
+    from moverkit.bench.judgments import read_judgments
+    from moverkit.lines import check_out
+
+    require_data(args)
+    check_out(args.out, [args.data])
+    rows = shuffled.run(read_judgments(args.data), pairs=args.pairs, seed=args.seed)
+    header = (
+        f"True reference against another pair's (a derangement, seed {args.seed}) on {args.pairs} pairs of "
+        f"{args.data.name}, each metric with its default arguments"
+    )
+    return emit(f"{header}\n\n{shuffled.format_table(rows)}", args.out)
+
+
+def _system_level(which) -> None:
+    system = which.add_parser(
+        "system-level", help="WMT17 to-English systems: Pearson, pairwise accuracy and significant decisions"
+    )
+    system.add_argument(
+        "--wmt17",
+        type=Path,
+        required=True,
+        help="the WMT17/ folder of AIPHES/ACL20-Reference-Free-MT-Evaluation (references/, system-outputs/, "
+        "DA-syslevel.csv)",
+    )
+    system.add_argument("--metrics", nargs="+", choices=METRICS, help="metrics to score (default: all five)")
+    system.add_argument(
+        "--segments", type=positive_int, help="score only the first N segments of each test set (default: all)"
+    )
+    system.add_argument("--resamples", type=positive_int, default=1000, help="paired bootstrap resamples")
+    system.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    system.add_argument("--out", type=Path, help="also write the table here (Markdown)")
+    system.set_defaults(run=run_system_level)
+
+
+def run_system_level(args) -> int:
+    from moverkit.bench.system_level import format_table, read_wmt17, score_test_sets, system_level
+    from moverkit.lines import check_out
+
+    check_out(args.out, [])
+    test_sets = read_wmt17(args.wmt17, segments=args.segments)
+    scores = score_test_sets(test_sets, list(args.metrics or METRICS))
+    table = system_level(scores, test_sets, resamples=args.resamples, seed=args.seed)
+    header = (
+        f"WMT17 to-English, {sum(len(t.outputs) for t in test_sets)} systems, "
+        f"{'all' if args.segments is None else f'the first {args.segments}'} segments of each test set"
+    )
+    return emit(f"{header}\n\n{format_table(table)}", args.out)

@@ -1,0 +1,72 @@
+"""``moverkit compare``: systems' output files against the same references, with confidence
+(:func:`moverkit.compare.compare`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .options import METRICS, positive_int
+
+
+def register(commands) -> None:
+    compare = commands.add_parser(
+        "compare", help="compare systems on the same segments: intervals, paired significance, ranking"
+    )
+    compare.add_argument(
+        "--references",
+        required=True,
+        type=Path,
+        action="append",
+        help="one reference per line; repeat for several references per segment",
+    )
+    compare.add_argument(
+        "--system",
+        required=True,
+        action="append",
+        metavar="NAME=FILE",
+        help="a system's outputs, one per line; repeat for every system",
+    )
+    compare.add_argument(
+        "--metric", action="append", choices=METRICS, help="repeat for several (default: centered_bertscore)"
+    )
+    compare.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap and permutation resamples")
+    compare.add_argument("--seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    compare.add_argument("--json", type=Path, help="write the result here (one JSON object)")
+    compare.add_argument("--png", type=Path, help="write a plot of the scores with their intervals here")
+    compare.add_argument("--html", type=Path, help="write a self-contained HTML report here")
+    compare.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from moverkit.compare import compare
+    from moverkit.lines import check_out, read_texts
+
+    systems = {}
+    for item in args.system:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--system takes NAME=FILE, got {item!r}")
+        if name in systems:
+            raise ValueError(f"--system {name} is given twice")
+        systems[name] = Path(path)
+    inputs = [*args.references, *systems.values()]
+    for out in (args.json, args.png, args.html):
+        check_out(out, inputs)
+    reference_sets = [read_texts(path) for path in args.references]
+    outputs = {name: read_texts(path) for name, path in systems.items()}
+    n = len(reference_sets[0])
+    for path, lines in [*zip(args.references, reference_sets), *zip(systems.values(), outputs.values())]:
+        if len(lines) != n:
+            raise ValueError(f"{path} has {len(lines)} lines but {args.references[0]} has {n}; one line per segment")
+    references = reference_sets[0] if len(reference_sets) == 1 else [list(r) for r in zip(*reference_sets)]
+    result = compare(
+        references, outputs, metrics=args.metric or ["centered_bertscore"], resamples=args.resamples, seed=args.seed
+    )
+    print(result.to_markdown())
+    if args.json:
+        result.to_json(args.json)
+    if args.png:
+        result.plot(args.png)
+    if args.html:
+        result.to_html(args.html)
+    return 0

@@ -1,0 +1,61 @@
+"""What several subcommands share: argument types with bounds, the encoder options, the output."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from moverkit.lines import write_atomic
+
+METRICS = ("centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd")
+"""The metrics (``moverkit.METRICS``, spelled out so that building the parser reads no folder)."""
+
+DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _int_at_least(text, 1)
+
+
+def natural_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    return _int_at_least(text, 0)
+
+
+def _int_at_least(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{value} is below {low}")
+    return value
+
+
+def add_encoder_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="Hugging Face id or local path (default: the embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--num-layers", type=int, help="layer to use (default: tuned per model, else the last)")
+    parser.add_argument("--batch-size", type=positive_int, help="texts per forward pass")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
+
+
+def require_data(args) -> None:
+    if args.data is None:
+        raise ValueError(
+            f"bench {args.bench}: --data is required (the WMT17 judgments TSV, data/wmt17_seg_da_to_en.tsv)"
+        )
+
+
+def emit(text: str, out: Path | None) -> int:
+    """Print ``text`` and, with ``out``, write it there whole."""
+    print(text)
+    if out:
+        write_atomic(out, text + "\n")
+    return 0
+
+
+def progress(line: str) -> None:
+    """A line of progress on stderr, as each part of a long command ends."""
+    print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,138 @@
+"""``moverkit score``: a file of predictions against one or more files of references."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+from .options import DTYPES, METRICS, add_encoder_options
+
+PROGRESS_LINES = 1000
+"""Files longer than this get a progress bar without --verbose."""
+
+DIGITS = 6
+"""Decimals of every score in the --out file (the encoder runs in float32: about 7 significant digits)."""
+
+
+def register(commands) -> None:
+    score = commands.add_parser("score", help="score a file of predictions against references, one text per line")
+    score.add_argument("--metric", required=True, choices=METRICS)
+    score.add_argument("--predictions", required=True, type=Path, help="one prediction per line")
+    score.add_argument(
+        "--references",
+        required=True,
+        type=Path,
+        action="append",
+        help="one reference per line; repeat the option for several references per prediction",
+    )
+    add_encoder_options(score)
+    score.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="precision of the encoder's forward pass (default: float32; auto: the fastest faithful one here)",
+    )
+    score.add_argument(
+        "--long-texts",
+        choices=("truncate", "window"),
+        help="texts over the model's limit: cut at it (default) or encoded whole in overlapping windows",
+    )
+    score.add_argument("--idf", action="store_true", help="weight tokens by IDF fitted on the references")
+    score.add_argument(
+        "--centering",
+        help="none, dim, sentence (not sbertscore), batch or corpus (default: the metric's; see the README)",
+    )
+    score.add_argument(
+        "--centering-stats", type=Path, help="with --centering corpus: a statistic saved by 'moverkit fit-centering'"
+    )
+    score.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other compute argument of the metric (VALUE read as JSON when it parses, e.g. temperature=0.1)",
+    )
+    score.add_argument(
+        "--out", type=Path, help=f"write per-line scores here (JSON lines, every score to {DIGITS} decimals)"
+    )
+    score.add_argument("--verbose", action="store_true", help="progress bar (on by default for long files)")
+    score.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from moverkit import functional
+    from moverkit.lines import check_out, read_texts, write_atomic
+
+    check_out(args.out, [args.predictions, *args.references, args.centering_stats])
+    predictions = read_texts(args.predictions)
+    reference_sets = [read_texts(path) for path in args.references]
+    for path, refs in zip(args.references, reference_sets):
+        if len(refs) != len(predictions):
+            raise ValueError(
+                f"{args.predictions} has {len(predictions)} lines but {path} has {len(refs)}; "
+                "every file needs one line per example"
+            )
+    references = reference_sets[0] if len(reference_sets) == 1 else [list(r) for r in zip(*reference_sets)]
+    score = getattr(functional, args.metric)
+    kwargs = compute_kwargs(args, verbose=args.verbose or len(predictions) > PROGRESS_LINES)
+    result = score(predictions, references, **kwargs)
+
+    per_line = {k: v for k, v in result.items() if isinstance(v, list) and len(v) == len(predictions)}
+    for key, values in per_line.items():
+        if values and all(isinstance(v, (int, float)) for v in values):
+            print(f"{key}\t{math.fsum(values) / len(values):.6f}")
+    print(f"hashcode\t{result['hashcode']}")
+    if args.out:
+        lines = []
+        for i in range(len(predictions)):
+            row = {k: round(v[i], DIGITS) if isinstance(v[i], float) else v[i] for k, v in per_line.items()}
+            lines.append(json.dumps({"line": i + 1, **row}) + "\n")
+        write_atomic(args.out, "".join(lines))
+        print(f"per-line scores written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def compute_kwargs(args, verbose: bool) -> dict:
+    """The options the user gave, under the metric's own argument names (those of its public
+    function, ``moverkit.functional.<metric>``); an option the metric does not take is an error,
+    not silently dropped."""
+    import inspect
+
+    from moverkit import functional
+
+    parameters = inspect.signature(getattr(functional, args.metric)).parameters
+    accepted = set(parameters) - {"predictions", "references"}
+    given = {
+        "model_type": args.model,
+        "num_layers": args.num_layers,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "centering": args.centering,
+        "centering_stats": str(args.centering_stats) if args.centering_stats else None,
+        "idf": True if args.idf else None,
+        "dtype": args.dtype,
+        "long_texts": args.long_texts,
+    }
+    kwargs = {k: v for k, v in given.items() if v is not None}
+    for item in args.arg:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--arg takes KEY=VALUE, got {item!r}")
+        try:
+            kwargs[key] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key] = value
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise ValueError(
+            f"{args.metric} takes no argument {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}"
+        )
+    if "centering_stats" in kwargs:
+        if kwargs.get("centering", parameters["centering"].default) != "corpus":
+            raise ValueError("--centering-stats is used only with --centering corpus")
+        if not Path(kwargs["centering_stats"]).is_file():
+            raise ValueError(f"--centering-stats {kwargs['centering_stats']}: there is no such file")
+    if "verbose" in accepted:
+        kwargs["verbose"] = verbose
+    return kwargs

@@ -1,0 +1,111 @@
+"""Every subcommand's mistakes: ``moverkit: error: ...`` and exit status 2, no traceback, and no
+output file left behind by a failed command; ``--help`` and ``--version`` without torch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from moverkit.cli import main
+
+TEXTS = "".join(f"sentence number {i} about a topic\n" for i in range(12))
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "t.txt").write_text(TEXTS)
+    return tmp_path
+
+
+def _fails(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "0"], "--pairs: 0 is below 1"),
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "-3"], "--pairs: -3 is below 1"),
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers"], "--layers: expected at least one argument"),
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "x"], "'x' is not an integer"),
+        (
+            ["score", "--metric", "twmd", "--predictions", "{t}", "--references", "{t}", "--batch-size", "0"],
+            "0 is below 1",
+        ),
+        (["compare", "--references", "{t}", "--system", "a={t}", "--resamples", "0"], "--resamples: 0 is below 1"),
+        (["bench", "shuffled", "--data", "{t}", "--pairs", "-1"], "--pairs: -1 is below 1"),
+    ],
+)
+def test_bad_numbers_are_argparse_errors(files, capsys, argv, message):
+    argv = [a.format(t=files / "t.txt", o=files / "out.csv") for a in argv]
+    _fails(capsys, argv, message)
+    assert not (files / "out.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compare", "--references", "{t}", "--system", "nofile"], "--system takes NAME=FILE"),
+        (["compare", "--references", "{t}", "--system", "a={t}", "--system", "a={t}"], "--system a is given twice"),
+        (["compare", "--references", "{t}", "--system", "a={short}"], "has 1 lines but"),
+        (["score", "--metric", "twmd", "--predictions", "{t}", "--references", "{short}"], "has 12 lines but"),
+        (["fit-centering", "--texts", "{missing}", "--out", "{o}"], "No such file"),
+        (["bench", "correlation"], "--data is required"),
+    ],
+)
+def test_mistakes_exit_2_with_a_message(files, capsys, argv, message):
+    (files / "short.txt").write_text("one line\n")
+    fmt = {"t": files / "t.txt", "short": files / "short.txt", "missing": files / "nope.txt", "o": files / "o.npz"}
+    assert main([a.format(**fmt) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and message in err
+    assert not (files / "o.npz").exists()
+
+
+def test_a_failed_score_leaves_no_file_and_an_old_one_unchanged(files, capsys, monkeypatch):
+    import moverkit.lines
+
+    out = files / "scores.jsonl"
+    out.write_text("old\n")
+
+    def fail_midway(path, data):
+        with open(f"{path}.part-test", "w") as f:  # as if the writer had started
+            f.write(data[:10])
+        raise OSError("disk full")
+
+    monkeypatch.setattr(moverkit.lines, "write_atomic", fail_midway)
+    argv = ["score", "--metric", "twmd", "--predictions", str(files / "t.txt"), "--references", str(files / "t.txt")]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert "disk full" in capsys.readouterr().err
+    assert out.read_text() == "old\n"
+
+
+def test_write_atomic_leaves_nothing_on_failure(tmp_path):
+    from moverkit.lines import write_atomic
+
+    target = tmp_path / "x.txt"
+    write_atomic(target, "whole\n")
+    with pytest.raises(TypeError):
+        write_atomic(target, 12345)  # neither str nor bytes: refused, target unchanged
+    assert target.read_text() == "whole\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.txt"]
+
+
+@pytest.mark.integration
+def test_help_and_version_import_no_torch():
+    code = (
+        "import sys, moverkit.cli as cli\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules and 'evaluate' not in sys.modules, sorted(sys.modules)[:5]\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    assert done.returncode == 0, done.stderr
+    version = subprocess.run([sys.executable, "-m", "moverkit.cli", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("moverkit ")
