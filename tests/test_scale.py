@@ -155,7 +155,7 @@ def test_bench_scale_measures_in_a_fresh_process(wmt17_full):
     from moverkit.bench.scale import format_table, run
 
     rows = run(
-        Path(__file__).resolve().parents[2] / "shared" / "data" / "wmt17_seg_da_to_en.tsv",
+        Path(__file__).resolve().parents[1] / "data" / "wmt17_seg_da_to_en.tsv",
         sizes=(20,),
         runs=[("twmd", "corpus")],
         memory_budget="1MB",
