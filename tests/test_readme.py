@@ -1,5 +1,6 @@
-"""Every code block of README.md runs as written: python blocks each in a fresh interpreter, bash
-blocks line by line (each line a `moverkit` command), in a folder that holds the files they name.
+"""Every code block of README.md and of the pages in docs/ runs as written: python blocks each in a
+fresh interpreter, bash blocks line by line (each line a `moverkit` command), in a folder that
+holds the files they name.
 
 The fresh-machine install lines (a new venv, pip install) are what CI itself runs, so they are
 exempt; every other line must run. The Layout block (no language tag) is a picture, not code.
@@ -21,8 +22,12 @@ import moverkit
 from moverkit import functional
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"^```(\w*)\n(.*?)^```", README, flags=re.S | re.M)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCKS = [
+    block
+    for page in PAGES
+    for block in re.findall(r"^```(\w*)\n(.*?)^```", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+]
 INSTALL = "python3 -m venv"  # the fresh-machine lines
 SLOW_WORDS = ("bench", "publish")  # blocks that run many metrics over 200 pairs
 
@@ -100,7 +105,8 @@ def test_bash_block_runs(code, workdir):
 
 
 def test_default_centering_table_states_each_metrics_default():
-    table = dict(re.findall(r"^\| `(\w+)` \| `(\w+)` \|", README, flags=re.M))
+    centering = (ROOT / "docs" / "centering.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| `(\w+)` \| `(\w+)` \|", centering, flags=re.M))
     assert set(table) == set(moverkit.METRICS)
     for name, default in table.items():
         assert inspect.signature(getattr(functional, name)).parameters["centering"].default == default, name
