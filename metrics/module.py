@@ -16,7 +16,10 @@ ARGUMENT_DOCS = {
         "model_type (str, optional): a Hugging Face model id or local path. Default: the embedded\n"
         "        sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download)."
     ),
-    "batch_size": "batch_size (int, default 64): texts per forward pass.",
+    "batch_size": (
+        "batch_size (int, default 64): texts per forward pass; on a CPU a pass also holds at most\n"
+        "        4,096 padded tokens (texts sorted by length fill it)."
+    ),
     "device": 'device (str, optional): "cpu", "cuda", "cuda:1", ... Default: CUDA when available, else CPU.',
     "verbose": "verbose (bool, default False): show a progress bar while encoding.",
     "max_length": (
