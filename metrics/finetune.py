@@ -225,7 +225,7 @@ def finetune(
     seconds = [entry["seconds"] for entry in history if entry.get("seconds")]
     cpu_seconds = [entry["cpu_seconds"] for entry in history if entry.get("cpu_seconds")]
     result = FinetuneResult(
-        path=str(output),
+        path=str(Path(output).resolve()),  # the card's How to use works from any folder
         validation_before=before,
         validation_after=after,
         history=history,
@@ -742,7 +742,7 @@ def model_card(recipe: dict, result: FinetuneResult) -> str:
             "n/a"
             if v is None
             else f"Pearson r {fixed(v['pearson'], '.1f', 100)}, Kendall tau {fixed(v['kendall'], '.1f', 100)}, "
-            f"MSE {fixed(v['mse'], '.4f')}"
+            f"MSE of Sim against the training targets {fixed(v['mse'], '.4f')}"
         )
 
     rows = "\n".join(
@@ -818,6 +818,11 @@ standardized human scores of the validation pairs:
 
 - before fine-tuning: {figures(result.validation_before)}
 - after (weights kept): {figures(result.validation_after)}
+
+The MSE is the training loss on the validation pairs: the mean squared distance of Sim to the
+targets (the human scores standardized, then set to mean {recipe["target_mean"]} and standard deviation {recipe["target_std"]}).
+It measures calibration to that scale, not agreement: it can rise while r and tau rise, as when
+scores spread out to order the pairs better but around another mean.
 
 | epoch | training loss | Pearson r | Kendall tau | wall s | CPU s |
 |---|---|---|---|---|---|
