@@ -443,27 +443,30 @@ def encode(
     pad_id = encoder.tokenizer.pad_token_id or 0
     max_tokens = ENCODE_TOKEN_BUDGET if encoder.device.type == "cpu" else None
     batches = length_batches([len(row) for row in rows], batch_size, max_tokens)
-    for batch in tqdm(batches, desc="encoding", unit="batch", disable=not request.verbose):
-        width = len(rows[batch[0]])
-        input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(batch), width), dtype=torch.long)
-        for row, i in enumerate(batch):
-            input_ids[row, : len(rows[i])] = torch.tensor(rows[i])
-            attention[row, : len(rows[i])] = 1
-        if layers is None:
-            out = encoder.forward(input_ids.to(encoder.device), attention.to(encoder.device), dtype)
-        else:
-            inputs = (input_ids.to(encoder.device), attention.to(encoder.device))
-            out, stacked = encoder.forward_layers(*inputs, layers, dtype)
+    with tqdm(total=len(rows), desc="encoding", unit="text", disable=not request.verbose) as bar:
+        for batch in batches:
+            width = len(rows[batch[0]])
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            attention = torch.zeros((len(batch), width), dtype=torch.long)
             for row, i in enumerate(batch):
-                layer_vectors[:, row_offsets[i] : row_offsets[i + 1]] = stacked[:, row, : len(rows[i])]
-        for row, i in enumerate(batch):
-            vectors[row_offsets[i] : row_offsets[i + 1]] = out[row, : len(rows[i])]
+                input_ids[row, : len(rows[i])] = torch.tensor(rows[i])
+                attention[row, : len(rows[i])] = 1
+            if layers is None:
+                out = encoder.forward(input_ids.to(encoder.device), attention.to(encoder.device), dtype)
+            else:
+                inputs = (input_ids.to(encoder.device), attention.to(encoder.device))
+                out, stacked = encoder.forward_layers(*inputs, layers, dtype)
+                for row, i in enumerate(batch):
+                    layer_vectors[:, row_offsets[i] : row_offsets[i + 1]] = stacked[:, row, : len(rows[i])]
+            for row, i in enumerate(batch):
+                vectors[row_offsets[i] : row_offsets[i + 1]] = out[row, : len(rows[i])]
+            bar.update(len(batch))  # texts encoded, not batches
     if plan.source is not None:  # each token of a long text: its vector from its most central window
         source = plan.source.to(encoder.device)
         vectors = vectors[source]
         layer_vectors = None if layer_vectors is None else layer_vectors[:, source]
     special = torch.tensor([flag for row in special_mask for flag in row], dtype=torch.bool)
+
     return TokenClouds(
         texts=list(texts),
         vectors=vectors,
