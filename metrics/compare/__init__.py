@@ -142,9 +142,12 @@ def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resample
         for name, scores in by_system.items():
             score, low, high = bootstrap_interval(scores, resamples=resamples, seed=seed)
             systems.append({"name": name, "metric": metric, "score": score, "ci_low": low, "ci_high": high})
+        means = {s["name"]: s["score"] for s in systems if s["metric"] == metric}
+        order = sorted(means, key=lambda s: -means[s] if higher else means[s])  # best first
+        # Pairs in ranking order: A is the better-scored system, so deltas read as margins.
         tests: dict[tuple[str, str], PairedTest] = {
             (a, b): paired_test(by_system[a], by_system[b], higher_is_better=higher, resamples=resamples, seed=seed)
-            for a, b in combinations(by_system, 2)
+            for a, b in combinations(order, 2)
         }
         adjusted = dict(zip(tests, holm([t.p_value for t in tests.values()]))) if tests else {}
         for (a, b), test in tests.items():
@@ -167,8 +170,6 @@ def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resample
         significant = {
             (a, b) if test.delta > 0 else (b, a) for (a, b), test in tests.items() if adjusted[(a, b)] < ALPHA
         }
-        means = {s["name"]: s["score"] for s in systems if s["metric"] == metric}
-        order = sorted(means, key=lambda s: -means[s] if higher else means[s])
         ranking[metric] = clusters(order, lambda x, y, significant=significant: (x, y) in significant)
     settings = {"resamples": resamples, "seed": seed, "confidence": 0.95, "alpha": ALPHA, "correction": "holm"}
     return Comparison(systems, pairs, ranking, settings, {}, {m: dict(v) for m, v in segments.items()})
