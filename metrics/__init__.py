@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ._core.memory import release
     from ._core.streaming import set_memory_budget
     from ._core.user_warnings import MoverkitWarning
-    from .compare import compare
+    from .comparison import compare
 
 from ._version import __version__
 
@@ -97,14 +97,14 @@ def means(result: dict) -> dict:
 # ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks);
 # ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties;
 # ``MoverkitWarning`` is the class of every warning moverkit gives; ``compare`` compares systems
-# with bootstrap intervals and paired significance (moverkit.compare).
+# with bootstrap intervals and paired significance (moverkit.comparison).
 _LAZY = {
     "fit_centering": "._core.centering",
     "release": "._core.memory",
     "set_memory_budget": "._core.streaming",
     "set_cache": "._core.cache",
     "MoverkitWarning": "._core.user_warnings",
-    "compare": ".compare",
+    "compare": ".comparison",
 }
 
 

@@ -10,8 +10,8 @@ import pytest
 from scipy import stats
 
 import moverkit
-from moverkit.compare import bootstrap_interval, compare, paired_test, summarize
-from moverkit.compare.resampling import clusters, holm
+from moverkit.comparison import bootstrap_interval, compare, paired_test, summarize
+from moverkit.comparison.resampling import clusters, holm
 
 RNG = np.random.default_rng(7)
 A = RNG.normal(0.6, 0.15, 300)
@@ -134,3 +134,13 @@ def test_compare_scores_every_system_once_and_reports(tmp_path):
     page = (tmp_path / "c.html").read_text()
     assert "data:image/png;base64," in page and "http" not in page.split("<body>")[1].split("hashcodes")[0]
     assert "| rank | system |" in result.to_markdown()
+
+
+def test_moverkit_compare_stays_the_function_after_its_package_is_imported():
+    """The function ``moverkit.compare`` and its package once shared a name: importing the package
+    replaced the attribute with the module, so the second call failed ('module is not callable')."""
+    import importlib
+
+    first = moverkit.compare
+    importlib.import_module("moverkit.comparison.resampling")
+    assert callable(moverkit.compare) and moverkit.compare is first is compare

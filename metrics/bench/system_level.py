@@ -14,7 +14,7 @@ Reported per metric:
 * the pairwise accuracy (Kocmi et al., 2021, "To Ship or Not to Ship"): over every pair of systems
   of a language pair, the share the metric orders as the humans do (a tie counts as wrong);
 * for moverkit's metrics, among the pairs the metric calls significantly different (paired
-  bootstrap of the segment scores, :func:`moverkit.compare.paired_test`, p < 0.05), the share
+  bootstrap of the segment scores, :func:`moverkit.comparison.paired_test`, p < 0.05), the share
   ordered as the humans order them.
 
 fi-en and lv-en are not among the five pairs moverkit's defaults were fitted on (the shared WMT17
@@ -126,7 +126,7 @@ def significant_agreement(
 ) -> tuple[int, int]:
     """``(agreeing, significant)``: the system pairs whose paired-bootstrap p-value is below 0.05,
     and how many of those the metric orders as the humans do."""
-    from moverkit.compare import paired_test
+    from moverkit.comparison import paired_test
 
     higher = spec(metric).higher_is_better
     agree = significant = 0

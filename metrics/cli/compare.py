@@ -1,5 +1,5 @@
 """``moverkit compare``: systems' output files against the same references, with confidence
-(:func:`moverkit.compare.compare`)."""
+(:func:`moverkit.comparison.compare`)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from moverkit.compare import compare
+    from moverkit.comparison import compare
     from moverkit.lines import check_out, read_texts
 
     systems = {}

@@ -1,4 +1,4 @@
-"""The reports of a :class:`~moverkit.compare.Comparison`: Markdown for the terminal, one JSON
+"""The reports of a :class:`~moverkit.comparison.Comparison`: Markdown for the terminal, one JSON
 object, a PNG of the intervals and a self-contained HTML page (the PNG embedded)."""
 
 from __future__ import annotations

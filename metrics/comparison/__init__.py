@@ -7,7 +7,7 @@ and metric: the corpus score (the mean of its segment scores) with a 95% bootstr
 pair of systems and metric: the difference with its paired-bootstrap interval, the paired-bootstrap
 and approximate-randomization p-values and the share of segments where A wins; per metric: a
 ranking with clusters of systems not significantly apart after Holm's correction over all pairs
-(:mod:`moverkit.compare.resampling`).
+(:mod:`moverkit.comparison.resampling`).
 """
 
 from __future__ import annotations
