@@ -24,12 +24,13 @@ def split_lines(text: str) -> list[str]:
 
 def read_lines(path: Path) -> list[str]:
     """The texts of a UTF-8 file, one per line (:func:`split_lines`); a byte order mark at the
-    start is dropped."""
+    start is dropped. Bytes that are not UTF-8 are refused naming the line they are on."""
+    data = Path(path).read_bytes()
     try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            return split_lines(f.read())
+        return split_lines(data.decode("utf-8-sig"))
     except UnicodeDecodeError as err:
-        raise ValueError(f"{path} is not UTF-8 text: {err}") from None
+        line = data[: err.start].count(b"\n") + 1
+        raise ValueError(f"{path}, line {line}: not UTF-8 text ({err.reason} at byte {err.start})") from None
 
 
 def read_texts(path: Path) -> list[str]:

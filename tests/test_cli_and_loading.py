@@ -397,6 +397,7 @@ def test_speed_suite_times_its_own_inputs():
     assert "target <= 1e9: met" in format_report(report)
 
 
+@pytest.mark.integration  # runs the installed console script in a subprocess
 def test_console_script_is_installed():
     result = subprocess.run([sys.executable, "-m", "moverkit.cli", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and moverkit.__version__ in result.stdout

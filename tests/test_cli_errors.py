@@ -109,3 +109,68 @@ def test_help_and_version_import_no_torch():
     assert done.returncode == 0, done.stderr
     version = subprocess.run([sys.executable, "-m", "moverkit.cli", "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("moverkit ")
+
+
+def test_a_line_that_is_not_utf8_is_named(files, capsys):
+    bad = files / "bad.txt"
+    bad.write_bytes(b"first line\nsecond line\nthird \xff line\nfourth\n")
+    argv = ["score", "--metric", "twmd", "--predictions", str(bad), "--references", str(files / "t.txt")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and f"{bad}, line 3: not UTF-8 text" in err
+
+
+def test_compare_writes_all_its_outputs_or_none(files, capsys, monkeypatch):
+    """A report that fails to render (here the plot) leaves none of the others behind: every
+    output is rendered before any is written."""
+    import moverkit.comparison.report as report
+
+    def broken_plot(comparison):
+        raise OSError("no room for the plot")
+
+    monkeypatch.setattr(report, "png_bytes", broken_plot)
+    (files / "b.txt").write_text(TEXTS.replace("topic", "subject"))
+    out = {k: files / f"out.{k}" for k in ("json", "png", "html")}
+    argv = ["compare", "--references", str(files / "t.txt"), "--system", f"a={files / 't.txt'}"]
+    argv += ["--system", f"b={files / 'b.txt'}", "--metric", "twmd", "--resamples", "50"]
+    argv += ["--json", str(out["json"]), "--png", str(out["png"]), "--html", str(out["html"])]
+    assert main(argv) == 2
+    assert "no room for the plot" in capsys.readouterr().err
+    assert sorted(p.name for p in files.iterdir()) == ["b.txt", "t.txt"]
+
+
+def test_compare_without_matplotlib_says_so_before_scoring(files, capsys, monkeypatch):
+    import builtins
+
+    import moverkit.comparison
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ModuleNotFoundError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    def never(*args, **kwargs):
+        raise AssertionError("scored before refusing")
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    monkeypatch.setattr(moverkit.comparison, "compare", never)
+    argv = ["compare", "--references", str(files / "t.txt"), "--system", f"a={files / 't.txt'}"]
+    assert main([*argv, "--png", str(files / "plot.png")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and "needs matplotlib" in err and "moverkit[demo]" in err
+
+
+def test_fit_centering_writes_whole_and_leaves_a_users_part_file_alone(files, capsys):
+    """The statistic is written through write_atomic: a file of the user's that happens to carry
+    the name of the old fixed temporary path ('.NAME.part') is not touched."""
+    mine = files / ".stats.npz.part"
+    mine.write_text("the user's own file\n")
+    out = files / "stats.npz"
+    argv = ["fit-centering", "--texts", str(files / "t.txt"), "--out", str(out), "--model", "{tiny}"]
+    assert main([a.replace("{tiny}", str(files / "missing-model")) for a in argv]) == 2  # fails before writing
+    assert not out.exists() and mine.read_text() == "the user's own file\n"
+    assert main(argv[:-2]) == 0
+    assert out.stat().st_size > 0 and mine.read_text() == "the user's own file\n"
+    assert sorted(p.name for p in files.iterdir()) == [".stats.npz.part", "stats.npz", "t.txt"]

@@ -1,9 +1,12 @@
 """Scores saved before the architecture refactor (issue 22), compared bit for bit.
 
-``tests/data/golden_scores.json`` holds every metric's scores on 24 WMT17 sample pairs (with a
-second reference, an empty text and an identical pair among them) for its default settings and for
-one change of each scoring argument, written by ``python tests/test_golden_scores.py --write`` on
-the commit before the refactor. A refactor that moves code must leave every bit of them as it was.
+``tests/data/golden_scores.json`` holds every numeric output of every metric on 22 WMT17 sample
+pairs (with a second reference, an empty text and an identical pair among them) for its default
+settings and for one change of each scoring argument, and on the contract table's four pairs
+(``tests/test_metric_common.PAIRS``) for the defaults. It was written by
+``python tests/test_golden_scores.py --write`` on commit 57fb303, the last before the refactor, and
+reads the sample with the standard library only, so the same script runs on that commit. A
+refactor that moves code must leave every bit of them as it was.
 
 The encoder's float kernels differ between CPUs (AVX2, AVX-512, AMX) in their last bits, so the
 comparison is exact on the CPU and torch version that wrote the file, and within 1e-5 elsewhere
@@ -51,8 +54,11 @@ each key still names the arguments its scores were computed with and compares bi
 def machine() -> str:
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in _cpuinfo() if line.startswith("model name")), "")
-    return f"{platform.machine()} {cpu} torch={torch.__version__}"
+    info = _cpuinfo()
+    cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    flags = next((set(line.split(":", 1)[1].split()) for line in info if line.startswith("flags")), set())
+    units = "+".join(sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}))  # CPUs of one name differ
+    return f"{platform.machine()} {cpu} [{units}] torch={torch.__version__}"
 
 
 def _cpuinfo() -> list[str]:
@@ -60,35 +66,75 @@ def _cpuinfo() -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def pairs():
-    from moverkit.bench.judgments import read_judgments
+CONTRACT_PAIRS = (
+    ["The cat sat on the mat.", "Stocks fell sharply on Monday.", "He went home early.", "A new law was passed."],
+    [
+        "A cat was sitting on the mat.",
+        "Shares dropped a lot on Monday.",
+        "He left for home.",
+        "Parliament passed a law.",
+    ],
+)
+"""The contract table's pairs (``tests/test_metric_common.PAIRS``, pinned equal by a test)."""
 
-    data = read_judgments(SAMPLE)
-    predictions, references = list(data.predictions[:22]), list(data.references[:22])
-    references[3] = [references[3], data.references[40]]  # a second reference
+
+def pairs():
+    import csv
+
+    with SAMPLE.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    predictions = [row["hypothesis"] for row in rows[:22]]
+    references = [row["reference"] for row in rows[:22]]
+    references[3] = [references[3], rows[40]["reference"]]  # a second reference
     predictions[5] = ""  # an empty prediction
     predictions[7] = references[7]  # an identical pair
     return predictions, references
 
 
+def keys() -> list[str]:
+    settings = [f"{n} {json.dumps(k, sort_keys=True)}" for n, s in SETTINGS.items() for k in s]
+    return settings + [f"contract {n}" for n in SETTINGS]
+
+
+def numeric_outputs(result: dict) -> dict[str, list[str]]:
+    """Every per-pair list of numbers in a result (each variant's own output name included), as
+    exact hexadecimal floats."""
+    return {
+        out: [float(v).hex() for v in values]
+        for out, values in result.items()
+        if isinstance(values, list) and values and all(isinstance(v, (int, float)) for v in values)
+    }
+
+
 def compute_all() -> dict:
-    import warnings
+    import torch
 
     from moverkit import functional
-    from moverkit.specs import SPECS
 
-    predictions, references = pairs()
+    runs = [(n, k, pairs(), f"{n} {json.dumps(k, sort_keys=True)}") for n, s in SETTINGS.items() for k in s]
+    runs += [(n, {}, CONTRACT_PAIRS, f"contract {n}") for n in SETTINGS]
     scores = {}
-    for name, settings in SETTINGS.items():
-        for kwargs in settings:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = getattr(functional, name)(
-                    predictions, references, **{**SAVED_DEFAULTS.get(name, {}), **kwargs}
-                )
-            key = f"{name} {json.dumps(kwargs, sort_keys=True)}"
-            scores[key] = {out: [float(v).hex() for v in result[out]] for out in result if out in SPECS[name].outputs}
+    # One thread, as when the file was written: how a product is split between threads changes
+    # its last bits (the contract pairs moved by 1e-7 with two threads).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for name, kwargs, (predictions, references), key in runs:
+            scores[key] = _scores(functional, name, kwargs, predictions, references)
+    finally:
+        torch.set_num_threads(threads)
     return scores
+
+
+def _scores(functional, name, kwargs, predictions, references) -> dict[str, list[str]]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = getattr(functional, name)(
+            list(predictions), list(references), **{**SAVED_DEFAULTS.get(name, {}), **kwargs}
+        )
+    return numeric_outputs(result)
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +147,26 @@ def computed():
     return compute_all()
 
 
+def test_the_contract_pairs_are_the_contract_tables():
+    from test_metric_common import PAIRS
+
+    assert tuple(map(list, CONTRACT_PAIRS)) == tuple(map(list, PAIRS))
+
+
+def test_every_saved_key_holds_scores():
+    """A key whose result kept no output would compare nothing (as the twmd variants once did)."""
+    saved = json.loads(GOLDEN.read_text(encoding="utf-8"))["scores"]
+    assert sorted(saved) == sorted(keys())
+    assert all(saved[key] for key in keys()), [key for key in keys() if not saved[key]]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("key", [f"{n} {json.dumps(k, sort_keys=True)}" for n, s in SETTINGS.items() for k in s])
+@pytest.mark.parametrize("key", keys())
 def test_scores_are_as_saved(key, saved, computed):
     same_machine = saved["machine"] == machine()
     if not same_machine and "bfloat16" in key:
         pytest.skip(f"bfloat16 rounding depends on the CPU's units; saved on {saved['machine']}")
+    assert sorted(computed[key]) == sorted(saved["scores"][key]), key
     for output, values in saved["scores"][key].items():
         want = [float.fromhex(v) for v in values]
         got = [float.fromhex(v) for v in computed[key][output]]

@@ -103,8 +103,8 @@ def _check(name, kwargs, result):
             _in(values, 0.0, 1.0 if kwargs["normalize"] else 64.0**2, variant)
         elif variant == "trwmd":
             _in(values, -1.0, 1.0 + excess, variant)
-        else:  # normalized twmd: Eq. (1) does not bound it (the card); finite
-            _in(values, -math.inf, math.inf, variant)
+        else:  # normalized twmd: Eq. (1) does not bound it, the card documents [-1, 1] and scores are held there
+            _in(values, -1.0, 1.0, variant)
     elif name == "moverscore":
         low = 0.0 if kwargs["version"] == "v2" else -3.0
         _in(result["moverscore"], low, 1.0, "moverscore")

@@ -22,7 +22,10 @@ from moverkit.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = (["the cat sat on the mat", "stocks fell on monday"], ["a cat was sitting on the mat", "shares dropped"])
 
-pytestmark = pytest.mark.slow  # builds the distributions (setuptools from PyPI) and loads all five modules
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.integration,
+]  # builds the distributions (setuptools from PyPI) and loads all five modules
 
 
 def _run(args, **kwargs):

@@ -31,6 +31,7 @@ References
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import numbers
@@ -42,6 +43,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import torch
@@ -107,9 +109,10 @@ class CenteringStats:
         h.update(f"{self.model}|{self.layer}".encode())
         return h.hexdigest()[:10]
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write to ``path`` (a NumPy ``.npz`` archive; the name is used as given)."""
-        with open(path, "wb") as f:
+    def save(self, path: str | os.PathLike | BinaryIO) -> None:
+        """Write to ``path`` (a NumPy ``.npz`` archive; the name is used as given), or into a
+        binary file object."""
+        with open(path, "wb") if isinstance(path, (str, os.PathLike)) else contextlib.nullcontext(path) as f:
             np.savez(
                 f,
                 mean=self.mean,
@@ -422,12 +425,12 @@ def center_rows(
     the module doc); a new tensor of the dtype of ``vectors``. ``batch`` over too few texts warns
     (:func:`warn_small_batch`) unless ``warn`` is False (the second and later layers of one call).
 
-    ``offsets``, ``scored`` and ``counts`` are as in :func:`row_mean`: token clouds pass their text
-    offsets and non-special rows; sentence vectors pass neither (one row per text), and then
-    ``sentence`` is refused. ``stats`` is the fitted statistic of ``corpus`` mode.
+    ``mode`` was checked once, where the call's :class:`Centering` was made (sentence vectors take
+    no ``sentence`` mode). ``offsets``, ``scored`` and ``counts`` are as in :func:`row_mean`: token
+    clouds pass their text offsets and non-special rows; sentence vectors pass neither (one row per
+    text). ``stats`` is the fitted statistic of ``corpus`` mode.
     """
     w = vectors
-    mode = check_centering(mode, "token" if offsets is not None else "sentence")
     if mode == "none":
         v = w
     elif mode == "dim":
@@ -439,12 +442,14 @@ def center_rows(
         if warn:
             warn_small_batch(_text_sums(w, offsets, scored)[1], "texts" if offsets is not None else "sentences")
         v = w - row_mean(w, offsets=offsets, scored=scored, counts=counts)[0].to(w.dtype)
-    else:  # corpus
+    elif mode == "corpus":
         if stats is None:
             raise ValueError("centering='corpus' needs centering_stats")
         # A copy (torch.tensor), not a view (as_tensor): the mean of a statistic sent to Ray workers
         # comes back read-only, and torch warned of that once in every worker.
         v = w - torch.tensor(stats.mean, device=w.device).to(w.dtype)
+    else:  # not a user's mistake: Centering refuses unknown modes before any vector is made
+        raise AssertionError(f"center_rows got an unchecked centering mode {mode!r}")
     return torch.nn.functional.normalize(v, dim=-1)
 
 

@@ -24,7 +24,7 @@ from .hardware import check_dtype, precision, resolve_device
 from .registry import cached_model
 from .request import DEFAULT_MODEL, EncoderRequest
 from .user_warnings import warn_user
-from .windows import LONG_TEXT_MODES, plan_windows
+from .windows import plan_windows
 
 logger = logging.getLogger(__name__)
 
@@ -359,7 +359,7 @@ def tokenize(
     tokenizer adds, and no text can inject them.
     """
     limit = check_max_length(encoder, max_length)
-    window = checks.one_of("long_texts", long_texts, LONG_TEXT_MODES) == "window"
+    window = long_texts == "window"  # checked once, in EncoderRequest
     if not texts:
         return [], []
     stripped = [t.strip() for t in texts]

@@ -44,6 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, TypeError, OSError) as err:
+    except (ValueError, TypeError, OSError, ImportError) as err:  # ImportError: an extra not installed
         print(f"moverkit: error: {err}", file=sys.stderr)
         return 2

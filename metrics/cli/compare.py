@@ -39,7 +39,8 @@ def register(commands) -> None:
 
 def run(args) -> int:
     from moverkit.comparison import compare
-    from moverkit.lines import check_out, read_texts
+    from moverkit.comparison.report import html_page, json_text, png_bytes, require_matplotlib
+    from moverkit.lines import check_out, read_texts, write_atomic
 
     systems = {}
     for item in args.system:
@@ -52,6 +53,8 @@ def run(args) -> int:
     inputs = [*args.references, *systems.values()]
     for out in (args.json, args.png, args.html):
         check_out(out, inputs)
+    if args.png or args.html:
+        require_matplotlib()  # before minutes of scoring, not after
     reference_sets = [read_texts(path) for path in args.references]
     outputs = {name: read_texts(path) for name, path in systems.items()}
     n = len(reference_sets[0])
@@ -63,10 +66,9 @@ def run(args) -> int:
         references, outputs, metrics=args.metric or ["centered_bertscore"], resamples=args.resamples, seed=args.seed
     )
     print(result.to_markdown())
-    if args.json:
-        result.to_json(args.json)
-    if args.png:
-        result.plot(args.png)
-    if args.html:
-        result.to_html(args.html)
+    # Every output rendered before any is written: a failure leaves none of them behind.
+    renderers = ((args.json, json_text), (args.png, png_bytes), (args.html, html_page))
+    outputs = [(path, render(result)) for path, render in renderers if path is not None]
+    for path, content in outputs:
+        write_atomic(path, content)
     return 0

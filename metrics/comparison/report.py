@@ -55,12 +55,29 @@ def markdown(comparison) -> str:
     return "\n".join(out)
 
 
+def json_text(comparison) -> str:
+    return json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
 def write_json(comparison, path) -> None:
-    write_atomic(Path(path), json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    write_atomic(Path(path), json_text(comparison))
+
+
+def require_matplotlib() -> None:
+    """The plot (PNG, and the HTML page that embeds it) needs matplotlib, which ``moverkit[demo]``
+    installs: an ImportError that says so, raised before any scoring where the CLI asks."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "the plot of a comparison (--png, --html, plot(), to_html()) needs matplotlib: "
+            "pip install 'moverkit[demo]' (or matplotlib)"
+        ) from None
 
 
 def png_bytes(comparison) -> bytes:
     """One panel per metric: each system's score with its interval, best at the top."""
+    require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -94,6 +111,10 @@ def write_png(comparison, path) -> None:
 
 
 def write_html(comparison, path) -> None:
+    write_atomic(Path(path), html_page(comparison))
+
+
+def html_page(comparison) -> str:
     """The Markdown tables as HTML tables, and the plot as an embedded PNG: one file, no network."""
     image = base64.b64encode(png_bytes(comparison)).decode("ascii")
     body = []
@@ -121,4 +142,4 @@ def write_html(comparison, path) -> None:
         + "".join(body)
         + f"<p>hashcodes: {html.escape(json.dumps(comparison.hashcodes))}</p></body></html>\n"
     )
-    write_atomic(Path(path), page)
+    return page

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import moverkit
 from moverkit import MoverkitWarning
 from moverkit._core import CenteringStats, TokenClouds, center, center_rows, check_centering, row_mean
+from moverkit._core.centering import Centering
 from moverkit._core.request import EncoderRequest
 
 
@@ -77,7 +78,7 @@ def test_one_row_per_text_is_the_same_as_a_cloud_of_one_token_per_text():
 
 def test_sentence_mode_is_refused_for_sentence_vectors_with_the_reason():
     with pytest.raises(ValueError, match="centering='sentence' does not apply to one vector per sentence.*zero"):
-        center_rows(torch.ones(2, 3), "sentence")
+        Centering("sentence", level="sentence")
     with pytest.raises(ValueError, match="centering must be one of 'none', 'dim', 'batch', 'corpus'; got 'mean'"):
         check_centering("mean", "sentence")
     with pytest.raises(TypeError, match="centering must be one of"):
