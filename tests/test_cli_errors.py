@@ -174,3 +174,14 @@ def test_fit_centering_writes_whole_and_leaves_a_users_part_file_alone(files, ca
     assert main(argv[:-2]) == 0
     assert out.stat().st_size > 0 and mine.read_text() == "the user's own file\n"
     assert sorted(p.name for p in files.iterdir()) == [".stats.npz.part", "stats.npz", "t.txt"]
+
+
+def test_the_parsers_spelled_out_choices_are_the_librarys():
+    """The parser spells its choices out (building it must not import torch or read folders);
+    they stay the library's own."""
+    import moverkit
+    from moverkit._core.hardware import DTYPES
+    from moverkit.cli import options
+
+    assert options.METRICS == moverkit.METRICS
+    assert options.DTYPES == DTYPES

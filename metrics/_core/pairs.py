@@ -128,7 +128,7 @@ def prepare_pairs(
     """Validate inputs, encode each distinct text once, filter and weight tokens, and center.
 
     ``request`` (:class:`~moverkit._core.request.EncoderRequest`) says which encoder runs and how;
-    ``centering`` (:class:`~moverkit._core.request.Centering`) how its vectors are centered:
+    ``centering`` (:class:`~moverkit._core.centering.Centering`) how its vectors are centered:
     ``batch`` takes the mean over every text of this call (or the whole streamed call's mean, when
     ``centering.call_mean`` is given), ``corpus`` subtracts the fitted statistic.
 

@@ -21,7 +21,7 @@ With ``verbose=True`` a chunked call shows one progress bar over the pairs score
 themselves run quietly); a call within the budget shows the encoding bar as before.
 
 What a chunk takes from the whole call is an argument of the scoring function: its
-:class:`~moverkit._core.request.Centering` carries the call's ``batch`` mean (``call_mean``), and
+:class:`~moverkit._core.centering.Centering` carries the call's ``batch`` mean (``call_mean``), and
 ``call_idf`` the call's IDF table. Distinct
 texts are encoded once per chunk: a call that fits the budget is one chunk and encodes each
 distinct text once, as before; past the budget, a text shared by pairs of two chunks is encoded
@@ -67,7 +67,7 @@ _budget: int | None = None
 def set_memory_budget(size) -> None:
     """Bound the token vectors a metric call holds at once (``"1GB"``, ``"512MB"``, bytes; ``None``
     restores the default: ``MOVERKIT_MEMORY_BUDGET`` or :data:`DEFAULT_MEMORY_BUDGET`). Calls
-    over the budget run in chunks (:func:`streamed`); scores do not change."""
+    over the budget run in chunks (:func:`in_chunks`); scores do not change."""
     global _budget
     _budget = None if size is None else parse_size(size)
 
