@@ -30,7 +30,7 @@ def build_demo(
     """The ``gr.Blocks`` page of ``metric`` (a bundled moverkit module, loaded once, here):
     ``title`` and a Markdown ``description`` (one line: what the score means) on top.
 
-    ``params`` are the inputs besides the texts (each a ``_compute`` argument: checked here, so a
+    ``params`` are the inputs besides the texts (each an argument of the metric: checked here, so a
     renamed argument fails at start, not on a click); ``main_params`` names the two or three of
     them that stay in view under the Score button (at most :data:`MAX_MAIN_PARAMS`), the others
     sit in a closed "More settings"; ``heatmaps``, the matrices of the alignment one can draw (the
@@ -63,7 +63,7 @@ def build_demo(
 
     module = moverkit.load(metric)
     metric_spec = spec(metric)
-    defaults = _defaults(module, metric, params)
+    defaults = _defaults(metric, params)
     _check_main(metric, params, main_params)
     titles = [h.title for h in heatmaps]
     with gr.Blocks(title=title, analytics_enabled=False) as demo:
@@ -247,11 +247,14 @@ def _bound_launch(demo, model_boxes) -> None:
     demo.launch = bounded_launch
 
 
-def _defaults(module, metric: str, params: Sequence[Param]) -> dict:
-    """The module's default of every parameter; an argument it does not take, a default of None
+def _defaults(metric: str, params: Sequence[Param]) -> dict:
+    """The metric's default of every parameter, read from its public function
+    (``moverkit.functional.<metric>``, whose signature the module's is pinned to); an argument it does not take, a default of None
     whose value the page does not state (``Param.unset``; an upload is simply empty), or a
     dropdown without the module's default among its choices, fails here."""
-    signature = inspect.signature(module._compute).parameters
+    from moverkit import functional
+
+    signature = inspect.signature(getattr(functional, metric)).parameters
     missing = [p.name for p in params if p.name not in signature]
     if missing:
         raise ValueError(f"{metric} takes no argument {', '.join(missing)}; it takes {', '.join(signature)}")

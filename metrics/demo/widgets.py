@@ -68,7 +68,7 @@ class Param:
     cannot be blank, it sends 0), ``choice`` (a dropdown of ``choices``), ``bool`` (a checkbox),
     ``file`` (an upload of at most :data:`MAX_UPLOAD_BYTES`, passed as a path) or ``model`` (a
     box of a model id or path, which must be one the page offers: :func:`allowed_models`). The
-    initial value is the default of the module's ``_compute`` signature, so the page cannot drift
+    initial value is the metric's default (``moverkit.functional.<metric>``'s signature), so the page cannot drift
     from the module; where that default is None (the module resolves it, e.g. from a preset or the
     model), ``unset`` says which value blank gives (e.g. :func:`preset_default`'s
     ``"1/(1+wmd) (v2)"``): a box shows it greyed while blank, a dropdown as its first entry.
