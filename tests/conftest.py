@@ -19,7 +19,7 @@ SHARED_WMT17 = ROOT / "data" / "wmt17_seg_da_to_en.tsv"  # shipped with its prov
 @pytest.fixture(scope="session")
 def wmt_pairs():
     """200 real (hypothesis, reference) pairs from WMT17, all five language pairs."""
-    from moverkit.bench.judgments import read_judgments
+    from moverkit.judgments import read_judgments
 
     data = read_judgments(SAMPLE)
     return data.predictions, data.references
@@ -28,7 +28,7 @@ def wmt_pairs():
 @pytest.fixture(scope="session")
 def wmt17_full():
     """The full 2,800-segment WMT17 file shipped in data/."""
-    from moverkit.bench.judgments import read_judgments
+    from moverkit.judgments import read_judgments
 
     return read_judgments(SHARED_WMT17)
 

@@ -163,8 +163,8 @@ def test_dataset_input_is_seeded_and_trains(tiny_model_path, tmp_path):
     import datasets
     from safetensors.torch import load_file
 
-    from moverkit.bench.judgments import read_judgments
     from moverkit.finetune import finetune
+    from moverkit.judgments import read_judgments
 
     rows = read_judgments(SAMPLE, limit=32)
     table = datasets.Dataset.from_dict({"pred": rows.predictions, "ref": rows.references, "score": rows.human})
@@ -472,8 +472,8 @@ def test_model_card_never_prints_nan():
 
 
 def test_tsv_errors_name_the_file_line_and_column(tmp_path, no_loading, capsys):
-    from moverkit.bench.judgments import read_judgments
     from moverkit.finetune import finetune
+    from moverkit.judgments import read_judgments
 
     def bad_number(line, fields):
         if line == 7:

@@ -22,7 +22,7 @@ SCENARIO = textwrap.dedent(
     """
     import json, sys
     import datasets, moverkit
-    from moverkit.bench.judgments import read_judgments
+    from moverkit.judgments import read_judgments
     from moverkit.functional import centered_bertscore
 
     sample, folder, before = sys.argv[1:4]

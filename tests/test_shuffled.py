@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from moverkit.bench import MAIN_OUTPUTS
-from moverkit.bench.judgments import Judgments, read_judgments
 from moverkit.bench.shuffled import derangement, run, sample_pairs
 from moverkit.cli import main
+from moverkit.judgments import Judgments, read_judgments
 
 SAMPLE = Path(__file__).resolve().parent / "data" / "wmt17_sample.tsv"
 

@@ -18,8 +18,9 @@ import time
 
 import numpy as np
 
+from moverkit.judgments import Judgments
+
 from . import MAIN_OUTPUTS
-from .judgments import Judgments
 
 
 def new_prediction(text: str, k: int) -> str:

@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
+from moverkit.judgments import Judgments, correlate
 
 from . import CorrelationRow
-from .judgments import Judgments
-
-
-def correlate(scores: list[float], human: list[float]) -> tuple[float, float]:
-    """Pearson r and Kendall tau (tau-b) of one group."""
-    return float(stats.pearsonr(scores, human)[0]), float(stats.kendalltau(scores, human)[0])
 
 
 def score_row(row: CorrelationRow, data: Judgments) -> list[float]:

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from .judgments import read_judgments
+from moverkit.judgments import read_judgments
 
 SIZES = (1_000, 10_000, 100_000)
 RUNS = (("centered_bertscore", "batch"), ("centered_bertscore", "corpus"), ("twmd", "batch"), ("twmd", "corpus"))

@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import random
 
+from moverkit.judgments import Judgments
 from moverkit.specs import SPECS
-
-from .judgments import Judgments
 
 PAIRS = 400
 """Pairs drawn by default."""

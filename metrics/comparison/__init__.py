@@ -83,9 +83,9 @@ def compare(
     a list of strings, per segment) with each of ``metrics`` (moverkit metric names; each at its
     defaults plus ``metric_kwargs[name]``). ``resamples`` and ``seed`` drive every bootstrap and
     permutation, and are kept in ``settings``."""
-    import moverkit
     from moverkit import functional
     from moverkit._core.cache import cache_info, set_cache
+    from moverkit._version import __version__
     from moverkit.specs import spec
 
     metrics = list(dict.fromkeys(metrics))
@@ -127,7 +127,7 @@ def compare(
         if not was_cached:
             set_cache(0)
     comparison = summarize(segments, resamples=resamples, seed=seed)
-    comparison.settings.update({"metric_kwargs": kwargs, "segments": n, "version": moverkit.__version__})
+    comparison.settings.update({"metric_kwargs": kwargs, "segments": n, "version": __version__})
     comparison.hashcodes.update(hashcodes)
     return comparison
 

@@ -114,9 +114,11 @@ def heatmap_figure(alignment: dict, heatmap: Heatmap, title: str, max_width: flo
         zero = format(0.0, heatmap.value_format)
         texts = {ij: format(value, heatmap.value_format) for ij, value in np.ndenumerate(matrix)}
         widest = max(len(text) for text in texts.values())
-        # 8 pt where the widest value fits its cell (a digit is about 0.6 em), smaller down to 6 pt, else none.
+        # 8 pt where the widest value fits its cell (a digit is about 0.6 em), smaller down to 6 pt, else none;
+        # a figure fitted to a phone is shown shrunk, where values under 7.5 pt blurred: none there.
         size = min(8.0, 72 * cell_width / (0.62 * widest), 72 * cell_height * 0.8)
-        for (i, j), text in texts.items() if size >= 6 else ():
+        smallest = 6.0 if layout.colorbar == "right" else 7.5
+        for (i, j), text in texts.items() if size >= smallest else ():
             if text.lstrip("-") == zero:  # a blank cell reads as zero (sparse transport plans)
                 continue
             red, green, blue, _ = image.cmap(image.norm(matrix[i, j]))

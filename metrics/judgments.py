@@ -1,4 +1,6 @@
-"""Reading a TSV of human judgments (WMT17 segment-level DA and files laid out like it)."""
+"""Human judgments: reading a TSV of them (WMT17 segment-level DA and files laid out like it), and
+the agreement of scores with them (the benchmarks' and fine-tuning's protocol). A library module:
+``moverkit.finetune`` and ``moverkit.bench`` both stand on it."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
+
+from scipy import stats
 
 
 @dataclass(frozen=True)
@@ -89,3 +93,8 @@ def read_judgments(
         references.append(row[column[reference]])
         scores.append(score)
     return Judgments(groups=groups, predictions=predictions, references=references, human=scores)
+
+
+def correlate(scores: list[float], human: list[float]) -> tuple[float, float]:
+    """Pearson r and Kendall tau (tau-b) of one group."""
+    return float(stats.pearsonr(scores, human)[0]), float(stats.kendalltau(scores, human)[0])
