@@ -14,9 +14,10 @@ import time
 
 import numpy as np
 
+from moverkit.judgments import Judgments, correlate
+
 from . import MAIN_OUTPUTS, CorrelationRow
-from .correlation import correlate, score_row
-from .judgments import Judgments
+from .correlation import score_row
 
 DTYPES = ("float32", "bfloat16")
 

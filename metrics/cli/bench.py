@@ -32,7 +32,7 @@ def _correlation(which) -> None:
 def run_correlation(args) -> int:
     from moverkit.bench import registry
     from moverkit.bench.correlation import correlation_table, format_table
-    from moverkit.bench.judgments import read_judgments
+    from moverkit.judgments import read_judgments
     from moverkit.lines import check_out
 
     rows, _ = registry()
@@ -64,8 +64,8 @@ def _speed(which) -> None:
 
 def run_speed(args) -> int:
     from moverkit.bench import registry
-    from moverkit.bench.judgments import read_judgments
     from moverkit.bench.speed import format_report, run_suite
+    from moverkit.judgments import read_judgments
     from moverkit.lines import check_out
 
     _, suites = registry()
@@ -97,7 +97,7 @@ def _precision(which) -> None:
 
 def run_precision(args) -> int:
     from moverkit.bench import precision
-    from moverkit.bench.judgments import read_judgments
+    from moverkit.judgments import read_judgments
     from moverkit.lines import check_out
 
     require_data(args)
@@ -126,7 +126,7 @@ def _cache(which) -> None:
 
 def run_cache(args) -> int:
     from moverkit.bench import cache_loop
-    from moverkit.bench.judgments import read_judgments
+    from moverkit.judgments import read_judgments
     from moverkit.lines import check_out
 
     require_data(args)
@@ -171,7 +171,7 @@ def _shuffled(which) -> None:
 
 def run_shuffled(args) -> int:
     from moverkit.bench import shuffled
-    from moverkit.bench.judgments import read_judgments
+    from moverkit.judgments import read_judgments
     from moverkit.lines import check_out
 
     require_data(args)
