@@ -24,7 +24,8 @@ class MetricSpec:
     points put a score in context (embedded model, default settings, :data:`REFERENCE_POINTS_SOURCE`):
     ``unrelated``, the mean score of random pairs of unrelated sentences (bert-score's baseline
     pairs), and ``translation``, the mean score of a machine translation against its human
-    reference."""
+    reference. With ``rescale_with_baseline=True`` (every metric), a score maps by
+    :attr:`rescaling`: :meth:`rescaled_reference_points`, :attr:`rescaled_low`, :attr:`rescaled_high`."""
 
     name: str
     outputs: tuple[str, ...]
@@ -53,6 +54,39 @@ class MetricSpec:
     def better(self, a: float, b: float) -> bool:
         """Whether score ``a`` is strictly better than ``b``."""
         return a > b if self.higher_is_better else a < b
+
+    @property
+    def rescaling(self) -> str:
+        """What ``rescale_with_baseline=True`` does to a score ``s``, with ``b`` the mean score of
+        unrelated sentence pairs (the baseline file's value): ``"(s - b) / (1 - b)"`` for a
+        similarity (identical texts stay 1, unrelated ones go to about 0), ``"s / b"`` for a
+        distance (identical texts stay 0, unrelated ones go to about 1; lower is still closer)."""
+        return "(s - b) / (1 - b)" if self.higher_is_better else "s / b"
+
+    def rescaled(self, score: float, baseline: float | None = None) -> float:
+        """``score`` as :attr:`rescaling` maps it; ``baseline`` defaults to :attr:`unrelated`, the
+        shipped baseline of the default settings (to the 3 decimals stated here)."""
+        b = self.unrelated if baseline is None else baseline
+        if not self.higher_is_better:
+            return score / b
+        return (score - b) / (1 - b)
+
+    def rescaled_reference_points(self) -> dict[str, float]:
+        """:meth:`reference_points` after rescaling with the shipped baseline: identical texts
+        keep the best value, unrelated texts score 0 (1 for a distance) by construction."""
+        return {name: self.rescaled(value) for name, value in self.reference_points().items()}
+
+    @property
+    def rescaled_low(self) -> float:
+        """The low end of the rescaled range with the shipped baseline: below -1 for a similarity
+        in [-1, 1] (a pair less alike than unrelated text is negative; bert-score's rescaled scores
+        can be negative too), -b / (1 - b) for one in [0, 1], 0 for a distance."""
+        return self.rescaled(self.low)
+
+    @property
+    def rescaled_high(self) -> float:
+        """The high end of the rescaled range: 1 for a similarity, unbounded for lazy_emd."""
+        return self.rescaled(self.high)
 
 
 REFERENCE_POINTS_SOURCE = (

@@ -251,7 +251,7 @@ def cli_files(tmp_path, monkeypatch):
         (["--predictions", "{tmp}/empty.txt"], "{tmp}/empty.txt is empty; it needs one text per line"),
         (["--references", "{tmp}/empty.txt"], "{tmp}/empty.txt is empty; it needs one text per line"),
         (["--predictions", "{tmp}/absent.txt"], "No such file or directory: '{tmp}/absent.txt'"),
-        (["--predictions", "{tmp}/latin1.txt"], "{tmp}/latin1.txt is not UTF-8 text"),
+        (["--predictions", "{tmp}/latin1.txt"], "{tmp}/latin1.txt, line 1: not UTF-8 text"),
     ],
 )
 def test_cli_user_mistakes_are_refused_before_scoring(cli_files, capsys, options, message):

@@ -72,8 +72,10 @@ CONTRACTS = {
             "temperature": 0.5,
             "sinkhorn_iterations": 3,
             "normalize": False,
+            "rescale_with_baseline": True,
         },
-        not_scoring=("lang",),  # it only warns about the English embedded model
+        # lang only warns about the English embedded model; baseline_path acts through rescale_with_baseline
+        not_scoring=("lang", "baseline_path"),
     ),
     "moverscore": Contract(
         SPECS["moverscore"],
@@ -92,9 +94,11 @@ CONTRACTS = {
             "remove_punctuation": False,
             "cost": "sqeuclidean",
             "score_form": "1-wmd",
+            "rescale_with_baseline": True,
         },
         fixed={"centering": "none", "idf": False},  # v2's IDF is fitted on the call's references
-        not_scoring=("lang",),  # it only warns about the English embedded model
+        # lang only warns about the English embedded model; baseline_path acts through rescale_with_baseline
+        not_scoring=("lang", "baseline_path"),
     ),
     "lazy_emd": Contract(
         SPECS["lazy_emd"],
@@ -108,11 +112,20 @@ CONTRACTS = {
             "reg_r": 2.0,
             "epsilon": 0.05,
             "max_iter": 20,
+            "rescale_with_baseline": True,
         },
+        not_scoring=("baseline_path",),  # it acts through rescale_with_baseline
     ),
     "sbertscore": Contract(
         SPECS["sbertscore"],
-        variations={"model_type": "TINY", "centering": "dim", "lang": "de", "dtype": "bfloat16"},
+        variations={
+            "model_type": "TINY",
+            "centering": "dim",
+            "lang": "de",
+            "dtype": "bfloat16",
+            "rescale_with_baseline": True,
+        },
+        not_scoring=("baseline_path",),  # it acts through rescale_with_baseline
     ),
 }
 

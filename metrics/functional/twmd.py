@@ -22,6 +22,7 @@ from functools import partial
 import torch
 
 from moverkit._core import best_per_group, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
+from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale, score_columns
 from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.request import EncoderRequest
@@ -62,6 +63,8 @@ def twmd(
     lang: str = "en",
     long_texts: str = "truncate",
     dtype: str = "float32",
+    rescale_with_baseline: bool = False,
+    baseline_path: str | None = None,
     return_alignment: bool = False,
     return_reference_index: bool = False,
 ) -> dict:
@@ -70,28 +73,49 @@ def twmd(
     The arguments and the result are those of ``moverkit.load("twmd").compute`` (documented in
     its card): ``{variant: [one float per prediction, higher is closer, 1 for identical texts,
     0 for an empty side], "hashcode": str}``, plus ``"alignment"`` with ``return_alignment``.
-    With several references per prediction, the best score is kept.
+    With several references per prediction, the best score is kept. With
+    ``rescale_with_baseline``, each score s becomes (s - b) / (1 - b), b the mean score of unrelated
+    sentence pairs (:func:`~moverkit._core.baseline.rescale`).
     """
     request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
     centering = Centering(centering, centering_stats)
     params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering.mode)
+    rescaled = check_rescaling("twmd", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering)
     checks.boolean("return_alignment", return_alignment)
     checks.boolean("return_reference_index", return_reference_index)
-    score = partial(_scores, params=params, return_alignment=return_alignment)
+    score = partial(
+        _scores, params=params, rescaled=rescaled, baseline_path=baseline_path, return_alignment=return_alignment
+    )
     return chosen_outputs(in_chunks(score, predictions, references, request, centering), return_reference_index)
 
 
-def _scores(predictions, references, request, centering, call_idf, *, params, return_alignment) -> dict:
+def _scores(
+    predictions, references, request, centering, call_idf, *, params, rescaled, baseline_path, return_alignment
+):
     """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
     data = prepare_pairs(predictions, references, request, centering)
     scores = pair_values(data, params)
     if params["normalize"]:
         scores = normalized(scores, self_values(data, params), data.ref_index, data.pred_index)
     scores = within_range(scores, params, data)
+    hashed = dict(params)
+    if rescaled:
+        values = load_baseline(
+            "twmd",
+            (params["variant"],),
+            model=data.encoder.name,
+            layer=data.encoder.layer,
+            centering=centering,
+            lang=request.lang,
+            baseline_path=baseline_path,
+            hashcode=pair_hash("twmd", data, **params),
+        )
+        scores = rescale(scores, values, score_columns((params["variant"],)))
+        hashed["rescaled"] = baseline_tag(values)
     best, which = best_per_group(scores, data.group, data.n_predictions)
     results = {
         params["variant"]: best.tolist(),
-        "hashcode": pair_hash("twmd", data, **params),
+        "hashcode": pair_hash("twmd", data, **hashed),
         "reference_index": reference_index(which, data.group),
     }
     if return_alignment:

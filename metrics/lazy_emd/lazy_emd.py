@@ -48,9 +48,13 @@ Args:
     references (list of str, or list of list of str): one reference per prediction, or a list of
         references per prediction; each prediction is then scored against each of its references
         and the lowest (best) lazy_emd is kept.
-    lang (str, default "en"): picks the penalties of Section 5.2 tuned for the target language:
-        "en" (reg_c, reg_r) = (0.23, 0.31), "zh" (0.018, 0.97), any other value (e.g. "de",
-        "other") (0.009, 0.95). An explicit reg_c or reg_r overrides its preset value.
+    lang (str, default "en"): the target language, which picks the penalties of Section 5.2: "en"
+        (reg_c, reg_r) = (0.23, 0.31), "zh" (0.018, 0.97), and "other" (0.009, 0.95), the paper's preset
+        for every other target language, which any other language code takes too ("de", "fi"; untuned
+        for them). A code is ISO 639-1 or 639-3, any case, optionally with subtags (the preset is that
+        of the language: "zh-hans" takes "zh"'s, "en-sci" "en"'s); a name that is no code ("klingon",
+        "english") is a ValueError naming lang. An explicit reg_c or reg_r overrides its preset value.
+        With another language than English, rescale_with_baseline needs baseline_path.
     reg_c (float, optional): lambda_c >= 0, the KL penalty on the prediction's marginal.
         float("inf") makes it a hard constraint (every prediction token sends all its mass); 0
         leaves it free. Default: the preset of lang.
@@ -78,6 +82,15 @@ Args:
     {max_length}
     {long_texts}
     {dtype}
+    rescale_with_baseline (bool, default False): rescale each distance d to d / b, b the mean distance
+        of random unrelated sentence pairs under the same model, layer, centering and penalties (bert-score's
+        baseline, for a distance): identical texts stay 0, unrelated ones score about 1, and it is still a
+        distance (lower is closer, >= 0; the order of scores does not change). The embedded model's baseline
+        at the default settings (lang "en") ships with moverkit; any other setting, another model, a statistic
+        of your own or lang other than English needs baseline_path (a call whose settings the file was not
+        fitted under is refused).
+    baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric lazy_emd` (CSV:
+        LAYER,LAZY_EMD,SETTINGS); used only with rescale_with_baseline.
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cost matrix and the optimal plan P*.
     return_reference_index (bool, default False): also return "reference_index", per prediction the
@@ -142,6 +155,8 @@ class LazyEmd(TextPairMetric):
         max_length: int | None = None,
         long_texts: str = "truncate",
         dtype: str = "float32",
+        rescale_with_baseline: bool = False,
+        baseline_path: str | None = None,
         return_alignment: bool = False,
         return_reference_index: bool = False,
     ):
@@ -164,6 +179,8 @@ class LazyEmd(TextPairMetric):
             max_length=max_length,
             long_texts=long_texts,
             dtype=dtype,
+            rescale_with_baseline=rescale_with_baseline,
+            baseline_path=baseline_path,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
         )

@@ -89,11 +89,24 @@ Args:
     {device}
     {verbose}
     {max_length}
-    lang (str, default "en"): the language of the texts, as in evaluate's bertscore. It changes no
-        score for a given model (it is not in the hashcode); with the English embedded model
-        (model_type None) any other language warns: pass a multilingual model_type.
+    lang (str, default "en"): the language of the texts, as in evaluate's bertscore: a language
+        code, ISO 639-1 or 639-3 ("en", "de", "zh", "yue"), any case, optionally with subtags as
+        bert-score's "en-sci" or "pt-br"; a name that is no code ("klingon", "english") is a
+        ValueError naming lang. It changes no score for a given model (it is not in the hashcode);
+        with the English embedded model (model_type None) any other language warns: pass a
+        multilingual model_type. With another language, rescale_with_baseline needs baseline_path
+        (the shipped baseline is English).
     {long_texts}
     {dtype}
+    rescale_with_baseline (bool, default False): rescale each score s to (s - b) / (1 - b), bert-score's
+        method, b the mean score of random unrelated sentence pairs under the same model, layer, centering
+        and configuration: identical texts stay 1, unrelated ones score about 0, and a pair less alike
+        than unrelated text is negative (v2: down to -b / (1 - b), about -0.75 for the shipped baseline;
+        the order of scores does not change). The embedded model's baseline at the default settings (v2)
+        ships with moverkit; any other setting, another model, a statistic of your own or lang other
+        than English needs baseline_path (a call whose settings the file was not fitted under is refused).
+    baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric moverscore`
+        (CSV: LAYER,MOVERSCORE,SETTINGS); used only with rescale_with_baseline.
     return_alignment (bool, default False): also return, per prediction, the transport units
         (tokens or n-grams with positive weight) of the prediction and of its best reference,
         the optimal plan (the release's "flow") and the cost matrix (the release's plot_example picture).
@@ -166,6 +179,8 @@ class Moverscore(TextPairMetric):
         lang: str = "en",
         long_texts: str = "truncate",
         dtype: str = "float32",
+        rescale_with_baseline: bool = False,
+        baseline_path: str | None = None,
         return_alignment: bool = False,
         return_reference_index: bool = False,
     ):
@@ -194,6 +209,8 @@ class Moverscore(TextPairMetric):
             lang=lang,
             long_texts=long_texts,
             dtype=dtype,
+            rescale_with_baseline=rescale_with_baseline,
+            baseline_path=baseline_path,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
         )

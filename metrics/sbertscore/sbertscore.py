@@ -79,9 +79,20 @@ Args:
     centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
         from moverkit.fit_centering(texts, level="sentence", model_type=...) (or the file it was
         saved to); it records the model and the sentence layer tag -1.
-    lang (str, default "en"): the language of the sentence splitter (pysbd's codes: "en",
-        "de", "fr", "es", "it", "ru", "zh", "ja", ...).
+    lang (str, default "en"): the language of the sentence splitter, any case (pysbd's codes: "en",
+        "de", "fr", "es", "it", "ru", "zh", "ja", ...; another code is a ValueError listing them, and a
+        name that is no code, "klingon", one naming lang). With another language than English,
+        rescale_with_baseline needs baseline_path (the shipped baseline is English).
     {dtype}
+    rescale_with_baseline (bool, default False): rescale P, R and F1 as bertscore does, (s - b) / (1 - b),
+        b the mean score of random unrelated sentence pairs with the same model and centering: identical
+        texts stay 1, unrelated ones score about 0, and a pair less alike than unrelated text is negative
+        (down to about -1.12 for the shipped baseline; the order of scores does not change). The embedded
+        model's baseline at the default settings ships with moverkit; another centering or model, a
+        statistic of your own or lang other than English needs baseline_path (a call whose settings the
+        file was not fitted under is refused).
+    baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric sbertscore` (CSV:
+        LAYER,P,R,F,SETTINGS with layer -1, sentence vectors); used only with rescale_with_baseline.
     return_alignment (bool, default False): also return, per prediction, the sentences of the
         prediction and of its best reference (by F1) and their cosine similarity matrix.
     return_reference_index (bool, default False): also return "reference_index", per prediction the
@@ -142,6 +153,8 @@ class Sbertscore(TextPairMetric):
         centering_stats=None,
         lang: str = "en",
         dtype: str = "float32",
+        rescale_with_baseline: bool = False,
+        baseline_path: str | None = None,
         return_alignment: bool = False,
         return_reference_index: bool = False,
     ):
@@ -156,6 +169,8 @@ class Sbertscore(TextPairMetric):
             centering_stats=centering_stats,
             lang=lang,
             dtype=dtype,
+            rescale_with_baseline=rescale_with_baseline,
+            baseline_path=baseline_path,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
         )
