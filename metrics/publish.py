@@ -33,6 +33,7 @@ import re
 import shutil
 import stat
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,13 +92,30 @@ def space_names(root: Path) -> list[str]:
 
 
 def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) -> list[Path]:
-    """Write one Space folder per metric under ``out`` (absent or empty) and return them."""
+    """Write one Space folder per metric under ``out`` (absent or empty) and return them.
+
+    Whole or not at all: the folders are assembled in a temporary folder beside ``out``, which
+    takes its name at the end; a failure (an unknown placeholder, say) leaves ``out`` as it was."""
     root, out = Path(root), Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} is a file; give a new or empty folder")
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out} is not empty; give a new or empty folder")
-    folders = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".part", dir=out.parent))
+    try:
+        names = _assemble_into(root, staging, release)
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [out / name for name in names]
+
+
+def _assemble_into(root: Path, out: Path, release: Release) -> list[str]:
+    names = []
     version = source_version(root)
     for name in space_names(root):
         folder = out / name
@@ -118,8 +136,8 @@ def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) 
                 target.write_text(text, encoding="utf-8")
             else:
                 shutil.copyfile(path, target)
-        folders.append(folder)
-    return folders
+        names.append(name)
+    return names
 
 
 CARD_KEYS = ("title", "emoji", "colorFrom", "colorTo", "description")

@@ -114,6 +114,9 @@ def fitted_layers(metric: str, model_type, layers, device) -> list[int | None]:
 
         n_layers = int(get_encoder(model_type, num_layers=-1, device=device).layer)
         return list(range(n_layers + 1))
+    repeated = sorted({int(layer) for layer in layers if list(map(int, layers)).count(int(layer)) > 1})
+    if repeated:  # the file would hold the layer twice, and reading it refuses that
+        raise ValueError(f"layers: {', '.join(map(str, repeated))} given more than once")
     return [int(layer) for layer in layers]
 
 

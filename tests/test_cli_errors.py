@@ -58,6 +58,7 @@ def test_bad_numbers_are_argparse_errors(files, capsys, argv, message):
         (["score", "--metric", "twmd", "--predictions", "{t}", "--references", "{short}"], "has 12 lines but"),
         (["fit-centering", "--texts", "{missing}", "--out", "{o}"], "No such file"),
         (["bench", "correlation"], "--data is required"),
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "3", "3"], "layers: 3 given more than once"),
     ],
 )
 def test_mistakes_exit_2_with_a_message(files, capsys, argv, message):

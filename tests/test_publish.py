@@ -157,6 +157,8 @@ def test_refuses_a_folder_in_use_and_an_unknown_placeholder(tmp_path):
     (tmp_path / "root" / "spaces" / "m" / "README.md").write_text("{TOKEN_PLACEHOLDER}")
     with pytest.raises(ValueError, match="unknown placeholder {TOKEN_PLACEHOLDER}"):
         assemble(tmp_path / "root", tmp_path / "out", release)
+    # Nothing half-assembled is left behind: no out folder, no temporary one.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "used"]
 
 
 @pytest.mark.parametrize(
