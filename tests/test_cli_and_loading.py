@@ -65,6 +65,7 @@ def test_datasets_map_batched_with_a_corpus_statistic(load_metric, wmt_pairs):
     assert scored["pred"] == predictions[:20] and score.hashcode == direct["hashcode"]
 
 
+@pytest.mark.slow  # several threads scoring with the real model at once
 def test_threads_sharing_one_metric_object_each_get_their_own_result():
     """evaluate's cache file cannot be shared: four threads computing on one object gave
     ArrowInvalid/FileNotFoundError, then None. Calls now take turns."""
@@ -355,6 +356,7 @@ def test_cli_sentence_statistic_for_sbertscore(tmp_path, capsys):
     assert "center=corpus:" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # runs a benchmark end to end
 def test_cli_bench_correlation_on_the_sample(capsys):
     sample = ROOT / "tests" / "data" / "wmt17_sample.tsv"
     assert main(["bench", "correlation", "--data", str(sample), "--rows", "BERTScore-F1"]) == 0
@@ -420,6 +422,7 @@ def test_correlation_table_lines_up_rows_with_different_groups():
     assert lines[3] == "| doc | – | 5.0 / 10.0 | 5.0 / 10.0 |"
 
 
+@pytest.mark.slow  # runs a benchmark end to end
 def test_bench_precision_reports_both_dtypes(tmp_path, capsys):
     out = tmp_path / "precision.md"
     sample = ROOT / "tests" / "data" / "wmt17_sample.tsv"
@@ -432,6 +435,7 @@ def test_bench_precision_reports_both_dtypes(tmp_path, capsys):
     assert 0 < float(cells[4]) < 1e-2 and float(cells[4]) <= float(cells[5])  # bfloat16 moves the scores a little
 
 
+@pytest.mark.slow  # runs a benchmark end to end
 def test_bench_cache_loop_scores_as_uncached(tmp_path):
     from moverkit.bench.cache_loop import loop_inputs, run
     from moverkit.judgments import read_judgments

@@ -58,7 +58,11 @@ def test_off_by_default(monkeypatch):
     assert cache._budget_from_env() == 0
 
 
-@pytest.mark.parametrize("name", ["centered_bertscore", "twmd", "moverscore", "lazy_emd"])
+@pytest.mark.parametrize(
+    "name",
+    # One metric in the quick loop; the others (20-30 s each) in the full suite.
+    ["centered_bertscore", *(pytest.param(n, marks=pytest.mark.slow) for n in ("twmd", "moverscore", "lazy_emd"))],
+)
 def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name):
     # batch_size=1: each text is encoded alone, so cached and uncached vectors are the same floats
     # (with larger batches they may differ in the last bits: see moverkit._core.cache).
@@ -78,6 +82,7 @@ def test_default_batches_agree_to_rounding(cache_on):
         assert a == pytest.approx(b, abs=1e-6)
 
 
+@pytest.mark.slow  # every layer and mode of the real model (about 30 s)
 def test_cached_encode_is_encode(cache_on):
     encoder = get_encoder()
     texts = REFERENCES + PREDICTIONS[0]
@@ -93,6 +98,7 @@ def test_cached_encode_is_encode(cache_on):
     assert torch.equal(layered.layer_vectors, want.layer_vectors)
 
 
+@pytest.mark.slow  # four full encodings of the real model
 @pytest.mark.parametrize(
     "change", [{"max_length": 5}, {"dtype": "bfloat16"}, {"long_texts": "window"}, {"layers": (5,)}]
 )

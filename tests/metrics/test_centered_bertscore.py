@@ -397,6 +397,7 @@ def _assert_f1_between_precision_and_recall(result):
     return p, r
 
 
+@pytest.mark.slow  # 1,000 random pairs per mode
 @pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch", "corpus"])
 def test_f1_lies_between_precision_and_recall_on_1000_random_pairs(tiny_model_path, mode):
     predictions, references = _random_short_texts(1000, seed=11)

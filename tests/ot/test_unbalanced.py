@@ -109,6 +109,7 @@ def test_entropic_term_is_pots_entropy_not_its_kl():
         assert np.abs(plan - kl).max() >= 1e-3 * plan.max()
 
 
+@pytest.mark.slow  # thousands of iterations to reach the diverging regime
 def test_overrelaxation_safeguard_recovers_from_a_diverging_factor(monkeypatch):
     """With omega = 1.99 the over-relaxed updates overshoot; the safeguard must bring every
     problem back to plain Sinkhorn and still reach POT's plan."""
@@ -226,7 +227,7 @@ def _emd_gap_bounds(plan, cost, a, b, eps):
     return gap, eps * (_entropy(plan) - _entropy(emd_plan))
 
 
-@pytest.mark.parametrize("eps", [1e-2, 1e-3])
+@pytest.mark.parametrize("eps", [1e-2, pytest.param(1e-3, marks=pytest.mark.slow)])  # 1e-3: many iterations
 def test_hard_marginals_approach_emd2_from_above(eps):
     problems = _random_problems(seed=8, largest=6, zero_mass=False)
     ours, solved = _solve(problems, eps, math.inf, math.inf, tol=1e-10, max_iter=10**5)
