@@ -41,21 +41,21 @@ def read_texts(path: Path) -> list[str]:
     return texts
 
 
-def check_out(out: Path | None, inputs: Iterable[Path | None]) -> None:
-    """Refuse, before any work, an output path that cannot take the file or that is an input
-    (it would be overwritten)."""
+def check_out(out: Path | None, inputs: Iterable[Path | None], flag: str = "--out") -> None:
+    """Refuse, before any work, an output path (given as ``flag``) that cannot take the file or
+    that is an input (it would be overwritten)."""
     if out is None:
         return
     if out.is_dir():
-        raise ValueError(f"--out {out} is a folder; give the path of a file")
+        raise ValueError(f"{flag} {out} is a folder; give the path of a file")
     folder = out.parent
     if not folder.is_dir():
-        raise ValueError(f"--out {out}: there is no folder {folder}")
+        raise ValueError(f"{flag} {out}: there is no folder {folder}")
     if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise ValueError(f"--out {out} cannot be written (permission denied)")
+        raise ValueError(f"{flag} {out} cannot be written (permission denied)")
     for path in inputs:
         if path is not None and out.exists() and path.exists() and os.path.samefile(out, path):
-            raise ValueError(f"--out {out} is the input file {path}; writing would overwrite it")
+            raise ValueError(f"{flag} {out} is the input file {path}; writing would overwrite it")
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

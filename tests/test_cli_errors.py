@@ -186,3 +186,13 @@ def test_the_parsers_spelled_out_choices_are_the_librarys():
 
     assert options.METRICS == moverkit.METRICS
     assert options.DTYPES == DTYPES
+
+
+def test_compare_refuses_two_outputs_on_one_file_and_names_the_flag(files, capsys):
+    argv = ["compare", "--references", str(files / "t.txt"), "--system", f"a={files / 't.txt'}"]
+    assert main([*argv, "--json", str(files / "x"), "--html", str(files / "x")]) == 2
+    assert "--json and --html name the same file" in capsys.readouterr().err
+    assert main([*argv, "--html", str(files)]) == 2
+    assert f"--html {files} is a folder" in capsys.readouterr().err
+    _fails(capsys, [*argv, "--seed", "-1"], "--seed: -1 is below 0")
+    assert sorted(p.name for p in files.iterdir()) == ["t.txt"]

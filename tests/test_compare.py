@@ -144,3 +144,58 @@ def test_moverkit_compare_stays_the_function_after_its_package_is_imported():
     first = moverkit.compare
     importlib.import_module("moverkit.comparison.resampling")
     assert callable(moverkit.compare) and moverkit.compare is first is compare
+
+
+def test_one_segment_or_one_resample_is_never_significant():
+    """A Monte Carlo p-value is never 0, and with n segments no paired test can be surer than
+    2^(1-n): one segment (or one resample) gave p = 0 and split the ranking."""
+    one = paired_test([0.9], [0.1], resamples=1000, seed=0)
+    assert one.p_value == 1.0 and one.p_permutation == 1.0
+    assert paired_test(A, B, resamples=1, seed=0).p_value == 1.0
+    assert paired_test(A[:3], A[:3] - 0.5, resamples=1000, seed=0).p_value >= 0.25
+    result = summarize({"twmd": {"A": [0.9], "B": [0.1]}}, resamples=500, seed=0)
+    assert result.ranking["twmd"] == [["A", "B"]]
+
+
+def test_resampling_in_blocks_draws_the_same_numbers(monkeypatch):
+    import moverkit.comparison.resampling as resampling
+
+    whole = resampling.resampled_means(A, 300, 5)
+    whole_test = paired_test(A, B, resamples=300, seed=5)
+    monkeypatch.setattr(resampling, "_BLOCK_ENTRIES", 7 * len(A))  # 7 resamples a block
+    assert np.array_equal(resampling.resampled_means(A, 300, 5), whole)
+    assert paired_test(A, B, resamples=300, seed=5) == whole_test
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"resamples": 10**13}, "resamples must be an int from 1 to 1,000,000"),
+        ({"resamples": 0}, "resamples must be an int from 1"),
+        ({"seed": -1}, "seed must be an int >= 0"),
+        ({"metrics": []}, "metrics must be a non-empty list"),
+        ({"metrics": "twmd"}, "metrics must be a non-empty list"),
+        ({"systems": [["a b", "c d"]]}, "systems must be a dict"),
+        ({"systems": {"A": "a b"}}, "system 'A': outputs must be a list of strings"),
+        ({"systems": {"A": ["a", "b"], "B": ["b", None]}}, "system 'B', segment 1: an output must be a string"),
+        ({"systems": {"A|B": ["a", "b"]}}, "may hold no '|'"),
+        ({"systems": {"A\nB": ["a", "b"]}}, "no control character"),
+        ({"references": "ab"}, "references must be a non-empty list"),
+        ({"references": ["a", None]}, "references[1] must be a string or a non-empty list"),
+    ],
+)
+def test_compare_refuses_bad_input_before_scoring(kwargs, message, monkeypatch):
+    from moverkit import functional
+
+    monkeypatch.setattr(functional, "twmd", lambda *a, **k: pytest.fail("scored before refusing"))
+    call = {"references": ["a", "b"], "systems": {"A": ["a", "b"]}, "metrics": ["twmd"], **kwargs}
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("|", r"\|")):
+        compare(call.pop("references"), call.pop("systems"), **call)
+
+
+def test_a_system_name_with_a_dollar_is_drawn_as_text():
+    pytest.importorskip("matplotlib")
+    from moverkit.comparison.report import png_bytes
+
+    result = summarize({"twmd": {"$\\foo$": list(A[:20]), "B": list(B[:20])}}, resamples=50, seed=0)
+    assert png_bytes(result).startswith(b"\x89PNG")

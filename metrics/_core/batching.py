@@ -19,6 +19,12 @@ PADDING_FACTOR = 1.5
 entries (plus :data:`PADDING_SLACK`, so that short pairs still batch together): on WMT17 one big
 batch padded to the longest pair computed 6.3x the real entries, this bound 1.3x."""
 PADDING_SLACK = 4096
+MAX_PAIR_ELEMENTS = 100_000_000
+"""The largest alignment one pair may need (prediction units x reference units). The metrics hold
+a few float64 and float32 copies of a pair's matrix (similarities, the plan, its logarithm): about
+20 bytes an entry, measured (1.9 GB for two 10,000-token texts), so this bound keeps one pair near
+2 GB. Larger pairs are refused before any matrix is made; without it two 40,000-token texts in
+``long_texts="window"`` mode grew past 20 GB and were killed for memory."""
 
 
 def pad(
@@ -61,6 +67,7 @@ def pair_buckets(rows: torch.Tensor, cols: torch.Tensor, max_elements: int) -> I
     """
     n_rows = rows.detach().cpu().clamp_min(1)
     n_cols = cols.detach().cpu().clamp_min(1)
+    check_pair_sizes(n_rows, n_cols)
     order = torch.argsort(n_rows * n_cols, stable=True)
     order = order[torch.argsort(torch.maximum(n_rows, n_cols)[order], stable=True)]
     sizes_r, sizes_c = n_rows[order].tolist(), n_cols[order].tolist()
@@ -77,6 +84,19 @@ def pair_buckets(rows: torch.Tensor, cols: torch.Tensor, max_elements: int) -> I
             width_r, width_c, real, end = wr, wc, real_then, end + 1
         yield order[start:end]
         start = end
+
+
+def check_pair_sizes(rows: torch.Tensor, cols: torch.Tensor) -> None:
+    """Refuse a pair whose ``rows x cols`` alignment passes :data:`MAX_PAIR_ELEMENTS`, naming its
+    size and what scores such texts."""
+    sizes = rows.to(torch.int64) * cols.to(torch.int64)
+    if len(sizes) and int(sizes.max()) > MAX_PAIR_ELEMENTS:
+        k = int(sizes.argmax())
+        raise ValueError(
+            f"a pair of {int(rows[k]):,} x {int(cols[k]):,} units needs a {int(sizes[k]):,}-entry alignment, over "
+            f"the {MAX_PAIR_ELEMENTS:,} one pair may take (about 2 GB): score texts this long with sbertscore "
+            "(sentence level), or long_texts='truncate'"
+        )
 
 
 ENCODE_TOKEN_BUDGET = 4096

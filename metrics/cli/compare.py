@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .options import METRICS, positive_int
+from .options import METRICS, natural_int, positive_int
 
 
 def register(commands) -> None:
@@ -30,7 +30,7 @@ def register(commands) -> None:
         "--metric", action="append", choices=METRICS, help="repeat for several (default: centered_bertscore)"
     )
     compare.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap and permutation resamples")
-    compare.add_argument("--seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    compare.add_argument("--seed", type=natural_int, default=0, help="seed of the resampling, >= 0 (default: 0)")
     compare.add_argument("--json", type=Path, help="write the result here (one JSON object)")
     compare.add_argument("--png", type=Path, help="write a plot of the scores with their intervals here")
     compare.add_argument("--html", type=Path, help="write a self-contained HTML report here")
@@ -51,8 +51,14 @@ def run(args) -> int:
             raise ValueError(f"--system {name} is given twice")
         systems[name] = Path(path)
     inputs = [*args.references, *systems.values()]
-    for out in (args.json, args.png, args.html):
-        check_out(out, inputs)
+    outputs_given = {"--json": args.json, "--png": args.png, "--html": args.html}
+    for flag, out in outputs_given.items():
+        check_out(out, inputs, flag)
+    given = [(flag, out.resolve()) for flag, out in outputs_given.items() if out is not None]
+    for i, (flag, out) in enumerate(given):
+        for other, same in given[i + 1 :]:
+            if out == same:
+                raise ValueError(f"{flag} and {other} name the same file {out}; one would overwrite the other")
     if args.png or args.html:
         require_matplotlib()  # before minutes of scoring, not after
     reference_sets = [read_texts(path) for path in args.references]

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from .resampling import PairedTest, bootstrap_interval, clusters, holm, paired_test
+from .resampling import PairedTest, bootstrap_interval, check_resampling, clusters, holm, paired_test
 
 ALPHA = 0.05
 """The significance level of the clusters (after Holm's correction)."""
@@ -88,23 +88,14 @@ def compare(
     from moverkit._version import __version__
     from moverkit.specs import spec
 
+    if isinstance(metrics, str) or not _is_list(metrics) or not len(metrics):
+        raise ValueError(f"metrics must be a non-empty list of metric names (such as ['twmd']), got {metrics!r}")
     metrics = list(dict.fromkeys(metrics))
     for name in metrics:
         spec(name)  # an unknown metric is an error listing the metrics
-    if not isinstance(resamples, int) or isinstance(resamples, bool) or resamples < 1:
-        raise ValueError(f"resamples must be an int >= 1, got {resamples!r}")
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an int, got {seed!r}")
-    if len(systems) < 1:
-        raise ValueError("compare needs at least one system")
-    n = len(references)
-    if n == 0:
-        raise ValueError("references is empty: compare needs at least one segment")
-    for name, outputs in systems.items():
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a system name must be a non-empty string, got {name!r}")
-        if len(outputs) != n:
-            raise ValueError(f"system {name!r} has {len(outputs)} outputs for {n} segments")
+    check_resampling(resamples, seed)
+    n = _check_references(references)
+    _check_systems(systems, n)
     kwargs = {name: dict((metric_kwargs or {}).get(name, {})) for name in metrics}
     unknown = set(metric_kwargs or {}) - set(metrics)
     if unknown:
@@ -130,6 +121,49 @@ def compare(
     comparison.settings.update({"metric_kwargs": kwargs, "segments": n, "version": __version__})
     comparison.hashcodes.update(hashcodes)
     return comparison
+
+
+def _is_list(value) -> bool:
+    """A sequence of items (a list, tuple or numpy array), not a string or a mapping."""
+    return hasattr(value, "__len__") and hasattr(value, "__getitem__") and not isinstance(value, (str, bytes, Mapping))
+
+
+def _check_references(references) -> int:
+    """The number of segments: ``references`` holds one string, or a non-empty list of strings,
+    per segment; anything else is an error naming ``references[i]`` (checked here, before the
+    references are repeated once per system, where a metric's message would count rows wrongly)."""
+    if not _is_list(references) or not len(references):
+        raise ValueError(
+            f"references must be a non-empty list (one reference, or a list of them, per segment), got {references!r:.80}"
+        )
+    for i, ref in enumerate(references):
+        group = [ref] if isinstance(ref, str) else ref
+        if not _is_list(group) or not len(group) or not all(isinstance(r, str) for r in group):
+            raise ValueError(f"references[{i}] must be a string or a non-empty list of strings, got {ref!r:.80}")
+    return len(references)
+
+
+def _check_systems(systems, n: int) -> None:
+    """``systems``: a mapping of name -> one output string per segment. A name shows in table
+    cells and plot labels, so it may hold no ``|`` and no control character (a newline)."""
+    if not isinstance(systems, Mapping) or not systems:
+        raise ValueError(
+            f"systems must be a dict of name -> outputs (one per segment), with at least one system; got {type(systems).__name__}"
+        )
+    for name, outputs in systems.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"a system name must be a non-empty string, got {name!r}")
+        if "|" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise ValueError(f"system name {name!r}: a name may hold no '|' and no control character (a newline)")
+        if not _is_list(outputs):
+            raise ValueError(
+                f"system {name!r}: outputs must be a list of strings (one per segment), got {type(outputs).__name__}"
+            )
+        if len(outputs) != n:
+            raise ValueError(f"system {name!r} has {len(outputs)} outputs for {n} segments")
+        for i, text in enumerate(outputs):
+            if not isinstance(text, str):
+                raise ValueError(f"system {name!r}, segment {i}: an output must be a string, got {text!r:.80}")
 
 
 def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resamples: int, seed: int) -> Comparison:

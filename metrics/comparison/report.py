@@ -96,7 +96,7 @@ def png_bytes(comparison) -> bytes:
             [rows[n]["ci_high"] - rows[n]["score"] for n in order],
         ]
         ax.errorbar(scores, list(y), xerr=errors, fmt="o", capsize=3)
-        ax.set_yticks(list(y), order)
+        ax.set_yticks(list(y), [name.replace("$", r"\$") for name in order])  # a name is text, not mathtext
         ax.set_title(f"{metric} ({_direction(metric)})", fontsize=10)
         ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()

@@ -3,6 +3,7 @@
 import random
 
 import pytest
+import torch
 
 from moverkit._core import encode, get_encoder
 from moverkit._core.batching import ENCODE_TOKEN_BUDGET, length_batches
@@ -40,3 +41,24 @@ def test_token_budget_does_not_change_vectors_beyond_rounding(monkeypatch):
     monkeypatch.setattr(encoder_module, "ENCODE_TOKEN_BUDGET", None)
     unbounded = encode(encoder, texts, EncoderRequest())
     assert (budgeted.vectors - unbounded.vectors).abs().max() < 1e-4
+
+
+def test_a_pair_too_big_to_align_is_refused_before_any_matrix():
+    from moverkit._core import batching
+
+    side = int(batching.MAX_PAIR_ELEMENTS**0.5) + 1
+    with pytest.raises(ValueError, match=f"a pair of {side:,} x {side:,} units .* sbertscore"):
+        list(batching.pair_buckets(torch.tensor([3, side]), torch.tensor([4, side]), 1000))
+    assert len(list(batching.pair_buckets(torch.tensor([3, side]), torch.tensor([4, side - 2]), 1000))) == 2
+
+
+def test_a_metric_refuses_a_pair_too_big_to_align(monkeypatch):
+    """Through a metric (twmd, windows): two 40,000-token texts were killed for memory at 20 GB."""
+    from moverkit import functional
+    from moverkit._core import batching
+
+    monkeypatch.setattr(batching, "MAX_PAIR_ELEMENTS", 400)
+    text = "the cat sat on the mat and looked at the dog " * 5  # 55 tokens, against 56: 3,080 entries
+    with pytest.raises(ValueError, match="a pair of 55 x 56 units needs a 3,080-entry alignment"):
+        functional.twmd([text], [text + "again"], centering="none")
+    assert functional.twmd(["a cat"], ["the cat"], centering="none")["twmd"][0] > 0
