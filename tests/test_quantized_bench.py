@@ -1,6 +1,7 @@
 """The pure helpers of moverkit.bench.quantized (no model is loaded)."""
 
 import numpy as np
+import pytest
 
 from moverkit.bench import quantized as q
 
@@ -69,3 +70,15 @@ def test_format_table_has_one_line_per_row():
     assert table.count("\n| native |") == 2
     assert "| 64.00 / 63.00 | no |" in table
     assert table.endswith("Kept in float32 by `keep`: x.")
+
+
+def test_options_default_to_the_issue_sizes_and_take_one_cap():
+    args = q.parse_args(["d.tsv"])
+    assert (args.data, args.n_texts, args.n_pairs, args.rounds, args.avx2, args.strict_avx2) == (
+        "d.tsv", 1200, 1400, 2, False, False,
+    )  # fmt: skip
+    args = q.parse_args(["d.tsv", "--n-texts", "600", "--n-pairs", "700", "--rounds", "1", "--strict-avx2"])
+    assert (args.n_texts, args.n_pairs, args.rounds, args.strict_avx2) == (600, 700, 1, True)
+    for bad in (["d.tsv", "--avx2", "--strict-avx2"], ["d.tsv", "--strict"], ["d.tsv", "--n-texts", "0"], []):
+        with pytest.raises(SystemExit):
+            q.parse_args(bad)

@@ -1,13 +1,14 @@
 """The machine a call runs on: which device, and which precision of the encoder's forward pass
 is fast there.
 
-``bfloat16`` matrix products are fast only where the CPU has bfloat16 units: Intel AMX
-(``amx_bf16``) or AVX512-BF16 (``avx512_bf16``). Measured with the embedded encoder, one thread
-(ratios of the forward pass to float32): 3.2x on a Xeon with AMX, 1.8x on an AMD EPYC with
-AVX512-BF16 only, and 0.22-0.25x (four times slower) on the same CPUs limited to AVX2
-(``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``), as on most laptops and cloud VMs.
-:func:`native_bfloat16_cpu` reads the CPU's flags and honours both variables, so either case can
-be tested on one machine.
+``bfloat16`` matrix products are fast only where the CPU has bfloat16 units that oneDNN uses
+well: Intel AMX (``amx_bf16``), or AVX512-BF16 (``avx512_bf16``) on an AMD CPU. Measured with the
+embedded encoder, one thread (ratios of the forward pass to float32): 3.2x on a Xeon with AMX,
+1.8x on an AMD EPYC with AVX512-BF16 only, 0.64-0.69x on an Intel Xeon with AVX512-BF16 but no
+AMX (torch 2.13: slower than float32), and 0.22-0.25x (four times slower) on the same CPUs
+limited to AVX2 (``ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2``), as on most laptops and
+cloud VMs. :func:`native_bfloat16_cpu` reads the CPU's flags and vendor and honours both
+variables, so each case can be tested on one machine.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ DTYPES = ("float32", "bfloat16", "float16", "auto")
 parity); ``auto`` is :func:`auto_dtype` of the device."""
 
 BFLOAT16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
-"""``/proc/cpuinfo`` flags of CPUs that run bfloat16 matrix products in hardware."""
+"""``/proc/cpuinfo`` flags of CPUs that run bfloat16 matrix products in hardware (fast with
+oneDNN: ``amx_bf16``; ``avx512_bf16`` on AMD only, see the module doc)."""
+
+ONEDNN_AMX_ISAS = frozenset(
+    {"AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX", "AVX10_1_512_AMX_FP16", "AVX10_2_512_AMX_2"}
+)
+"""Values of ``ONEDNN_MAX_CPU_ISA`` that still allow oneDNN's AMX kernels."""
 
 ONEDNN_BFLOAT16_ISAS = frozenset(
     {
@@ -104,16 +111,34 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+def cpu_vendor() -> str:
+    """The CPU's ``vendor_id`` from ``/proc/cpuinfo`` (``GenuineIntel``, ``AuthenticAMD``); empty
+    where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def native_bfloat16_cpu() -> bool:
-    """Whether this CPU runs bfloat16 matrix products in hardware (:data:`BFLOAT16_CPU_FLAGS`),
-    and neither ``ONEDNN_MAX_CPU_ISA`` (below :data:`ONEDNN_BFLOAT16_ISAS`) nor
-    ``ATEN_CPU_CAPABILITY`` (``default``, ``avx2``) caps the kernels below them."""
+    """Whether bfloat16 matrix products run faster than float32 on this CPU: AMX
+    (``amx_bf16``), or AVX512-BF16 on an AMD CPU (on an Intel CPU without AMX it measured 0.64-0.69x
+    of float32), and neither ``ONEDNN_MAX_CPU_ISA`` (below :data:`ONEDNN_BFLOAT16_ISAS`; below
+    :data:`ONEDNN_AMX_ISAS` it leaves an Intel CPU AVX512-BF16 alone) nor ``ATEN_CPU_CAPABILITY``
+    (``default``, ``avx2``) caps the kernels below them."""
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
-    if isa not in ("", "ALL", "DEFAULT") and isa not in ONEDNN_BFLOAT16_ISAS:
+    uncapped = isa in ("", "ALL", "DEFAULT")
+    if not uncapped and isa not in ONEDNN_BFLOAT16_ISAS:
         return False
     if os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower() in ("default", "avx2", "avx", "sse"):
         return False
-    return bool(BFLOAT16_CPU_FLAGS & cpu_flags())
+    flags = cpu_flags()
+    amx = "amx_bf16" in flags and (uncapped or isa in ONEDNN_AMX_ISAS)
+    return amx or ("avx512_bf16" in flags and cpu_vendor() == "AuthenticAMD")
 
 
 def auto_dtype(device: torch.device) -> str:
@@ -154,8 +179,9 @@ def check_dtype(dtype: str, device: torch.device) -> str:
 @functools.cache
 def _warn_slow_bfloat16() -> None:
     warn_user(
-        f"dtype='bfloat16' on a CPU without bfloat16 units (no AMX or AVX512-BF16, or capped by "
-        f"ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY): measured {SLOW_BFLOAT16_RATIO} the speed of float32; "
+        f"dtype='bfloat16' on a CPU without fast bfloat16 units (no AMX, nor AVX512-BF16 on an AMD CPU, or "
+        f"capped by ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY): measured {SLOW_BFLOAT16_RATIO} the speed of float32 "
+        "(0.64-0.69x on an Intel CPU with AVX512-BF16 but no AMX); "
         "pass dtype='float32' (or dtype='auto', which picks the fastest precision for the device)",
         SlowPrecisionWarning,
     )

@@ -4,13 +4,18 @@ For each metric, ``dtype="float32"`` and ``dtype="bfloat16"`` are run in interle
 change of machine load hits both alike), each round scoring every pair one group (language pair)
 per call, as ``moverkit bench correlation`` does. Reported per metric: the median time of each
 dtype and their ratio, the mean and max :math:`|\\Delta|` of the main output, and the average
-Pearson r and Kendall tau with the human scores under each dtype.
+Pearson r and Kendall tau with the human scores under each dtype. Under the table, the ISA it
+ran on (:func:`isa_line`): the CPU's model, its bfloat16 units, the environment variables that
+cap the kernels (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ...), and whether bfloat16 then
+runs in hardware (:func:`moverkit._core.hardware.native_bfloat16_cpu`).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -20,6 +25,52 @@ from . import MAIN_OUTPUTS, CorrelationRow
 from .correlation import score_row
 
 DTYPES = ("float32", "bfloat16")
+ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "FBGEMM_ENABLE_INSTRUCTIONS")
+"""Environment variables, read when torch loads, that cap the instructions of its CPU kernels."""
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def isa_line(cpu: str, flags: frozenset[str], caps: Mapping[str, str], native_bfloat16: bool) -> str:
+    """The ISA a benchmark ran on, in one line: ``cpu`` (model name), its bfloat16 units among
+    ``flags``, the ``caps`` (variables of :data:`ISA_VARIABLES` that are set) and whether bfloat16
+    runs in hardware under them (``native_bfloat16``)."""
+    from moverkit._core.hardware import BFLOAT16_CPU_FLAGS
+
+    units = ", ".join(sorted(BFLOAT16_CPU_FLAGS & flags)) or "none"
+    capped = ", ".join(f"{k}={v}" for k, v in caps.items()) or "none (native)"
+    verdict = "in hardware" if native_bfloat16 else "emulated (no bfloat16 units, or capped below them)"
+    return f"ISA: {cpu}; bfloat16 units: {units}; caps: {capped}; bfloat16 {verdict}"
+
+
+def machine_isa() -> str:
+    """:func:`isa_line` of this process: its CPU, and the caps of its environment."""
+    from moverkit._core.hardware import cpu_flags, native_bfloat16_cpu
+
+    caps = {k: os.environ[k] for k in ISA_VARIABLES if os.environ.get(k, "").strip()}
+    return isa_line(cpu_model(), cpu_flags(), caps, native_bfloat16_cpu())
+
+
+def run_capped(argv: list[str], caps: Mapping[str, str]) -> int:
+    """``moverkit ARGV`` in a subprocess whose environment adds ``caps`` (such as
+    :data:`moverkit.bench.quantized.AVX2_ENV`): the caps are read when torch loads, so a process
+    that has loaded it cannot cap itself. Returns the subprocess's exit status."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "moverkit.cli", *argv], env={**os.environ, **caps}).returncode
 
 
 def measure(metric: str, data: Judgments, rounds: int = 3) -> dict:
@@ -62,9 +113,12 @@ def format_row(row: dict) -> str:
     )
 
 
-def format_table(rows: list[dict]) -> str:
+def format_table(rows: list[dict], isa: str | None = None) -> str:
+    """The rows as a Markdown table, then a line naming the ISA they ran on (``isa``; by default
+    :func:`machine_isa`, the ISA of this process)."""
     header = (
         "| metric | float32 (s) | bfloat16 (s) | speed-up | mean abs delta | max abs delta "
         "| float32 Pearson / Kendall | bfloat16 Pearson / Kendall |\n|---|---:|---:|---:|---:|---:|---:|---:|"
     )
-    return "\n".join([header] + [format_row(r) for r in rows])
+    ran_on = isa if isa is not None else machine_isa()
+    return "\n".join([header, *(format_row(r) for r in rows), "", ran_on])

@@ -252,17 +252,54 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines) + (f"\n\nKept in float32 by `keep`: {', '.join(kept)}." if kept else "")
 
 
+def report(data_path: str, n_texts: int = 1200, n_pairs: int = 1400, rounds: int = 2) -> str:
+    """:func:`frontier` as :func:`format_table`, then the line of the ISA it ran on
+    (:func:`moverkit.bench.precision.machine_isa`)."""
+    from .precision import machine_isa
+
+    table = format_table(frontier(data_path, n_texts=n_texts, n_pairs=n_pairs, rounds=rounds))
+    return f"{table}\n\n{machine_isa()}"
+
+
+def parse_args(argv: list[str]):
+    """The options of :func:`main` (``--help`` lists them)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m moverkit.bench.quantized",
+        allow_abbrev=False,
+        description="Speed and score change of int8 and ONNX Runtime paths of the embedded encoder "
+        "against torch float32, one thread (issue 24).",
+    )
+    parser.add_argument("data", help="tab-separated judgments (lp, system, sid, hypothesis, reference, human)")
+    parser.add_argument("--n-texts", type=int, default=1200, help="texts timed per path (half references) [1200]")
+    parser.add_argument("--n-pairs", type=int, default=1400, help="pairs scored per path, balanced over lps [1400]")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved timed rounds, best kept [2]")
+    cap = parser.add_mutually_exclusive_group()
+    cap.add_argument("--avx2", action="store_true", help="run capped by AVX2_ENV (oneDNN and ATen) in a subprocess")
+    cap.add_argument(
+        "--strict-avx2", action="store_true", help="also cap MKL and FBGEMM (STRICT_AVX2_ENV), in a subprocess"
+    )
+    args = parser.parse_args(argv)
+    for name in ("n_texts", "n_pairs", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
 def main(argv: list[str]) -> None:
-    """``python -m moverkit.bench.quantized DATA [--avx2 | --strict-avx2]``: the table of this
-    process's environment, or of a subprocess capped by :data:`AVX2_ENV` / :data:`STRICT_AVX2_ENV`."""
-    caps = {"--avx2": AVX2_ENV, "--strict-avx2": STRICT_AVX2_ENV}
-    flags = [a for a in argv if a in caps]
-    if flags:
-        env = {**os.environ, **caps[flags[0]]}
-        args = [a for a in argv if a not in caps]
-        subprocess.run([sys.executable, "-m", "moverkit.bench.quantized", *args], env=env, check=True)
+    """``python -m moverkit.bench.quantized DATA [--n-texts N] [--n-pairs N] [--rounds N]
+    [--avx2 | --strict-avx2]``: the table of this process's environment, or of a subprocess capped
+    by :data:`AVX2_ENV` / :data:`STRICT_AVX2_ENV` (the caps are read when torch loads)."""
+    args = parse_args(argv)
+    caps = AVX2_ENV if args.avx2 else STRICT_AVX2_ENV if args.strict_avx2 else {}
+    if any(os.environ.get(k) != v for k, v in caps.items()):  # not capped yet: torch reads the caps as it loads
+        rest = [a for a in argv if a not in ("--avx2", "--strict-avx2")]
+        subprocess.run(
+            [sys.executable, "-m", "moverkit.bench.quantized", *rest], env={**os.environ, **caps}, check=True
+        )
         return
-    print(format_table(frontier(argv[0])))
+    print(report(args.data, n_texts=args.n_texts, n_pairs=args.n_pairs, rounds=args.rounds), flush=True)
 
 
 if __name__ == "__main__":

@@ -22,19 +22,28 @@ def cpu(monkeypatch):
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     hardware._warn_slow_bfloat16.cache_clear()
 
-    def with_flags(*flags):
+    def with_flags(*flags, vendor="GenuineIntel"):
         monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(flags))
+        monkeypatch.setattr(hardware, "cpu_vendor", lambda: vendor)
 
     yield with_flags
     hardware._warn_slow_bfloat16.cache_clear()
 
 
-@pytest.mark.parametrize("flag", ["amx_bf16", "avx512_bf16"])
-def test_bfloat16_units_are_read_from_the_flags(cpu, flag):
-    cpu("sse4_2", "avx2", flag)
-    assert native_bfloat16_cpu() and auto_dtype(CPU) == "bfloat16"
-    cpu("sse4_2", "avx2", "avx512f")
-    assert not native_bfloat16_cpu() and auto_dtype(CPU) == "float32"
+@pytest.mark.parametrize(
+    ("flags", "vendor", "native"),
+    [
+        (("amx_bf16", "avx512_bf16"), "GenuineIntel", True),  # 3.2x float32
+        (("avx512_bf16",), "AuthenticAMD", True),  # 1.8x (AMD EPYC)
+        (("avx512_bf16",), "GenuineIntel", False),  # 0.64-0.69x (Intel Xeon without AMX)
+        (("avx512f",), "GenuineIntel", False),
+        (("avx512f",), "AuthenticAMD", False),
+    ],
+)
+def test_bfloat16_units_are_read_from_the_flags_and_vendor(cpu, flags, vendor, native):
+    cpu("sse4_2", "avx2", *flags, vendor=vendor)
+    assert native_bfloat16_cpu() is native
+    assert auto_dtype(CPU) == ("bfloat16" if native else "float32")
 
 
 @pytest.mark.parametrize(
@@ -42,7 +51,8 @@ def test_bfloat16_units_are_read_from_the_flags(cpu, flag):
     [
         ("ONEDNN_MAX_CPU_ISA", "AVX2", False),
         ("ONEDNN_MAX_CPU_ISA", "avx512_core", False),  # AVX512 without its BF16 extension
-        ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", True),
+        ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16", False),  # AMX capped away: AVX512-BF16 alone, on Intel
+        ("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX", True),
         ("ONEDNN_MAX_CPU_ISA", "ALL", True),
         ("ATEN_CPU_CAPABILITY", "avx2", False),
         ("ATEN_CPU_CAPABILITY", "default", False),
