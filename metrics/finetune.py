@@ -61,7 +61,7 @@ import torch
 
 from ._core import checks, prepare_pairs
 from ._core.centering import Centering
-from ._core.encoder import load_encoder
+from ._core.encoder import NonFiniteOutputs, load_encoder
 from ._core.request import EncoderRequest
 from ._core.user_warnings import warn_user
 from .functional.twmd import normalized, pair_values, resolve_params, self_values
@@ -72,6 +72,17 @@ TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
 longer fits the fine-tuned one (fit one on the result with ``moverkit.fit_centering`` instead)."""
 
 STANDARDIZATIONS = ("group", "global", "none")
+
+MAX_LEARNING_RATE = 1.0
+"""The largest ``learning_rate`` taken. AdamW moves each weight by about the learning rate per
+step whatever the gradient's size, and transformer weights are of order 0.01 to 0.1: fine-tuning uses
+1e-5 to 1e-3, a rate of 1 already overwrites a weight in one step, and larger ones only make
+weights overflow (1e308 left every weight NaN)."""
+
+TARGET_RANGE = (-1.0, 1.0)
+"""Where ``target_mean`` must lie: the range of Sim (Eq. 1; :func:`moverkit.functional.twmd.score_range`).
+The targets ask Sim to be ``target_mean`` on average, so a mean outside asks for scores no
+encoder can give (and one such as 1e308 swallows ``target_std * z``, leaving every target equal)."""
 
 MARKER = ".moverkit-finetune.json"
 """The file a run writes into its output folder: which moverkit wrote it, and what the run wrote
@@ -162,17 +173,27 @@ def finetune(
     ``output_dir/checkpoints``; at the end the run removes the ones its Trainer wrote (and the
     folder, if nothing else is left in it), unless ``keep_checkpoints``. ``resume=True``
     continues from the last checkpoint of an earlier run into ``output_dir``.
+
+    ``learning_rate`` is at most :data:`MAX_LEARNING_RATE` and ``target_mean`` in
+    :data:`TARGET_RANGE`. A run that diverges (a training loss, an output of the encoder or a
+    weight turns NaN or infinite) is a ``ValueError`` saying so: no model is written, and
+    ``output_dir`` is left as it was before the run (this run's checkpoints are removed).
     """
     params = resolve_params(variant, temperature, sinkhorn_iterations, True, centering)
     checks.one_of("centering", centering, TRAINING_CENTERINGS)
     checks.one_of("standardize", standardize, STANDARDIZATIONS)
     epochs = checks.positive_int("epochs", epochs)
     batch_size = checks.positive_int("batch_size", batch_size)
-    learning_rate = checks.finite_positive_float("learning_rate", learning_rate)
+    learning_rate = checks.finite_positive_float(
+        "learning_rate",
+        learning_rate,
+        maximum=MAX_LEARNING_RATE,
+        hint=" (AdamW's step size; fine-tuning uses about 1e-5 to 1e-3)",
+    )
     validation_split = checks.nonnegative_float("validation_split", validation_split)
     if validation_split >= 1:
         raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
-    target_mean = checks.real("target_mean", target_mean, what="a number")
+    target_mean = _target_mean(target_mean)
     target_std = checks.finite_positive_float("target_std", target_std)
     patience = checks.positive_int("early_stopping_patience", early_stopping_patience)
     seed = checks.positive_int("seed", seed, minimum=0)
@@ -186,9 +207,18 @@ def finetune(
         checks.boolean(name, flag)
     folder = OutputFolder(output_dir, overwrite=overwrite, resume=resume)
 
-    judged = _without_empty(load_judgments(data, prediction_column, reference_column, score_column, group_column))
+    source = str(data) if isinstance(data, (str, os.PathLike)) else "the datasets.Dataset"
+    judged = _without_empty(
+        load_judgments(data, prediction_column, reference_column, score_column, group_column), source
+    )
     judged, excluded = _with_spread(judged, standardize)
     targets = target_mean + target_std * standardized(judged.human, judged.groups, standardize)
+    if not np.isfinite(targets).all():
+        raise ValueError(
+            f"the training targets target_mean + target_std * z overflow (target_mean={target_mean!r}, "
+            f"target_std={target_std!r}, standardize={standardize!r}): choose a target_std of the order of "
+            "Sim's spread (default 0.15)"
+        )
     train_rows, valid_rows = split_rows(len(judged.human), validation_split, seed)
     if len(valid_rows) == 1:
         raise ValueError("validation_split leaves a single validation pair; a correlation needs at least 2")
@@ -216,11 +246,22 @@ def finetune(
         verbose,
         on_save=folder.saved,
     )
-    trainer.train(resume_from_checkpoint=None if folder.resume_from is None else str(folder.resume_from))
+    try:
+        trained = trainer.train(resume_from_checkpoint=None if folder.resume_from is None else str(folder.resume_from))
+        after = scorer.validate(valid_set) if valid_set is not None else None
+    except NonFiniteOutputs:  # the weights turned NaN or infinite during training
+        trained = None
+    diverged = _divergence(trainer, trained, encoder.model)
+    if diverged:
+        folder.abandon()
+        raise ValueError(
+            f"training diverged: {diverged} (learning_rate={learning_rate!r}, target_mean={target_mean!r}, "
+            f"target_std={target_std!r}): no model was written, and {folder.path} is left as it was before "
+            "the run (this run's checkpoints are removed); try a smaller learning_rate"
+        )
 
     history = _history(trainer)
     epochs_trained = round(trainer.state.epoch or 0)
-    after = scorer.validate(valid_set) if valid_set is not None else None
     seconds = [entry["seconds"] for entry in history if entry.get("seconds")]
     cpu_seconds = [entry["cpu_seconds"] for entry in history if entry.get("cpu_seconds")]
     result = FinetuneResult(
@@ -275,6 +316,9 @@ class OutputFolder:
             raise ValueError(f"output folder {self.path} is not a folder")
         entries = sorted(os.listdir(self.path)) if self.path.is_dir() else []
         marker = self._read_marker() if MARKER in entries else None
+        # What :meth:`abandon` puts back: whether the folders existed, and the earlier run's marker.
+        self._existed = (self.path.is_dir(), self.checkpoints.is_dir())
+        self._earlier_marker = marker
         if resume and marker is None:
             raise ValueError(
                 f"resume=True (--resume) continues an earlier run of moverkit finetune into {self.path}, "
@@ -361,6 +405,28 @@ class OutputFolder:
                 (self.path / name).unlink()
         staging.rmdir()
         self.files = set(names)
+
+    def abandon(self) -> None:
+        """After a run that produced nothing worth keeping (training diverged): remove the
+        checkpoints this run wrote, put the earlier run's marker back (or remove ours), and remove
+        ``checkpoints/`` and the folder itself where this run made them and left them empty. The
+        model files of an earlier run are untouched (:meth:`install` was not called)."""
+        earlier = set((self._earlier_marker or {}).get("checkpoints", []))
+        for name in sorted(self.ours - earlier):
+            shutil.rmtree(self.checkpoints / name, ignore_errors=True)
+        self.ours &= earlier
+        staged = self.path / (MARKER + ".tmp")
+        if staged.exists():
+            staged.unlink()
+        if self._earlier_marker is None:
+            (self.path / MARKER).unlink(missing_ok=True)
+        else:
+            marker = dict(self._earlier_marker, checkpoints=sorted(self.ours, key=_checkpoint_step))
+            (self.path / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        path_existed, checkpoints_existed = self._existed
+        for folder, existed in ((self.checkpoints, checkpoints_existed), (self.path, path_existed)):
+            if not existed and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
     def finish(self, keep_checkpoints: bool, epochs_trained: int) -> None:
         """Remove the checkpoints of our runs (unless ``keep_checkpoints``), then ``checkpoints/``
@@ -529,13 +595,52 @@ def _dataset_score(value, row: int, column: str) -> float:
     return number
 
 
-def _without_empty(judged: Judgments) -> Judgments:
+def _without_empty(judged: Judgments, source: str = "the data") -> Judgments:
+    """The rows whose prediction and reference both hold text; ``source`` names the data in errors."""
+    if not judged.human:
+        raise ValueError(
+            f"{source} has no row of data (a header only?); fine-tuning needs at least 2 "
+            "(prediction, reference, human score) rows"
+        )
     keep = [i for i, (p, r) in enumerate(zip(judged.predictions, judged.references)) if p.strip() and r.strip()]
     if len(keep) < 2:
-        raise ValueError(f"fine-tuning needs at least 2 pairs with non-empty texts, got {len(keep)}")
+        raise ValueError(
+            f"fine-tuning needs at least 2 pairs with non-empty texts; {source} has {len(keep)} "
+            f"of its {len(judged.human)} rows"
+        )
     if any(not math.isfinite(judged.human[i]) for i in keep):
         raise ValueError("every human score must be a finite number")
     return Judgments(*([column[i] for i in keep] for column in dataclasses.astuple(judged)))
+
+
+def _target_mean(value) -> float:
+    """``target_mean``, a finite number in :data:`TARGET_RANGE`."""
+    low, high = TARGET_RANGE
+    what = f"a finite number in [{low:g}, {high:g}] (the range of Sim, Eq. 1, which the targets ask it to average)"
+    value = checks.real("target_mean", value, what=what)
+    if not low <= value <= high:  # NaN fails too
+        raise ValueError(f"target_mean must be {what}, got {value!r}")
+    return value
+
+
+def _divergence(trainer, trained, model) -> str:
+    """What says that training diverged, or ``""``: the encoder's outputs turned non-finite
+    during training (``trained`` is ``None``), a logged or the final training loss is not finite,
+    or a weight of ``model`` is not."""
+    signs = []
+    if trained is None:
+        signs.append("the encoder's outputs turned NaN or infinite")
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    losses += [trained.training_loss] if trained is not None else []
+    bad_loss = next((loss for loss in losses if not math.isfinite(loss)), None)
+    if bad_loss is not None:
+        signs.append(f"the training loss is {bad_loss}")
+    with torch.no_grad():
+        weights = [p for p in model.parameters() if p.is_floating_point()]
+        bad = sum(int((~torch.isfinite(p)).sum()) for p in weights)
+    if bad:
+        signs.append(f"{bad:,} of {sum(p.numel() for p in weights):,} weights are NaN or infinite")
+    return "; ".join(signs)
 
 
 def _with_spread(judged: Judgments, standardize: str) -> tuple[Judgments, list[str]]:
@@ -682,6 +787,9 @@ def _trainer(
         metric_for_best_model="pearson" if validate else None,
         greater_is_better=True,
         logging_steps=10,
+        # Log a NaN or infinite loss as it is (the default replaces it by the mean so far), so
+        # that a diverged run shows in the history and is refused (:func:`_divergence`).
+        logging_nan_inf_filter=False,
         seed=seed,
         data_seed=seed,
         remove_unused_columns=False,

@@ -42,7 +42,8 @@ def read_judgments(
 
     Errors name the file, the line (the header is line 1) and the column: a row whose number of
     fields is not the header's, a human score that is not a finite number, bytes that are not
-    UTF-8; a missing column is named along with the header's columns.
+    UTF-8, a field longer than csv's limit (131,072 characters); a missing column is named along
+    with the header's columns.
     """
     raw = Path(path).read_bytes()
     if raw.startswith(codecs.BOM_UTF8):  # as spreadsheets save "UTF-8" text
@@ -55,7 +56,7 @@ def read_judgments(
             f"{path} line {line}: not UTF-8 text "
             f"(byte 0x{raw[err.start]:02x} at byte {err.start - line_start + 1} of the line); save the file as UTF-8"
         ) from None
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    reader = _Rows(path, csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE))
     header = next(reader, None)
     if header is None:
         raise ValueError(f"{path} is empty: it has no header row")
@@ -93,6 +94,27 @@ def read_judgments(
         references.append(row[column[reference]])
         scores.append(score)
     return Judgments(groups=groups, predictions=predictions, references=references, human=scores)
+
+
+class _Rows:
+    """A csv reader whose errors (a field over csv's limit of 131,072 characters, ...) are a
+    ``ValueError`` naming the file and the line."""
+
+    def __init__(self, path, reader):
+        self.path, self.reader = path, reader
+
+    @property
+    def line_num(self) -> int:
+        return self.reader.line_num
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> list[str]:
+        try:
+            return next(self.reader)
+        except csv.Error as err:
+            raise ValueError(f"{self.path} line {self.reader.line_num}: not a row of the TSV ({err})") from None
 
 
 def correlate(scores: list[float], human: list[float]) -> tuple[float, float]:

@@ -196,3 +196,59 @@ def test_compare_refuses_two_outputs_on_one_file_and_names_the_flag(files, capsy
     assert f"--html {files} is a folder" in capsys.readouterr().err
     _fails(capsys, [*argv, "--seed", "-1"], "--seed: -1 is below 0")
     assert sorted(p.name for p in files.iterdir()) == ["t.txt"]
+
+
+@pytest.mark.parametrize(
+    "arg, message",
+    [
+        ("=5", "--arg takes KEY=VALUE, got '=5'"),
+        (" =5", "--arg takes KEY=VALUE, got ' =5'"),
+        ("centering_stats=null", "centering_stats takes the path of a statistic saved by 'moverkit fit-centering'"),
+        ("centering_stats=3", "centering_stats takes the path"),
+    ],
+)
+def test_score_arg_mistakes_name_the_argument(files, capsys, arg, message):
+    """An empty KEY was reported as 'takes no argument ;', centering_stats=null as a bare
+    TypeError (Path(None)); both are refused before anything is loaded."""
+    argv = ["score", "--metric", "twmd", "--predictions", str(files / "t.txt"), "--references", str(files / "t.txt")]
+    assert main([*argv, "--arg", arg]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and message in err
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), float("-inf")])
+def test_score_never_writes_a_score_that_is_not_finite(files, capsys, monkeypatch, bad):
+    """A NaN or infinite score (a broken model or baseline) is refused with the line named:
+    --out is neither written (JSON has no Infinity or NaN) nor touched."""
+    import moverkit.functional
+
+    def broken(predictions, references, **kwargs):
+        return {"twmd": [0.5, bad] + [0.5] * (len(predictions) - 2), "hashcode": "twmd:x"}
+
+    monkeypatch.setattr(moverkit.functional, "twmd", broken)
+    out = files / "scores.jsonl"
+    out.write_text("old\n")
+    argv = ["score", "--metric", "twmd", "--predictions", str(files / "t.txt"), "--references", str(files / "t.txt")]
+    assert main([*argv, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("moverkit: error: ")
+    assert f"{files / 't.txt'}, line 2: the twmd score is {bad}, not a finite number" in captured.err
+    assert out.read_text() == "old\n" and "hashcode" not in captured.out
+
+
+def test_fit_centering_names_a_file_of_blank_lines(files, capsys):
+    blank = files / "blank.txt"
+    blank.write_text("\n   \n\t\n")
+    argv = ["fit-centering", "--texts", str(blank), "--out", str(files / "o.npz")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and f"{blank} holds only blank lines" in err
+    assert not (files / "o.npz").exists()
+
+
+@pytest.mark.parametrize("bad", [None, 3, ["a.npz"]])
+def test_centering_stats_load_names_its_argument(bad):
+    from moverkit._core import CenteringStats
+
+    with pytest.raises(TypeError, match=r"centering_stats must be the path \(a str or os.PathLike\).*got "):
+        CenteringStats.load(bad)

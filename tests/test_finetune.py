@@ -526,3 +526,134 @@ def test_dataset_errors_name_the_row_and_column(no_loading, tmp_path):
         finetune(datasets.Dataset.from_dict({**base, "score": [1.0, 2.0, 3.0, math.inf]}), tmp_path / "out", **kwargs)
     with pytest.raises(ValueError, match=r"lacks the column\(s\) 'scores'; it has pred, ref, score"):
         finetune(datasets.Dataset.from_dict(base), tmp_path / "out", **{**kwargs, "score_column": "scores"})
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"target_mean": math.nan}, r"target_mean must be a finite number in \[-1, 1\].*got nan"),
+        ({"target_mean": math.inf}, r"target_mean must be a finite number in \[-1, 1\].*got inf"),
+        ({"target_mean": -math.inf}, r"target_mean must be a finite number in \[-1, 1\].*got -inf"),
+        ({"target_mean": 1e308}, r"target_mean must be a finite number in \[-1, 1\].*got 1e\+308"),
+        ({"target_mean": 1.5}, r"target_mean must be a finite number in \[-1, 1\]"),
+        ({"learning_rate": 1e308}, r"learning_rate must be a finite number > 0 and <= 1 .*got 1e\+308"),
+        ({"learning_rate": 2.0}, r"learning_rate must be a finite number > 0 and <= 1"),
+        ({"learning_rate": math.nan}, r"learning_rate must be a finite number > 0 and <= 1"),
+        ({"learning_rate": math.inf}, r"learning_rate must be a finite number > 0 and <= 1"),
+        ({"learning_rate": 0.0}, r"learning_rate must be a finite number > 0 and <= 1"),
+    ],
+)
+def test_target_mean_and_learning_rate_are_bounded_before_loading(tmp_path, no_loading, kwargs, message):
+    """A NaN or infinite target_mean, or a learning rate of 1e308, trained a model of NaN weights
+    (and 1e308 was refused for the wrong reason, blaming validation_split): refused up front, the
+    message naming the argument, and no folder made."""
+    from moverkit.finetune import finetune
+
+    data = _tsv(tmp_path / "data.tsv", 40)
+    with pytest.raises(ValueError, match=message):
+        finetune(data, tmp_path / "out", model_type="x", **kwargs)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--target-mean", "nan", "target_mean must be a finite number in [-1, 1]"),
+        ("--target-mean", "-inf", "target_mean must be a finite number in [-1, 1]"),
+        ("--target-mean", "1e308", "target_mean must be a finite number in [-1, 1]"),
+        ("--learning-rate", "1e308", "learning_rate must be a finite number > 0 and <= 1"),
+    ],
+)
+def test_cli_refuses_target_mean_and_learning_rate(tmp_path, no_loading, capsys, flag, value, message):
+    data = _tsv(tmp_path / "data.tsv", 40)
+    code, err = _cli(["finetune", "--data", data, "--out", tmp_path / "out", "--quiet", f"{flag}={value}"], capsys)
+    assert code == 2 and err.startswith("moverkit: error: ") and message in err
+    assert "validation_split" not in err and not (tmp_path / "out").exists()
+
+
+@pytest.fixture
+def nan_labels(monkeypatch):
+    """Training targets of NaN, as a diverging run gets: the loss is NaN, the weights turn NaN."""
+    import moverkit.finetune
+
+    collate = moverkit.finetune._collate
+
+    def with_nan(rows):
+        batch = collate(rows)
+        return {**batch, "labels": torch.full_like(batch["labels"], math.nan)}
+
+    monkeypatch.setattr(moverkit.finetune, "_collate", with_nan)
+
+
+def test_a_diverged_run_writes_no_model_into_a_new_folder(tiny_model_path, tmp_path, nan_labels):
+    """Training that turns the weights NaN is refused ("training diverged"): no model folder, no
+    checkpoint, no marker, and a folder the run made is removed again."""
+    from moverkit.finetune import finetune
+
+    data = _tsv(tmp_path / "data.tsv", 40)
+    out = tmp_path / "model"
+    # One step and no validation: the NaN weights are found at the end; two steps, or a
+    # validation: the encoder's outputs turn NaN during training.
+    for split, batch_size, sign in ((0.0, 40, "weights are NaN"), (0.0, 16, "outputs"), (0.2, 32, "outputs")):
+        with pytest.raises(ValueError, match=rf"training diverged: .*{sign}.*no model was written.*learning_rate"):
+            finetune(
+                data,
+                out,
+                model_type=tiny_model_path,
+                epochs=1,
+                batch_size=batch_size,
+                validation_split=split,
+                verbose=False,
+            )
+        assert not out.exists()
+
+
+def test_a_diverged_run_leaves_an_earlier_model_as_it_was(tiny_model_path, tmp_path, monkeypatch, capsys):
+    """A run into the folder of an earlier run that diverges leaves that run's model, card and
+    marker as they were, and removes its own checkpoints; the CLI says so with exit status 2."""
+    import moverkit.finetune
+
+    data = _tsv(tmp_path / "data.tsv", 40)
+    out = tmp_path / "model"
+    args = ["finetune", "--data", data, "--out", out, "--model", tiny_model_path, "--epochs", "1", "--quiet"]
+    code, err = _cli([*args, "--validation-split", "0"], capsys)
+    assert code == 0, err
+    before = {p.relative_to(out): p.read_bytes() if p.is_file() else None for p in out.rglob("*")}
+
+    collate = moverkit.finetune._collate
+    monkeypatch.setattr(
+        moverkit.finetune,
+        "_collate",
+        lambda rows: {**collate(rows), "labels": torch.full((len(rows),), math.nan, dtype=torch.float64)},
+    )
+    code, err = _cli([*args, "--epochs", "2", "--batch-size", "20", "--validation-split", "0"], capsys)
+    assert code == 2 and err.startswith("moverkit: error: training diverged") and str(out) in err
+    after = {p.relative_to(out): p.read_bytes() if p.is_file() else None for p in out.rglob("*")}
+    assert after == before
+
+
+def test_a_field_over_the_csv_limit_is_named(tmp_path, no_loading, capsys):
+    """csv refuses a field over 131,072 characters: a ValueError naming the file and line, and
+    ``moverkit finetune`` exits 2 with it (it was a traceback)."""
+    from moverkit.judgments import read_judgments
+
+    def huge(line, fields):
+        if line == 7:
+            fields[3] = "word " * 40_000
+
+    data = _tsv(tmp_path / "big.tsv", 20, edit=huge)
+    with pytest.raises(ValueError, match=r"big\.tsv line 7: .*field larger than field limit"):
+        read_judgments(data)
+    code, err = _cli(["finetune", "--data", data, "--out", tmp_path / "out", "--quiet"], capsys)
+    assert code == 2 and "big.tsv line 7" in err and "Traceback" not in err
+
+
+def test_a_header_only_tsv_is_named(tmp_path, no_loading, capsys):
+    from moverkit.finetune import finetune
+
+    header = tmp_path / "header.tsv"
+    header.write_text(SAMPLE.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{header} has no row of data"):
+        finetune(header, tmp_path / "out")
+    code, err = _cli(["finetune", "--data", header, "--out", tmp_path / "out", "--quiet"], capsys)
+    assert code == 2 and f"{header} has no row of data" in err

@@ -62,7 +62,16 @@ SETTINGS = "SETTINGS"
 """The optional last column: the settings each row was fitted under (:func:`settings_key`)."""
 
 DISTANCE_COLUMNS = ("LAZY_EMD",)
-"""Columns of distances (best value 0): rescaled as ``d / b``, their baseline a finite number > 0."""
+"""Columns of distances (best value 0): rescaled as ``d / b``, their baseline a finite number >=
+:data:`MIN_DISTANCE_BASELINE`."""
+
+MIN_DISTANCE_BASELINE = 1e-6
+"""The smallest baseline of a distance taken. A baseline is the mean distance of unrelated
+sentence pairs: Lazy-EMD's is 0.19 with the embedded model (the shipped file), and of that order
+for any encoder, since unrelated texts are far apart; a baseline near 0 says the file is wrong (or
+that the encoder maps every text to one point), and ``d / b`` then blows up (5e-324 made every
+score inf). 1e-6 is five orders of magnitude below the baseline of a real fit, and keeps ``d / b``
+finite for every distance below 1e302."""
 
 SENTENCE_LAYER = -1
 """The layer of sentence vectors (sbertscore), as in hashcodes (``_L-1``)."""
@@ -152,8 +161,11 @@ def read_baseline(
     The whole file is checked first (a short row would otherwise apply P's baseline to R and F):
     UTF-8, the header ``LAYER,<columns>`` (``LAYER,P,R,F`` by default, bert-score's), optionally
     followed by ``SETTINGS``, at least one row, as many fields per row as the header, an integer
-    layer >= -1 (-1: sentence vectors) given once, and finite numbers below 1 for a similarity (a
-    baseline of 1 or more makes (s - b) / (1 - b) meaningless) or above 0 for a distance (d / b).
+    layer >= -1 (-1: sentence vectors) given once, and finite numbers in (-1, 1) for a similarity (a
+    baseline of 1 or more makes (s - b) / (1 - b) meaningless, one of -1 or less is below the range
+    of the scores it would be the mean of, and one far below it maps every score to about 1) or
+    >= :data:`MIN_DISTANCE_BASELINE` for a distance (d / b).
+    A row that csv cannot read (a field over its limit of 131,072 characters) is a ``ValueError`` too.
     With ``settings`` (a :func:`settings_key`) and a ``SETTINGS`` column, the row of ``layer`` must
     have been fitted under the same settings. Every error names ``baseline_path``, the file, the
     line and the field."""
@@ -166,7 +178,12 @@ def read_baseline(
         raise ValueError(f"{where} is not a file")
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
-            rows = list(csv.reader(f))
+            reader = csv.reader(f)
+            rows = []
+            try:
+                rows.extend(reader)
+            except csv.Error as err:  # a field over csv's limit (131,072 characters), a NUL byte, ...
+                raise ValueError(f"{where}, line {reader.line_num}: not a baseline csv row ({err})") from None
     except UnicodeDecodeError as err:
         raise ValueError(f"{where} is not UTF-8 text ({err.reason} at byte {err.start})") from None
     header = ("LAYER", *columns)
@@ -224,10 +241,16 @@ def _read_row(where: str, number: int, row: list[str], columns: tuple[str, ...],
         except ValueError:
             raise ValueError(f"{where}, line {number}, field {name}: {cell!r} is not a number") from None
         if name in DISTANCE_COLUMNS:
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{where}, line {number}, field {name}: {cell} is not a finite number above 0")
-        elif not math.isfinite(value) or value >= 1:
-            raise ValueError(f"{where}, line {number}, field {name}: {cell} is not a finite number below 1")
+            if not math.isfinite(value) or value < MIN_DISTANCE_BASELINE:
+                raise ValueError(
+                    f"{where}, line {number}, field {name}: {cell} is not a finite number >= "
+                    f"{MIN_DISTANCE_BASELINE:g} (a distance's baseline, the mean distance of unrelated pairs)"
+                )
+        elif not math.isfinite(value) or not -1 < value < 1:
+            raise ValueError(
+                f"{where}, line {number}, field {name}: {cell} is not a finite number below 1 and above -1 "
+                "(a similarity's baseline, the mean similarity of unrelated pairs)"
+            )
         values.append(value)
     settings = row[len(columns) + 1].strip() if len(row) > len(columns) + 1 else None
     return k, values, settings

@@ -134,7 +134,13 @@ class CenteringStats:
         five members :meth:`save` writes, each member's declared size and ``.npy`` header checked
         against what its field can be (:data:`MAX_STATS_DIM`, :data:`MAX_MODEL_CHARS`) before a
         byte of its data is decompressed. ``numpy.load`` would decompress any member in full: a
-        file of 0.8 MB whose mean declares 10^8 zeros took 1.6 GB to load (issue 21)."""
+        file of 0.8 MB whose mean declares 10^8 zeros took 1.6 GB to load (issue 21).
+        A ``path`` that is not a path (``None``, a number) is a ``TypeError`` naming ``centering_stats``."""
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise TypeError(
+                "centering_stats must be the path (a str or os.PathLike) of a statistic saved by "
+                f"CenteringStats.save or 'moverkit fit-centering', got {path!r}"
+            )
         where = f"centering_stats file {os.fspath(path)!r}"
         arrays = read_stats_file(path, where)
         fields = {key: _scalar(where, key, arrays[key]) for key in _FIELDS[1:]}

@@ -329,6 +329,28 @@ class TokenClouds:
         return TokenClouds(self.texts, vectors, self.offsets, self.token_ids, self.special, self.tokenizer)
 
 
+class NonFiniteOutputs(ValueError):
+    """The encoder's token vectors hold NaN or infinite values (:func:`check_finite`)."""
+
+
+def check_finite(encoder: Encoder, vectors: torch.Tensor, attention: torch.Tensor, dtype: str = "float32") -> None:
+    """Refuse the token vectors of a batch, ``(..., batch, length, dim)``, unless every real token's
+    (``attention`` (batch, length) is 1; padding is never read) is finite: a
+    :class:`NonFiniteOutputs` (a ``ValueError``) naming the model. A NaN or infinite vector would
+    turn the scores computed from it into NaN, or into plausible-looking constants (a plan of NaNs,
+    a clamped cosine), and nothing downstream could tell. A model whose weights are NaN (a
+    fine-tuning that diverged) gives NaN everywhere; a forward pass in float16 can overflow to
+    infinity. :func:`encode` checks each batch after its forward pass: one reduction on the
+    device, negligible next to the forward pass."""
+    if not bool((torch.isfinite(vectors).all(-1) | (attention == 0)).all()):
+        hint = f"; the forward pass in dtype={dtype!r} may overflow: try dtype='float32'" if dtype == "float16" else ""
+        raise NonFiniteOutputs(
+            f"the outputs of model_type={encoder.path!r} ({encoder.name}, layer {encoder.layer}) are not finite "
+            f"(NaN or infinite token vectors): its weights may be NaN or infinite, as after a fine-tuning that "
+            f"diverged{hint}; no score can be computed with it"
+        )
+
+
 def check_max_length(encoder: Encoder, max_length: int | None) -> int:
     """The token limit texts are truncated to: ``max_length`` capped by the model's own, or the
     model's. It must hold the special tokens the tokenizer adds and one token of text ([CLS] x
@@ -451,11 +473,14 @@ def encode(
             for row, i in enumerate(batch):
                 input_ids[row, : len(rows[i])] = torch.tensor(rows[i])
                 attention[row, : len(rows[i])] = 1
+            attention = attention.to(encoder.device)
             if layers is None:
-                out = encoder.forward(input_ids.to(encoder.device), attention.to(encoder.device), dtype)
+                out = encoder.forward(input_ids.to(encoder.device), attention, dtype)
+                check_finite(encoder, out, attention, dtype)
             else:
-                inputs = (input_ids.to(encoder.device), attention.to(encoder.device))
-                out, stacked = encoder.forward_layers(*inputs, layers, dtype)
+                out, stacked = encoder.forward_layers(input_ids.to(encoder.device), attention, layers, dtype)
+                check_finite(encoder, stacked, attention, dtype)
+                check_finite(encoder, out, attention, dtype)
                 for row, i in enumerate(batch):
                     layer_vectors[:, row_offsets[i] : row_offsets[i + 1]] = stacked[:, row, : len(rows[i])]
             for row, i in enumerate(batch):

@@ -31,11 +31,13 @@ def register(commands) -> None:
         help="none, dim, sentence or batch, the centering trained under (default: batch)",
     )
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--learning-rate", type=float, default=2e-5)
+    parser.add_argument("--learning-rate", type=float, default=2e-5, help="AdamW's, in (0, 1] (default: 2e-5)")
     parser.add_argument("--batch-size", type=int, default=16, help="pairs per training step")
     parser.add_argument("--validation-split", type=float, default=0.1, help="share of rows held out (0: none)")
     parser.add_argument("--standardize", default="group", help="z-scores per group, global or none (default: group)")
-    parser.add_argument("--target-mean", type=float, default=0.5)
+    parser.add_argument(
+        "--target-mean", type=float, default=0.5, help="mean of the training targets, in [-1, 1] (default: 0.5)"
+    )
     parser.add_argument("--target-std", type=float, default=0.15)
     parser.add_argument("--patience", type=int, default=1, help="epochs without validation gain before stopping")
     parser.add_argument("--seed", type=int, default=0)

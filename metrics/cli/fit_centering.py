@@ -30,6 +30,10 @@ def run(args) -> int:
         raise ValueError("--lang is used only with --level sentence (it picks the sentence splitter)")
     check_out(args.out, [args.texts])
     texts = read_texts(args.texts)
+    if not any(text.strip() for text in texts):
+        raise ValueError(
+            f"{args.texts} holds only blank lines; the corpus mean needs at least one non-empty text (one per line)"
+        )
     given = {"level": args.level, "lang": args.lang, "batch_size": args.batch_size}
     kwargs = {key: value for key, value in given.items() if value is not None}
     stats = moverkit.fit_centering(

@@ -79,6 +79,7 @@ def run(args) -> int:
     result = score(predictions, references, **kwargs)
 
     per_line = {k: v for k, v in result.items() if isinstance(v, list) and len(v) == len(predictions)}
+    check_finite_scores(per_line, args.predictions)
     for key, values in per_line.items():
         if values and all(isinstance(v, (int, float)) for v in values):
             print(f"{key}\t{math.fsum(values) / len(values):.6f}")
@@ -91,6 +92,19 @@ def run(args) -> int:
         write_atomic(args.out, "".join(lines))
         print(f"per-line scores written to {args.out}", file=sys.stderr)
     return 0
+
+
+def check_finite_scores(per_line: dict, predictions: Path) -> None:
+    """Refuse a NaN or infinite score before anything is printed or written: JSON has no such
+    number (``json.dumps`` would write ``NaN`` or ``Infinity``, which readers refuse), and a score
+    that is not finite is a fault (of the model, the settings or a baseline), not a result."""
+    for key, values in per_line.items():
+        for i, value in enumerate(values):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(
+                    f"{predictions}, line {i + 1}: the {key} score is {value}, not a finite number; nothing was "
+                    "written (check the model, the settings and any baseline_path)"
+                )
 
 
 def compute_kwargs(args, verbose: bool) -> dict:
@@ -117,7 +131,7 @@ def compute_kwargs(args, verbose: bool) -> dict:
     kwargs = {k: v for k, v in given.items() if v is not None}
     for item in args.arg:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key.strip():
             raise ValueError(f"--arg takes KEY=VALUE, got {item!r}")
         try:
             kwargs[key] = json.loads(value)
@@ -129,6 +143,11 @@ def compute_kwargs(args, verbose: bool) -> dict:
             f"{args.metric} takes no argument {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}"
         )
     if "centering_stats" in kwargs:
+        if not isinstance(kwargs["centering_stats"], str):
+            raise ValueError(
+                "centering_stats takes the path of a statistic saved by 'moverkit fit-centering' "
+                f"(--centering-stats FILE or --arg centering_stats=FILE), got {kwargs['centering_stats']!r}"
+            )
         if kwargs.get("centering", parameters["centering"].default) != "corpus":
             raise ValueError("--centering-stats is used only with --centering corpus")
         if not Path(kwargs["centering_stats"]).is_file():

@@ -43,6 +43,15 @@ DEFAULT_TEMPERATURES = {
 }
 MEAN_CENTERINGS = ("sentence", "batch", "corpus")
 
+MAX_SINKHORN_ITERATIONS = 10_000
+"""The most Sinkhorn steps ``sinkhorn_iterations`` takes. The paper recommends 1 (Section 6.2);
+more steps approach the entropic optimal transport plan, and 10,000 get there: on 20 WMT17 pairs
+with the embedded model, going from 3,000 to 10,000 steps moved no score by more than 1e-7 at
+T = 0.1, 3e-5 at T = 0.02 (the paper's smallest temperature) and 1e-5 at T = 0.005. Each step
+costs a pass over every pair's cosine matrix, so the time grows linearly (10,000 steps: 5 to 9 s
+for those 20 pairs on one CPU core; 10^6 steps took 68 s for one pair, for the score of 10^3
+steps): a larger count only buys time, and a typo of a few zeros would hang a call."""
+
 
 def twmd(
     predictions,
@@ -132,6 +141,11 @@ def resolve_params(variant, temperature, sinkhorn_iterations, normalize, centeri
     """
     checks.one_of("variant", variant, VARIANTS)
     iterations = checks.positive_int("sinkhorn_iterations", sinkhorn_iterations)
+    if iterations > MAX_SINKHORN_ITERATIONS:
+        raise ValueError(
+            f"sinkhorn_iterations must be an int >= 1 and <= {MAX_SINKHORN_ITERATIONS:,} (the paper uses 1; "
+            f"{MAX_SINKHORN_ITERATIONS:,} steps reach the entropic optimum, more only take longer), got {iterations!r}"
+        )
     if temperature is not None:
         temperature = checks.finite_positive_float(
             "temperature",

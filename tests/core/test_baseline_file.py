@@ -68,18 +68,49 @@ def test_sentence_vectors_read_as_layer_minus_one(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("LAYER,LAZY_EMD\n6,0\n", r"line 2, field LAZY_EMD: 0 is not a finite number above 0"),
-        ("LAYER,LAZY_EMD\n6,-0.2\n", r"line 2, field LAZY_EMD: -0.2 is not a finite number above 0"),
-        ("LAYER,LAZY_EMD\n6,inf\n", r"line 2, field LAZY_EMD: inf is not a finite number above 0"),
+        ("LAYER,LAZY_EMD\n6,0\n", r"line 2, field LAZY_EMD: 0 is not a finite number >= 1e-06"),
+        ("LAYER,LAZY_EMD\n6,-0.2\n", r"line 2, field LAZY_EMD: -0.2 is not a finite number >= 1e-06"),
+        ("LAYER,LAZY_EMD\n6,inf\n", r"line 2, field LAZY_EMD: inf is not a finite number >= 1e-06"),
+        ("LAYER,LAZY_EMD\n6,5e-324\n", r"line 2, field LAZY_EMD: 5e-324 is not a finite number >= 1e-06"),
+        ("LAYER,LAZY_EMD\n6,9e-7\n", r"line 2, field LAZY_EMD: 9e-7 is not a finite number >= 1e-06"),
         ("LAYER,TWMD\n6,1.5\n", r"line 2, field TWMD: 1.5 is not a finite number below 1"),
+        ("LAYER,TWMD\n6,-1e308\n", r"line 2, field TWMD: -1e308 is not a finite number below 1 and above -1"),
+        ("LAYER,TWMD\n6,-1\n", r"line 2, field TWMD: -1 is not a finite number below 1 and above -1"),
+        ("LAYER,TWMD\n6,-inf\n", r"line 2, field TWMD: -inf is not a finite number below 1 and above -1"),
     ],
 )
-def test_a_distance_baseline_is_above_0_and_a_similarity_below_1(tmp_path, text, message):
-    # d / b needs b > 0; (s - b) / (1 - b) needs b < 1. A distance's baseline may pass 1.
+def test_a_distance_baseline_is_at_least_1e_6_and_a_similarity_within_minus_1_and_1(tmp_path, text, message):
+    # d / b needs b > 0, and a b near 0 sent every score to inf (5e-324); (s - b) / (1 - b) needs
+    # b < 1, and a b of -1e308 rescaled every pair to exactly 1. A distance's baseline may pass 1.
     columns = (text.splitlines()[0].split(",")[1],)
     with pytest.raises(ValueError, match=rf"^baseline_path=.*{message}"):
         read_baseline(_file(tmp_path, text), 6, columns)
     assert read_baseline(_file(tmp_path, "LAYER,LAZY_EMD\n6,1.7\n"), 6, ("LAZY_EMD",)).tolist() == [1.7]
+    assert read_baseline(_file(tmp_path, "LAYER,LAZY_EMD\n6,1e-6\n"), 6, ("LAZY_EMD",)).tolist() == [1e-6]
+    assert read_baseline(_file(tmp_path, "LAYER,TWMD\n6,-0.99\n"), 6, ("TWMD",)).tolist() == [-0.99]
+
+
+def test_a_tiny_lazy_emd_baseline_is_refused_before_scoring(tmp_path):
+    from moverkit import functional
+
+    path = _file(tmp_path, "LAYER,LAZY_EMD\n6,5e-324\n")
+    with pytest.raises(ValueError, match=r"baseline_path=.*line 2, field LAZY_EMD: 5e-324"):
+        functional.lazy_emd(["a b"], ["a c"], rescale_with_baseline=True, baseline_path=str(path))
+
+
+@pytest.mark.parametrize(
+    "text, line",
+    [
+        ("LAYER,P,R,F\n6," + "1" * 200_000 + ",0.1,0.1\n", 2),  # a field over csv's limit
+        ('LAYER,P,R,F\n6,0.1,0.1,0.1\n0,"' + "x" * 200_000 + "\n", 3),  # an unterminated quote
+    ],
+)
+def test_a_row_csv_cannot_read_is_named(tmp_path, text, line):
+    """csv's own error (a field larger than its limit of 131,072 characters) was a traceback: it is
+    a ValueError naming baseline_path and the line."""
+    path = _file(tmp_path, text)
+    with pytest.raises(ValueError, match=rf"^baseline_path='{path}', line {line}: .*field larger than field limit"):
+        read_baseline(path, 6)
 
 
 def test_a_file_of_another_metric_or_variant_is_refused(tmp_path):

@@ -112,3 +112,47 @@ def test_one_registry_for_token_and_sentence_encoders_and_one_release(tiny_model
     moverkit.release()
     assert loaded_models() == []
     assert get_encoder(tiny_model_path, 1) is not token  # loaded again after release
+
+
+@pytest.fixture(scope="module")
+def nan_model_path(tiny_model_path, tmp_path_factory):
+    """The tiny random model with one weight matrix of layer 2 set to NaN, as a fine-tuning that
+    diverged leaves it: every vector from layer 2 on is NaN."""
+    folder = tmp_path_factory.mktemp("nan-bert")
+    model = AutoModel.from_pretrained(tiny_model_path)
+    with torch.no_grad():
+        model.encoder.layer[1].output.dense.weight.fill_(float("nan"))
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model_path).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("name", ["centered_bertscore", "twmd", "moverscore", "lazy_emd", "sbertscore"])
+def test_a_model_whose_outputs_are_not_finite_is_refused_by_name(nan_model_path, name):
+    """Such a model scored silently (centered_bertscore NaN, twmd 0.0, moverscore 1.0): every
+    token metric now refuses it with a ValueError naming the model; moverscore reads several
+    layers from one forward pass (forward_layers), the others one."""
+    import importlib
+
+    metric = getattr(importlib.import_module(f"moverkit.functional.{name}"), name)
+    kwargs = {"centering": "none"} if name in ("centered_bertscore", "twmd") else {}
+    with pytest.raises(
+        ValueError, match=rf"(outputs|sentence vectors) of model_type='{nan_model_path}' .* are not finite"
+    ):
+        metric(
+            ["the cat sat on the mat", "a dog"], ["a cat sat on a mat", "the dog"], model_type=nan_model_path, **kwargs
+        )
+
+
+def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
+    from moverkit._core.encoder import NonFiniteOutputs
+
+    # Layers 0 and 1 are finite; layer 2 and 3 are not, whichever layer the encoder is cut after.
+    texts = ["short", "a much longer text than the first one", "mid length text"]
+    finite = encode(get_encoder(nan_model_path, 1), texts, EncoderRequest(batch_size=1), layers=[0, 1])
+    assert torch.isfinite(finite.vectors).all() and torch.isfinite(finite.layer_vectors).all()
+    with pytest.raises(NonFiniteOutputs, match="not finite"):
+        encode(get_encoder(nan_model_path, 3), texts, EncoderRequest(batch_size=2))
+    with pytest.raises(NonFiniteOutputs, match="not finite"):
+        encode(get_encoder(nan_model_path), texts, EncoderRequest(batch_size=2), layers=[0, 2])
+    assert issubclass(NonFiniteOutputs, ValueError)
