@@ -1,0 +1,151 @@
+"""``moverkit bench compare-cost``: what :func:`moverkit.compare` costs against encoding its texts once.
+
+The workload is the one the issue names: 10 systems of 500 segments, taken from the shipped WMT17
+system-level extract (:data:`moverkit.bench.system_level.SHIPPED`): the first language pair (by
+name) with at least that many rated systems, its first systems by name, the first segments. Per
+metric, two contenders are timed side by side in interleaved rounds (each round runs each
+contender once in turn, so drift in machine load hits both alike; medians reported):
+
+* ``encode``: the metric's encoder (the same request: model and layer; for sbertscore the sentence
+  encoder on the distinct sentences, split untimed) on the distinct texts of the comparison, once;
+* ``compare``: ``moverkit.compare(references, systems, metrics=[metric], resamples=1000)``, all of
+  it: scoring (which encodes each distinct text once) and the statistics (bootstrap intervals,
+  paired bootstrap and permutation tests of every pair, clusters).
+
+The ratio ``compare / encode`` is the overhead a comparison adds to the floor no embedding metric
+can beat; the issue's bar is at most 1.2. The statistics alone (:func:`moverkit.comparison.summarize`
+on the segment scores of the last ``compare``) are timed too, to show where the rest goes.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+BAR = 1.2
+"""The issue's bar: a comparison costs at most this many times the encoding of its distinct texts."""
+
+METRICS = ("centered_bertscore", "twmd", "moverscore", "lazy_emd", "sbertscore")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One language pair's references and, aligned with them, the outputs of the systems compared."""
+
+    lp: str
+    references: list[str]
+    systems: dict[str, list[str]]
+
+    @property
+    def distinct_texts(self) -> int:
+        return len(dict.fromkeys([*self.references, *(t for out in self.systems.values() for t in out)]))
+
+
+def pick_workload(test_sets: Sequence, systems: int = 10, segments: int = 500) -> Workload:
+    """The first test set (by language pair) with at least ``systems`` systems and ``segments``
+    segments: its first ``systems`` systems by name, cut to the first ``segments`` segments.
+    ``test_sets`` are :class:`~moverkit.bench.system_level.TestSet` objects (or alike)."""
+    for test_set in sorted(test_sets, key=lambda t: t.lp):
+        if len(test_set.outputs) >= systems and len(test_set.references) >= segments:
+            names = sorted(test_set.outputs)[:systems]
+            return Workload(
+                test_set.lp,
+                list(test_set.references[:segments]),
+                {name: list(test_set.outputs[name][:segments]) for name in names},
+            )
+    sizes = ", ".join(f"{t.lp}: {len(t.outputs)} systems of {len(t.references)} segments" for t in test_sets)
+    raise ValueError(f"no language pair has {systems} systems of {segments} segments ({sizes})")
+
+
+def encode_floor(metric: str, workload: Workload) -> Callable[[], object]:
+    """A warmed-up function encoding the distinct texts of ``workload`` as ``metric`` does by
+    default (its model and layer; sbertscore: its sentence encoder on the distinct sentences)."""
+    from ._peers import encoder_floor
+    from .sbertscore import sentence_encoder_floor
+
+    predictions = [text for outputs in workload.systems.values() for text in outputs]
+    if metric == "sbertscore":
+        return sentence_encoder_floor(predictions, workload.references)
+    # moverscore takes the last layer by default (as the releases), the others the model's default layer.
+    num_layers = -1 if metric == "moverscore" else None
+    return encoder_floor(predictions, workload.references, num_layers=num_layers)
+
+
+def compare_run(metric: str, workload: Workload, resamples: int = 1000) -> Callable[[], object]:
+    """A warmed-up function running ``moverkit.compare`` on ``workload`` with ``metric`` alone."""
+    import moverkit
+
+    warm = {name: outputs[:16] for name, outputs in list(workload.systems.items())[:2]}
+    moverkit.compare(workload.references[:16], warm, metrics=[metric], resamples=10)
+    return lambda: moverkit.compare(workload.references, workload.systems, metrics=[metric], resamples=resamples)
+
+
+def interleaved(contenders: Mapping[str, Callable[[], object]], rounds: int, clock=time.perf_counter) -> dict:
+    """``{label: [seconds of each round]}``: each round runs every contender once, in turn."""
+    times = {label: [] for label in contenders}
+    for _ in range(rounds):
+        for label, run in contenders.items():
+            start = clock()
+            run()
+            times[label].append(clock() - start)
+    return times
+
+
+def summary(metric: str, times: Mapping[str, Sequence[float]], statistics_seconds: float | None = None) -> dict:
+    """A row of :func:`format_table`: the median seconds of ``encode`` and ``compare``, their ratio,
+    and the seconds of the statistics alone when measured."""
+    encode = statistics.median(times["encode"])
+    compare = statistics.median(times["compare"])
+    return {
+        "metric": metric,
+        "encode": encode,
+        "compare": compare,
+        "ratio": compare / encode,
+        "statistics": statistics_seconds,
+        "rounds": len(times["compare"]),
+    }
+
+
+def measure(metric: str, workload: Workload, *, rounds: int = 3, resamples: int = 1000) -> dict:
+    """Time ``encode`` and ``compare`` for ``metric`` side by side (:func:`interleaved`), then the
+    statistics alone once; a row of :func:`format_table`."""
+    from moverkit.comparison import summarize
+
+    last = {}
+    run = compare_run(metric, workload, resamples)
+
+    def compare():
+        last["result"] = run()
+
+    times = interleaved({"encode": encode_floor(metric, workload), "compare": compare}, rounds)
+    start = time.perf_counter()
+    summarize(last["result"].segments, resamples=resamples, seed=0)
+    return summary(metric, times, time.perf_counter() - start)
+
+
+def format_table(
+    rows: Sequence[dict], workload: Workload | None = None, *, bar: float = BAR, resamples: int = 1000
+) -> str:
+    """Markdown: per metric the median seconds of each contender, the ratio and whether it meets ``bar``."""
+    lines = []
+    if workload is not None:
+        n = len(workload.references)
+        lines += [
+            f"{len(workload.systems)} systems of {n} segments ({workload.lp}, {workload.distinct_texts:,} distinct "
+            f"texts); compare with resamples={resamples}; median of {rows[0]['rounds'] if rows else 0} interleaved rounds",
+            "",
+        ]
+    lines += [
+        "| metric | encode distinct texts (s) | compare (s) | of which statistics (s) | compare / encode | "
+        f"at most {bar}x |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in rows:
+        stats = "–" if row.get("statistics") is None else f"{row['statistics']:.2f}"
+        verdict = "yes" if row["ratio"] <= bar else "no"
+        lines.append(
+            f"| {row['metric']} | {row['encode']:.2f} | {row['compare']:.2f} | {stats} | {row['ratio']:.2f} | {verdict} |"
+        )
+    return "\n".join(lines)
