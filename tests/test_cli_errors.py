@@ -252,3 +252,22 @@ def test_centering_stats_load_names_its_argument(bad):
 
     with pytest.raises(TypeError, match=r"centering_stats must be the path \(a str or os.PathLike\).*got "):
         CenteringStats.load(bad)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "scale", "--data", "{missing}", "--sizes", "2"], "--data {missing}: no such file"),
+        (["bench", "scale", "--data", "{t}", "--sizes", "2", "--memory-budget", "abc"], "--memory-budget must look like"),
+        (["bench", "compare-cost", "--threads", "999999"], "--threads 999999: this machine has"),
+    ],
+)
+def test_bench_mistakes_are_named_before_any_child_or_thread_starts(files, capsys, argv, message):
+    fmt = {"t": files / "t.txt", "missing": files / "nope.tsv"}
+    assert main([a.format(**fmt) for a in argv]) == 2
+    assert message.format(**fmt) in capsys.readouterr().err
+
+
+def test_bench_precision_and_quantized_take_one_cap(files, capsys):
+    for command in ("precision", "quantized"):
+        _fails(capsys, ["bench", command, "--data", str(files / "t.txt"), "--avx2", "--strict-avx2"], "not allowed with")

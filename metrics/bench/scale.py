@@ -85,7 +85,10 @@ def run(
         for size in sizes:
             command = [sys.executable, "-m", "moverkit.bench.scale", str(data), metric, centering, str(size)]
             command += [memory_budget] if memory_budget else []
-            out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=timeout)
+            out = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+            if out.returncode != 0:  # the child's own message, not a CalledProcessError
+                last = (out.stderr.strip().splitlines() or ["(no message)"])[-1]
+                raise ValueError(f"bench scale: the {metric}:{centering} run of {size} pairs failed: {last}")
             row = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(row)
             log(format_row(row))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .options import METRICS, emit, positive_int, progress, require_data
@@ -11,7 +12,7 @@ from .options import METRICS, emit, positive_int, progress, require_data
 def register(commands) -> None:
     bench = commands.add_parser("bench", help="benchmarks: correlation with humans, speed, system level, ...")
     which = bench.add_subparsers(dest="bench", required=True)
-    for add in (_correlation, _speed, _precision, _cache, _scale, _shuffled, _system_level, _compare_cost):
+    for add in (_correlation, _speed, _precision, _quantized, _cache, _scale, _shuffled, _system_level, _compare_cost):
         add(which)
 
 
@@ -92,7 +93,25 @@ def _precision(which) -> None:
     precision.add_argument("--limit", type=positive_int, help="use only the first N rows")
     precision.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to measure (default: all five)")
     precision.add_argument("--rounds", type=positive_int, default=3, help="interleaved timed rounds (median reported)")
+    _cap_options(precision)
     precision.set_defaults(run=run_precision)
+
+
+def _cap_options(parser) -> None:
+    cap = parser.add_mutually_exclusive_group()
+    cap.add_argument(
+        "--avx2",
+        action="store_true",
+        help="run limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2), in a subprocess",
+    )
+    cap.add_argument("--strict-avx2", action="store_true", help="as --avx2, and MKL and FBGEMM limited to AVX2 too")
+
+
+def _caps(args) -> dict[str, str] | None:
+    """The environment caps of --avx2 / --strict-avx2, or None to run in this process."""
+    from moverkit.bench.quantized import AVX2_ENV, STRICT_AVX2_ENV
+
+    return AVX2_ENV if args.avx2 else STRICT_AVX2_ENV if args.strict_avx2 else None
 
 
 def run_precision(args) -> int:
@@ -101,6 +120,13 @@ def run_precision(args) -> int:
     from moverkit.lines import check_out
 
     require_data(args)
+    caps = _caps(args)
+    if caps:
+        argv = ["bench", "precision", "--data", str(args.data), "--rounds", str(args.rounds)]
+        argv += ["--limit", str(args.limit)] if args.limit else []
+        argv += ["--metrics", *args.metrics] if args.metrics else []
+        argv += ["--out", str(args.out)] if args.out else []
+        return precision.run_capped(argv, caps)
     check_out(args.out, [args.data])
     data = read_judgments(args.data, limit=args.limit)
     rows = []
@@ -108,6 +134,34 @@ def run_precision(args) -> int:
         rows.append(precision.measure(metric, data, rounds=args.rounds))
         progress(f"done: {metric}")
     return emit(precision.format_table(rows), args.out)
+
+
+def _quantized(which) -> None:
+    quantized = which.add_parser(
+        "quantized", help="int8 and ONNX Runtime paths of the encoder vs float32: speed, |delta F1|, Pearson"
+    )
+    _data_options(quantized)
+    quantized.add_argument("--n-texts", type=positive_int, default=1200, help="texts timed per path (half references)")
+    quantized.add_argument("--n-pairs", type=positive_int, default=1400, help="pairs scored per path")
+    quantized.add_argument("--rounds", type=positive_int, default=2, help="interleaved timed rounds (best kept)")
+    _cap_options(quantized)
+    quantized.set_defaults(run=run_quantized)
+
+
+def run_quantized(args) -> int:
+    from moverkit.bench import quantized
+    from moverkit.bench.precision import run_capped
+    from moverkit.lines import check_out
+
+    require_data(args)
+    check_out(args.out, [args.data])
+    sizes = ["--n-texts", str(args.n_texts), "--n-pairs", str(args.n_pairs), "--rounds", str(args.rounds)]
+    caps = _caps(args)
+    if caps:
+        out = ["--out", str(args.out)] if args.out else []
+        return run_capped(["bench", "quantized", "--data", str(args.data), *sizes, *out], caps)
+    report = quantized.report(str(args.data), n_texts=args.n_texts, n_pairs=args.n_pairs, rounds=args.rounds)
+    return emit(report, args.out)
 
 
 def _cache(which) -> None:
@@ -149,11 +203,16 @@ def _scale(which) -> None:
 
 
 def run_scale(args) -> int:
+    from moverkit._core.sizes import parse_size
     from moverkit.bench import scale
     from moverkit.lines import check_out
 
     require_data(args)
     check_out(args.out, [args.data])
+    if not args.data.is_file():
+        raise ValueError(f"--data {args.data}: no such file")
+    if args.memory_budget is not None:
+        parse_size(args.memory_budget, "--memory-budget")  # before a child process is started
     runs = scale.RUNS if not args.runs else tuple(scale.parse_run(run) for run in args.runs)
     rows = scale.run(args.data, tuple(args.sizes or scale.SIZES), runs, memory_budget=args.memory_budget, log=progress)
     return emit(scale.format_table(rows), args.out)
@@ -269,6 +328,9 @@ def run_compare_cost(args) -> int:
     from moverkit.lines import check_out
 
     check_out(args.out, [])
+    cores = os.cpu_count() or 1
+    if args.threads > cores:  # torch.set_num_threads(999999) crashed the process
+        raise ValueError(f"--threads {args.threads}: this machine has {cores} cores")
     torch.set_num_threads(args.threads)
     workload = compare_cost.pick_workload(read_shipped(), systems=args.systems, segments=args.segments)
     rows = []
