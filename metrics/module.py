@@ -26,6 +26,15 @@ ARGUMENT_DOCS = {
         "max_length (int, optional): truncate texts to this many tokens (default and maximum: the\n"
         "        model's limit). Longer texts are truncated with one warning."
     ),
+    "lang": (
+        'lang (str, default "en"): the language of the texts, as in evaluate\'s bertscore: a language\n'
+        '        code, ISO 639-1 or 639-3 ("en", "de", "zh", "yue"), any case, optionally with subtags as\n'
+        '        bert-score\'s "en-sci" or "pt-br"; a name that is no code ("klingon", "english") is a\n'
+        "        ValueError naming lang. It changes no score for a given model (it is not in the hashcode);\n"
+        "        with the English embedded model (model_type None) any other language warns: pass a\n"
+        "        multilingual model_type. With another language, rescale_with_baseline needs baseline_path\n"
+        "        (the shipped baseline is English)."
+    ),
     "long_texts": (
         'long_texts (str, default "truncate"): texts longer than the token limit are cut at it\n'
         '        ("truncate", as bert-score) or encoded whole in overlapping windows ("window": each token\n'

@@ -305,6 +305,26 @@ def load_baseline(
     return read_baseline(baseline_path, layer, score_columns(outputs), settings=settings_key(hashcode))
 
 
+def apply_baseline(
+    scores: torch.Tensor, metric: str, outputs, *, encoder, centering, lang: str, baseline_path, hashcode: str
+) -> tuple[torch.Tensor, str]:
+    """``scores`` (one row per output of ``outputs``) rescaled by the baseline of this call
+    (:func:`load_baseline` for ``encoder``'s model and layer, then :func:`rescale`), and the
+    baseline's tag for the hashcode (:func:`baseline_tag`): what every metric's
+    ``rescale_with_baseline=True`` does."""
+    values = load_baseline(
+        metric,
+        outputs,
+        model=encoder.name,
+        layer=encoder.layer,
+        centering=centering,
+        lang=lang,
+        baseline_path=baseline_path,
+        hashcode=hashcode,
+    )
+    return rescale(scores, values, score_columns(outputs)), baseline_tag(values)
+
+
 def rescale(scores: torch.Tensor, baseline: torch.Tensor, columns: tuple[str, ...] = HEADER[1:]) -> torch.Tensor:
     """Each row of ``scores`` (one per column, e.g. (3, n) precision, recall, F1; or (n,) for one
     column) rescaled by its baseline: ``(s - b) / (1 - b)`` for a similarity, ``d / b`` for a

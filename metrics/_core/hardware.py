@@ -98,30 +98,28 @@ def available_devices() -> list[str]:
 
 
 @functools.cache
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from ``/proc/cpuinfo`` (Linux); empty elsewhere, which counts as
-    "no bfloat16 units" (the safe side: :func:`auto_dtype` then keeps ``float32``)."""
+def cpuinfo_field(name: str) -> str:
+    """The first ``name`` field of ``/proc/cpuinfo`` (Linux: ``flags``, ``vendor_id``,
+    ``model name``); empty where it cannot be read."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-def cpu_vendor() -> str:
-    """The CPU's ``vendor_id`` from ``/proc/cpuinfo`` (``GenuineIntel``, ``AuthenticAMD``); empty
-    where it cannot be read."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
+                if line.partition(":")[0].strip() == name:
                     return line.partition(":")[2].strip()
     except OSError:
         pass
     return ""
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (Linux); empty elsewhere, which counts as
+    "no bfloat16 units" (the safe side: :func:`auto_dtype` then keeps ``float32``)."""
+    return frozenset(cpuinfo_field("flags").split())
+
+
+def cpu_vendor() -> str:
+    """The CPU's ``vendor_id`` (``GenuineIntel``, ``AuthenticAMD``); empty where it cannot be read."""
+    return cpuinfo_field("vendor_id")
 
 
 def native_bfloat16_cpu() -> bool:

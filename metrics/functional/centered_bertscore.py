@@ -35,7 +35,7 @@ from moverkit._core import (
     prepare_pairs,
     reference_index,
 )
-from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale
+from moverkit._core.baseline import apply_baseline, check_rescaling
 from moverkit._core.centering import Centering
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
@@ -106,18 +106,16 @@ def _scores(predictions, references, request, centering, call_idf, *, idf, resca
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
     params = {}
     if rescaled:
-        values = load_baseline(
+        scores, params["rescaled"] = apply_baseline(
+            scores,
             "centered_bertscore",
             OUTPUTS,
-            model=data.encoder.name,
-            layer=data.encoder.layer,
+            encoder=data.encoder,
             centering=centering,
             lang=request.lang,
             baseline_path=baseline_path,
             hashcode=pair_hash("centered_bertscore", data),
         )
-        scores = rescale(scores, values)
-        params["rescaled"] = baseline_tag(values)
     results = {}
     best = None
     for name, values in zip(OUTPUTS, scores):

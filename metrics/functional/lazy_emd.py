@@ -19,7 +19,7 @@ from functools import partial
 import torch
 
 from moverkit._core import best_per_group, check_idf, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
-from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale, score_columns
+from moverkit._core.baseline import apply_baseline, check_rescaling
 from moverkit._core.centering import Centering
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
@@ -113,18 +113,16 @@ def _scores(
     scores = pair_scores(data, live, params)
     hashed = dict(params)
     if rescaled:
-        values = load_baseline(
+        scores, hashed["rescaled"] = apply_baseline(
+            scores,
             "lazy_emd",
             ("lazy_emd",),
-            model=data.encoder.name,
-            layer=data.encoder.layer,
+            encoder=data.encoder,
             centering=centering,
             lang=request.lang,
             baseline_path=baseline_path,
             hashcode=pair_hash("lazy_emd", data, **params),
         )
-        scores = rescale(scores, values, score_columns(("lazy_emd",)))
-        hashed["rescaled"] = baseline_tag(values)
     best, which = best_per_group(scores, data.group, data.n_predictions, lower_is_better=True)
     results = {
         "lazy_emd": best.tolist(),

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs, reference_index
-from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale, score_columns
+from moverkit._core.baseline import apply_baseline, check_rescaling
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.centering import Centering
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
@@ -209,18 +209,16 @@ def moverscore(
     scores = score_pairs(data, pred, ref, config)
     rescaled_with = None
     if rescaled:
-        values = load_baseline(
+        scores, rescaled_with = apply_baseline(
+            scores,
             "moverscore",
             ("moverscore",),
-            model=data.encoder.name,
-            layer=data.encoder.layer,
+            encoder=data.encoder,
             centering=centering,
             lang=request.lang,
             baseline_path=baseline_path,
             hashcode=hashcode(data, config),
         )
-        scores = rescale(scores, values, score_columns(("moverscore",)))
-        rescaled_with = baseline_tag(values)
     best_scores, best = best_per_group(scores, data.group, data.n_predictions)
     results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config, rescaled_with)}
     if return_reference_index:

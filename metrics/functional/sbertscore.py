@@ -35,7 +35,7 @@ from moverkit._core import (
     reference_index,
     split_sentences,
 )
-from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale
+from moverkit._core.baseline import apply_baseline, check_rescaling
 from moverkit._core.batching import pad, pair_buckets
 from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
@@ -115,18 +115,16 @@ def sbertscore(
 
     settings = {"splitter": splitter, "dtype": request.dtype}
     if rescaled:
-        values = load_baseline(
+        scores, settings["rescaled"] = apply_baseline(
+            scores,
             "sbertscore",
             OUTPUTS,
-            model=encoder.name,
-            layer=encoder.layer,
+            encoder=encoder,
             centering=centering,
             lang=lang,
             baseline_path=baseline_path,
             hashcode=get_hash("sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, **settings),
         )
-        scores = rescale(scores, values)
-        settings["rescaled"] = baseline_tag(values)
     results = {}
     best = None
     for name, values in zip(OUTPUTS, scores):

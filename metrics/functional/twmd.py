@@ -22,7 +22,7 @@ from functools import partial
 import torch
 
 from moverkit._core import best_per_group, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
-from moverkit._core.baseline import baseline_tag, check_rescaling, load_baseline, rescale, score_columns
+from moverkit._core.baseline import apply_baseline, check_rescaling
 from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.request import EncoderRequest
@@ -109,18 +109,16 @@ def _scores(
     scores = within_range(scores, params, data)
     hashed = dict(params)
     if rescaled:
-        values = load_baseline(
+        scores, hashed["rescaled"] = apply_baseline(
+            scores,
             "twmd",
             (params["variant"],),
-            model=data.encoder.name,
-            layer=data.encoder.layer,
+            encoder=data.encoder,
             centering=centering,
             lang=request.lang,
             baseline_path=baseline_path,
             hashcode=pair_hash("twmd", data, **params),
         )
-        scores = rescale(scores, values, score_columns((params["variant"],)))
-        hashed["rescaled"] = baseline_tag(values)
     best, which = best_per_group(scores, data.group, data.n_predictions)
     results = {
         params["variant"]: best.tolist(),

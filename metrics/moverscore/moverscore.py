@@ -89,13 +89,7 @@ Args:
     {device}
     {verbose}
     {max_length}
-    lang (str, default "en"): the language of the texts, as in evaluate's bertscore: a language
-        code, ISO 639-1 or 639-3 ("en", "de", "zh", "yue"), any case, optionally with subtags as
-        bert-score's "en-sci" or "pt-br"; a name that is no code ("klingon", "english") is a
-        ValueError naming lang. It changes no score for a given model (it is not in the hashcode);
-        with the English embedded model (model_type None) any other language warns: pass a
-        multilingual model_type. With another language, rescale_with_baseline needs baseline_path
-        (the shipped baseline is English).
+    {lang}
     {long_texts}
     {dtype}
     rescale_with_baseline (bool, default False): rescale each score s to (s - b) / (1 - b), bert-score's
