@@ -258,7 +258,10 @@ def test_centering_stats_load_names_its_argument(bad):
     "argv, message",
     [
         (["bench", "scale", "--data", "{missing}", "--sizes", "2"], "--data {missing}: no such file"),
-        (["bench", "scale", "--data", "{t}", "--sizes", "2", "--memory-budget", "abc"], "--memory-budget must look like"),
+        (
+            ["bench", "scale", "--data", "{t}", "--sizes", "2", "--memory-budget", "abc"],
+            "--memory-budget must look like",
+        ),
         (["bench", "compare-cost", "--threads", "999999"], "--threads 999999: this machine has"),
     ],
 )
@@ -270,4 +273,6 @@ def test_bench_mistakes_are_named_before_any_child_or_thread_starts(files, capsy
 
 def test_bench_precision_and_quantized_take_one_cap(files, capsys):
     for command in ("precision", "quantized"):
-        _fails(capsys, ["bench", command, "--data", str(files / "t.txt"), "--avx2", "--strict-avx2"], "not allowed with")
+        _fails(
+            capsys, ["bench", command, "--data", str(files / "t.txt"), "--avx2", "--strict-avx2"], "not allowed with"
+        )
