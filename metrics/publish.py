@@ -114,6 +114,13 @@ def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) 
     return [out / name for name in names]
 
 
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+
+
 def _assemble_into(root: Path, out: Path, release: Release) -> list[str]:
     names = []
     version = source_version(root)
@@ -129,7 +136,7 @@ def _assemble_into(root: Path, out: Path, release: Release) -> list[str]:
             target.parent.mkdir(parents=True, exist_ok=True)
             if path.suffix in _TEXT_FILES:
                 placeholders = {**release.placeholders(name), **version}
-                text = _fill(path.read_text(encoding="utf-8"), placeholders, path)
+                text = _fill(_read_text(path), placeholders, path)
                 card = root / "metrics" / name / "README.md"
                 if relative == "README.md" and card.is_file():
                     text = with_card_metadata(text, card.read_text(encoding="utf-8"))

@@ -81,8 +81,13 @@ def score_dataset(
 def actor_pool(concurrency) -> dict:
     """The ``map_batches`` argument for a pool of ``concurrency`` actors: ``compute=ActorPoolStrategy``
     from Ray 2.51, which deprecated ``concurrency=`` (and logs so on every call); ``concurrency=``
-    before, where ``compute=`` was the deprecated one."""
+    before, where ``compute=`` was the deprecated one. A size that is not a positive int (or a
+    tuple of 2 or 3 of them) is an error naming ``concurrency``."""
     import ray
+
+    sizes = concurrency if isinstance(concurrency, tuple) else (concurrency,)
+    if not 1 <= len(sizes) <= 3 or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes):
+        raise ValueError(f"concurrency must be a number of actors >= 1, or (min, max[, initial]); got {concurrency!r}")
 
     if ray_version(ray.__version__) < (2, 51):
         return {"concurrency": concurrency}

@@ -251,3 +251,12 @@ def test_evaluate_distributed_under_torch_distributed(pairs, tmp_path):
     direct = twmd([predictions[i] for i in order], [references[i] for i in order], centering="none")
     np.testing.assert_allclose(result["twmd"], direct["twmd"], atol=1e-6)
     assert result["hashcode"] == direct["hashcode"]
+
+
+@pytest.mark.parametrize("concurrency", [0, -2, 1.5, True, (0, 4), (1, 2, 3, 4), "2"])
+def test_an_actor_pool_size_that_is_no_positive_int_is_named(concurrency):
+    pytest.importorskip("ray")
+    from moverkit.ray import actor_pool
+
+    with pytest.raises(ValueError, match="concurrency must be a number of actors >= 1"):
+        actor_pool(concurrency)

@@ -321,3 +321,14 @@ def test_every_version_literal_is_the_package_version():
     }
     assert all(literals.values()), {p: v for p, v in literals.items() if not v}
     assert {v for found in literals.values() for v in found} == {moverkit.__version__}, literals
+
+
+def test_a_space_file_that_is_not_utf8_is_named(tmp_path):
+    (tmp_path / "root" / "metrics" / "m").mkdir(parents=True)
+    (tmp_path / "root" / "metrics" / "m" / "m.py").write_text("")
+    (tmp_path / "root" / "spaces" / "m").mkdir(parents=True)
+    (tmp_path / "root" / "spaces" / "m" / "app.py").write_text("")
+    (tmp_path / "root" / "spaces" / "m" / "README.md").write_bytes(b"caf\xe9\n")
+    with pytest.raises(ValueError, match=r"README.md is not UTF-8 text"):
+        assemble(tmp_path / "root", tmp_path / "out", Release(ORG, REPOSITORY, COMMIT))
+    assert not (tmp_path / "out").exists()
