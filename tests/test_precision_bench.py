@@ -16,11 +16,14 @@ def _row():
 
 def test_isa_line_names_the_cpu_its_bfloat16_units_and_the_caps():
     native = precision.isa_line(XEON, AMX, {}, True)
-    assert native == f"ISA: {XEON}; bfloat16 units: amx_bf16, avx512_bf16; caps: none (native); bfloat16 in hardware"
+    assert (
+        native
+        == f"ISA: {XEON}; bfloat16 units: amx_bf16, avx512_bf16; caps: none (native); bfloat16 fast (AMX, or AVX512-BF16 on AMD)"
+    )
     caps = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
     capped = precision.isa_line(XEON, AMX, caps, False)
     assert "caps: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2;" in capped
-    assert capped.endswith("bfloat16 emulated (no bfloat16 units, or capped below them)")
+    assert capped.endswith("bfloat16 not faster than float32 (no AMX nor AMD AVX512-BF16, or capped below them)")
     laptop = precision.isa_line("AMD Ryzen 7 5800U", frozenset({"avx2", "fma"}), {}, False)
     assert "bfloat16 units: none;" in laptop
 
@@ -41,7 +44,7 @@ def test_machine_isa_follows_the_environment_caps(monkeypatch):
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     capped = precision.machine_isa()
     assert "caps: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2;" in capped
-    assert capped.endswith("bfloat16 emulated (no bfloat16 units, or capped below them)")
+    assert capped.endswith("bfloat16 not faster than float32 (no AMX nor AMD AVX512-BF16, or capped below them)")
     assert precision.format_table([_row()]).splitlines()[-1] == capped
 
 

@@ -7,7 +7,7 @@ dtype and their ratio, the mean and max :math:`|\\Delta|` of the main output, an
 Pearson r and Kendall tau with the human scores under each dtype. Under the table, the ISA it
 ran on (:func:`isa_line`): the CPU's model, its bfloat16 units, the environment variables that
 cap the kernels (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ...), and whether bfloat16 then
-runs in hardware (:func:`moverkit._core.hardware.native_bfloat16_cpu`).
+is fast there (:func:`moverkit._core.hardware.native_bfloat16_cpu`).
 """
 
 from __future__ import annotations
@@ -41,12 +41,16 @@ def cpu_model() -> str:
 def isa_line(cpu: str, flags: frozenset[str], caps: Mapping[str, str], native_bfloat16: bool) -> str:
     """The ISA a benchmark ran on, in one line: ``cpu`` (model name), its bfloat16 units among
     ``flags``, the ``caps`` (variables of :data:`ISA_VARIABLES` that are set) and whether bfloat16
-    runs in hardware under them (``native_bfloat16``)."""
+    is fast under them (``native_bfloat16``, :func:`~moverkit._core.hardware.native_bfloat16_cpu`)."""
     from moverkit._core.hardware import BFLOAT16_CPU_FLAGS
 
     units = ", ".join(sorted(BFLOAT16_CPU_FLAGS & flags)) or "none"
     capped = ", ".join(f"{k}={v}" for k, v in caps.items()) or "none (native)"
-    verdict = "in hardware" if native_bfloat16 else "emulated (no bfloat16 units, or capped below them)"
+    verdict = (
+        "fast (AMX, or AVX512-BF16 on AMD)"
+        if native_bfloat16
+        else "not faster than float32 (no AMX nor AMD AVX512-BF16, or capped below them)"
+    )
     return f"ISA: {cpu}; bfloat16 units: {units}; caps: {capped}; bfloat16 {verdict}"
 
 
