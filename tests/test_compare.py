@@ -199,3 +199,15 @@ def test_a_system_name_with_a_dollar_is_drawn_as_text():
 
     result = summarize({"twmd": {"$\\foo$": list(A[:20]), "B": list(B[:20])}}, resamples=50, seed=0)
     assert png_bytes(result).startswith(b"\x89PNG")
+
+
+def test_the_reference_points_read_as_the_scores_do():
+    """Scores rescaled with the shipped baseline are headed by the rescaled reference points
+    (unrelated texts about 0), and a comparison under other settings says the points are the
+    defaults'."""
+    result = summarize({"twmd": {"A": list(A[:20]), "B": list(B[:20])}}, resamples=50, seed=0)
+    assert "unrelated texts about 0.034)" in result.to_markdown()
+    result.settings["metric_kwargs"] = {"twmd": {"rescale_with_baseline": True}}
+    assert "unrelated texts about 0, rescaled)" in result.to_markdown()
+    result.settings["metric_kwargs"] = {"twmd": {"temperature": 0.5}}
+    assert "at the default settings, not those of this comparison" in result.to_markdown()

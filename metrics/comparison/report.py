@@ -17,16 +17,32 @@ def _direction(metric: str) -> str:
     return "higher is better" if spec(metric).higher_is_better else "lower is better"
 
 
+def _reference_points(metric: str, settings: dict) -> str:
+    """The metric's reference points as its scores here read them: rescaled when the comparison
+    rescaled with the shipped baseline, and said to be of the default settings when others ran."""
+    s = spec(metric)
+    kwargs = dict(settings.get("metric_kwargs", {}).get(metric, {}))
+    rescaled = kwargs.pop("rescale_with_baseline", False)
+    points = s.rescaled_reference_points() if rescaled else s.reference_points()
+    text = ", ".join(
+        f"{name} {value:.3g}" if name != "identical texts" else f"{name} {value:g}" for name, value in points.items()
+    )
+    text = text.replace("a machine translation ", "a machine translation about ").replace(
+        "unrelated texts ", "unrelated texts about "
+    )
+    if rescaled:
+        text += ", rescaled"
+    if kwargs:
+        text += "; at the default settings, not those of this comparison"
+    return text
+
+
 def markdown(comparison) -> str:
     """Per metric: the ranking with clusters, each system's score and interval, then every pair."""
     out = []
     for metric, groups in comparison.ranking.items():
-        s = spec(metric)
         scores = {row["name"]: row for row in comparison.systems if row["metric"] == metric}
-        out.append(
-            f"### {metric} ({_direction(metric)}; identical texts {s.identical:g}, "
-            f"a machine translation about {s.translation}, unrelated texts about {s.unrelated})"
-        )
+        out.append(f"### {metric} ({_direction(metric)}; {_reference_points(metric, comparison.settings)})")
         out.append("")
         out.append("| rank | system | score | 95% interval |")
         out.append("|---:|---|---:|---|")
