@@ -1,4 +1,4 @@
-"""Extract what ``moverkit bench system-level`` needs from a WMT17 folder (standard library only).
+"""Extract what ``moverkit bench system-level`` needs from a WMT17 folder.
 
 Reads the ``WMT17/`` folder of the public repository AIPHES/ACL20-Reference-Free-MT-Evaluation
 (``DA-syslevel.csv``, ``references/newstest2017-XXen-ref.en``,
@@ -12,8 +12,12 @@ only and the systems with a human system-level DA score:
   break: the extraction refuses one); gzip level 9 with no name or time in its header, so the same
   input gives the same bytes.
 * ``wmt17_system_level_to_en_human.tsv``: columns ``lp``, ``system``, ``human``: the system-level DA
-  score (the z-score average of WMT17's ``DA-syslevel.csv``, as written there) of every rated
-  system. These are scores of the full test sets, not of the cut.
+  score (the z-score average of WMT17's ``DA-syslevel.csv``; Python's shortest repr of the float,
+  which is the number as written there for every WMT17 score) of every rated system. These are
+  scores of the full test sets, not of the cut.
+
+The folder is read by ``moverkit.bench.system_level.read_wmt17``, the bench's own reader, so run it
+where moverkit is installed (a checkout installed with ``pip install -e .``).
 
 Usage (from the repository root; the output folder is the one the bench reads by default)::
 
@@ -34,50 +38,22 @@ REFERENCE = "reference"
 """The ``system`` of the reference rows (no WMT17 system has this name: theirs end in ``.<id>``)."""
 
 
-def lines_of(path: Path) -> list[str]:
-    """One text per line as ``moverkit.lines.read_lines`` reads it: split at ``\\n`` only, a
-    ``\\r`` before it dropped, no text after a final ``\\n``, a byte order mark dropped."""
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        lines = f.read().split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return [line.removesuffix("\r") for line in lines]
+def extract(folder: Path, segments: int) -> tuple[list[tuple[str, str, int, str]], list[tuple[str, str, float]]]:
+    """The rows of the two files (see the module doc), from the folder as the bench reads it
+    (:func:`moverkit.bench.system_level.read_wmt17`: the same parsing, the same checks)."""
+    from moverkit.bench.system_level import read_wmt17
 
-
-def human_scores(folder: Path) -> dict[str, dict[str, str]]:
-    """``{lp: {system: score as written}}`` of the to-English rows of ``DA-syslevel.csv``."""
-    human: dict[str, dict[str, str]] = {}
-    for line in lines_of(folder / "DA-syslevel.csv")[1:]:
-        if not line.strip():
-            continue
-        lp, score, system = line.split()
-        if lp.endswith("-en"):
-            float(score)  # a malformed score is an error here, not in the bench
-            human.setdefault(lp, {})[system] = score
-    return human
-
-
-def extract(folder: Path, segments: int) -> tuple[list[tuple[str, str, int, str]], list[tuple[str, str, str]]]:
-    """The rows of the two files (see the module doc)."""
-    human = human_scores(folder)
     texts, scores = [], []
-    for lp in sorted(human):
-        source = lp.split("-")[0]
-        references = lines_of(folder / "references" / f"newstest2017-{source}en-ref.en")
+    for test_set in read_wmt17(folder):
+        lp, references = test_set.lp, test_set.references
         if len(references) < segments:
             raise ValueError(f"{lp}: {len(references)} references, fewer than --segments {segments}")
         rows = [(lp, REFERENCE, sid + 1, text) for sid, text in enumerate(references[:segments])]
-        for system in sorted(human[lp]):
+        for system in sorted(test_set.outputs):
             if system == REFERENCE:
                 raise ValueError(f"{lp}: a system is named {REFERENCE!r}, the name of the reference rows")
-            path = folder / "system-outputs" / lp / f"newstest2017.{system}.{lp}"
-            if not path.is_file():
-                raise ValueError(f"{lp}: no system output for {system} ({path})")
-            outputs = lines_of(path)
-            if len(outputs) != len(references):
-                raise ValueError(f"{path} has {len(outputs)} lines, the references {len(references)}")
-            rows += [(lp, system, sid + 1, text) for sid, text in enumerate(outputs[:segments])]
-            scores.append((lp, system, human[lp][system]))
+            rows += [(lp, system, sid + 1, text) for sid, text in enumerate(test_set.outputs[system][:segments])]
+            scores.append((lp, system, test_set.human[system]))
         for lp_, system, sid, text in rows:
             if "\t" in text or "\n" in text or "\r" in text:
                 raise ValueError(f"{lp_} {system} segment {sid} holds a tab or a line break")
@@ -92,7 +68,7 @@ def write(out: Path, texts, scores) -> tuple[Path, Path]:
     with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as f:
         f.write(body.encode("utf-8"))
     (out / TEXTS).write_bytes(raw.getvalue())
-    human = "lp\tsystem\thuman\n" + "".join(f"{lp}\t{s}\t{h}\n" for lp, s, h in scores)
+    human = "lp\tsystem\thuman\n" + "".join(f"{lp}\t{s}\t{h!r}\n" for lp, s, h in scores)
     (out / HUMAN).write_bytes(human.encode("utf-8"))
     return out / TEXTS, out / HUMAN
 

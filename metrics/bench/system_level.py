@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from moverkit.lines import read_lines
+from moverkit.lines import read_lines, split_lines
 from moverkit.specs import spec
 
 UNSEEN_PAIRS = ("fi-en", "lv-en")
@@ -115,9 +115,7 @@ def read_shipped(
         lp, system, score = line.split("\t")
         scores.setdefault(lp, {})[system] = float(score)
     with gzip.open(texts, "rt", encoding="utf-8", newline="") as f:
-        rows = f.read().split("\n")
-    if rows[-1] == "":
-        rows.pop()
+        rows = split_lines(f.read())
     by_lp: dict[str, dict[str, list[tuple[int, str]]]] = {}
     for row in rows[1:]:
         lp, system, sid, text = row.split("\t")
