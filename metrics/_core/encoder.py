@@ -330,24 +330,28 @@ class TokenClouds:
 
 
 class NonFiniteOutputs(ValueError):
-    """The encoder's token vectors hold NaN or infinite values (:func:`check_finite`)."""
+    """An encoder's vectors hold NaN or infinite values (:func:`check_finite`)."""
 
 
-def check_finite(encoder: Encoder, vectors: torch.Tensor, attention: torch.Tensor, dtype: str = "float32") -> None:
-    """Refuse the token vectors of a batch, ``(..., batch, length, dim)``, unless every real token's
-    (``attention`` (batch, length) is 1; padding is never read) is finite: a
-    :class:`NonFiniteOutputs` (a ``ValueError``) naming the model. A NaN or infinite vector would
-    turn the scores computed from it into NaN, or into plausible-looking constants (a plan of NaNs,
-    a clamped cosine), and nothing downstream could tell. A model whose weights are NaN (a
-    fine-tuning that diverged) gives NaN everywhere; a forward pass in float16 can overflow to
-    infinity. :func:`encode` checks each batch after its forward pass: one reduction on the
-    device, negligible next to the forward pass."""
-    if not bool((torch.isfinite(vectors).all(-1) | (attention == 0)).all()):
+def check_finite(
+    model: str, vectors: torch.Tensor, dtype: str = "float32", attention: torch.Tensor | None = None
+) -> None:
+    """Refuse the vectors of a batch, ``(..., batch, [length,] dim)``, unless every real one is
+    finite (with ``attention`` (batch, length), only where it is 1: padding is never read): a
+    :class:`NonFiniteOutputs` (a ``ValueError``) naming ``model`` (how the message names the model
+    and its layer). A NaN or infinite vector would turn the scores computed from it into NaN, or
+    into plausible-looking constants (a plan of NaNs, a clamped cosine), and nothing downstream
+    could tell. A model whose weights are NaN (a fine-tuning that diverged) gives NaN everywhere; a
+    forward pass in float16 can overflow to infinity. :func:`encode` and the sentence encoder check
+    each batch after its forward pass: one reduction on the device, negligible next to the pass."""
+    finite = torch.isfinite(vectors).all(-1)
+    if attention is not None:
+        finite = finite | (attention == 0)
+    if not bool(finite.all()):
         hint = f"; the forward pass in dtype={dtype!r} may overflow: try dtype='float32'" if dtype == "float16" else ""
         raise NonFiniteOutputs(
-            f"the outputs of model_type={encoder.path!r} ({encoder.name}, layer {encoder.layer}) are not finite "
-            f"(NaN or infinite token vectors): its weights may be NaN or infinite, as after a fine-tuning that "
-            f"diverged{hint}; no score can be computed with it"
+            f"the outputs of {model} are not finite (NaN or infinite vectors): its weights may be NaN or "
+            f"infinite, as after a fine-tuning that diverged{hint}; no score can be computed with it"
         )
 
 
@@ -474,13 +478,14 @@ def encode(
                 input_ids[row, : len(rows[i])] = torch.tensor(rows[i])
                 attention[row, : len(rows[i])] = 1
             attention = attention.to(encoder.device)
+            described = f"model_type={encoder.path!r} ({encoder.name}, layer {encoder.layer})"
             if layers is None:
                 out = encoder.forward(input_ids.to(encoder.device), attention, dtype)
-                check_finite(encoder, out, attention, dtype)
+                check_finite(described, out, dtype, attention)
             else:
                 out, stacked = encoder.forward_layers(input_ids.to(encoder.device), attention, layers, dtype)
-                check_finite(encoder, stacked, attention, dtype)
-                check_finite(encoder, out, attention, dtype)
+                check_finite(described, stacked, dtype, attention)
+                check_finite(described, out, dtype, attention)
                 for row, i in enumerate(batch):
                     layer_vectors[:, row_offsets[i] : row_offsets[i + 1]] = stacked[:, row, : len(rows[i])]
             for row, i in enumerate(batch):

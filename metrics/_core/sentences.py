@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import checks
-from .encoder import NonFiniteOutputs, _quiet_transformers, resolve_model
+from .encoder import _quiet_transformers, check_finite, resolve_model
 from .hardware import check_dtype, precision, resolve_device
 from .registry import cached_model
 from .request import EncoderRequest
@@ -216,12 +216,7 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
             out = encoder.model.encode(
                 [sentences[i] for i in batch], batch_size=len(batch), show_progress_bar=False, convert_to_tensor=True
             )
-        if not bool(torch.isfinite(out).all()):  # as encoder.check_finite does for token vectors
-            raise NonFiniteOutputs(
-                f"the sentence vectors of model_type={encoder.path!r} ({encoder.name}) are not finite (NaN or "
-                "infinite): its weights may be NaN or infinite, as after a fine-tuning that diverged; no score "
-                "can be computed with it"
-            )
+        check_finite(f"model_type={encoder.path!r} ({encoder.name}, sentence vectors)", out, dtype)
         vectors[batch] = out.to(vectors)
     return vectors
 

@@ -136,9 +136,7 @@ def test_a_model_whose_outputs_are_not_finite_is_refused_by_name(nan_model_path,
 
     metric = getattr(importlib.import_module(f"moverkit.functional.{name}"), name)
     kwargs = {"centering": "none"} if name in ("centered_bertscore", "twmd") else {}
-    with pytest.raises(
-        ValueError, match=rf"(outputs|sentence vectors) of model_type='{nan_model_path}' .* are not finite"
-    ):
+    with pytest.raises(ValueError, match=rf"outputs of model_type='{nan_model_path}' .* are not finite"):
         metric(
             ["the cat sat on the mat", "a dog"], ["a cat sat on a mat", "the dog"], model_type=nan_model_path, **kwargs
         )
