@@ -3,23 +3,9 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
-from .options import METRICS, natural_int, positive_int
-
-
-def argument(text: str) -> tuple[str, object]:
-    """An argparse type: ``KEY=VALUE``, the value read as JSON where it parses (``true``, ``0.2``,
-    ``["the"]``, ``null``), else taken as a string (``variant=trwmd``), as ``moverkit score --arg``."""
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip().isidentifier():
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (e.g. variant=trwmd, idf=true, temperature=0.2)")
-    try:
-        return name.strip(), json.loads(value)
-    except ValueError:
-        return name.strip(), value
+from .options import METRICS, key_value, natural_int, positive_int
 
 
 def register(commands) -> None:
@@ -44,7 +30,6 @@ def register(commands) -> None:
     base.add_argument("--centering-stats", type=Path, help="with --centering corpus: your statistic (.npz)")
     base.add_argument(
         "--arg",
-        type=argument,
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -72,8 +57,9 @@ def run(args) -> int:
 
     if args.centering_stats is not None and args.centering != "corpus":
         raise ValueError("--centering-stats is used only with --centering corpus")
-    options = dict(args.arg)
-    if len(options) != len(args.arg):
+    pairs = [key_value(item) for item in args.arg]
+    options = dict(pairs)
+    if len(options) != len(pairs):
         raise ValueError("--arg: a KEY is given twice")
     check_out(args.out, [args.texts, args.centering_stats])
     rows = fit_baseline(

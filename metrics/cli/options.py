@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -12,6 +13,21 @@ METRICS = ("centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd")
 """The metrics (``moverkit.METRICS``, spelled out so that building the parser reads no folder)."""
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+def key_value(text: str) -> tuple[str, object]:
+    """One ``--arg KEY=VALUE`` (``moverkit score``, ``moverkit fit-baseline``): the value read as JSON
+    where it parses (``true``, ``0.2``, ``["the"]``, ``null``), else taken as a string
+    (``variant=trwmd``); a KEY that is no argument name is a ``ValueError``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise ValueError(
+            f"--arg takes KEY=VALUE, got {text!r}, which is not KEY=VALUE (e.g. variant=trwmd, idf=true, temperature=0.2)"
+        )
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
 
 
 def positive_int(text: str) -> int:

@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from .options import DTYPES, METRICS, add_encoder_options
+from .options import DTYPES, METRICS, add_encoder_options, key_value
 
 PROGRESS_LINES = 1000
 """Files longer than this get a progress bar without --verbose."""
@@ -129,14 +129,7 @@ def compute_kwargs(args, verbose: bool) -> dict:
         "long_texts": args.long_texts,
     }
     kwargs = {k: v for k, v in given.items() if v is not None}
-    for item in args.arg:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--arg takes KEY=VALUE, got {item!r}")
-        try:
-            kwargs[key] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key] = value
+    kwargs.update(key_value(item) for item in args.arg)
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
         raise ValueError(
