@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .speed import interleaved
+
 BAR = 1.2
 """The issue's bar: a comparison costs at most this many times the encoding of its distinct texts."""
 
@@ -80,17 +82,6 @@ def compare_run(metric: str, workload: Workload, resamples: int = 1000) -> Calla
     warm = {name: outputs[:16] for name, outputs in list(workload.systems.items())[:2]}
     moverkit.compare(workload.references[:16], warm, metrics=[metric], resamples=10)
     return lambda: moverkit.compare(workload.references, workload.systems, metrics=[metric], resamples=resamples)
-
-
-def interleaved(contenders: Mapping[str, Callable[[], object]], rounds: int, clock=time.perf_counter) -> dict:
-    """``{label: [seconds of each round]}``: each round runs every contender once, in turn."""
-    times = {label: [] for label in contenders}
-    for _ in range(rounds):
-        for label, run in contenders.items():
-            start = clock()
-            run()
-            times[label].append(clock() - start)
-    return times
 
 
 def summary(metric: str, times: Mapping[str, Sequence[float]], statistics_seconds: float | None = None) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Mapping
 
 from . import SpeedSuite
 
@@ -11,6 +12,18 @@ from . import SpeedSuite
 class PeerUnavailable(ImportError):
     """A peer that cannot run here (its code or a snapshot of it is absent); the message says how
     to provide it."""
+
+
+def interleaved(contenders: Mapping[str, Callable[[], object]], rounds: int, clock=time.perf_counter) -> dict:
+    """``{label: [seconds of each round]}``: each round runs every contender once, in turn, so
+    drift in machine load hits all alike (every side-by-side timing of the benches)."""
+    times = {label: [] for label in contenders}
+    for _ in range(rounds):
+        for label, run in contenders.items():
+            start = clock()
+            run()
+            times[label].append(clock() - start)
+    return times
 
 
 def run_suite(suite: SpeedSuite, predictions: list[str], references: list[str], repeats: int = 3) -> dict:
@@ -28,12 +41,7 @@ def run_suite(suite: SpeedSuite, predictions: list[str], references: list[str], 
             skipped[label] = str(err)
         except ImportError as err:
             skipped[label] = f"needs {err.name or err} (pip install 'moverkit[test]' installs the peers)"
-    times = {label: [] for label in runs}
-    for _ in range(repeats):
-        for label, run in runs.items():
-            start = time.perf_counter()
-            run()
-            times[label].append(time.perf_counter() - start)
+    times = interleaved(runs, repeats)
     medians = {label: statistics.median(t) for label, t in times.items()}
     ratios = [
         (num, den, medians[num] / medians[den], target)
