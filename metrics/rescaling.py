@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-METRICS = ("centered_bertscore", "twmd", "moverscore", "lazy_emd", "sbertscore")
+from . import METRICS
 
 EXTRA_OUTPUTS = ("hashcode", "alignment", "reference_index")
 """Result keys that are not scores."""
