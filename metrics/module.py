@@ -49,6 +49,11 @@ ARGUMENT_DOCS = {
         "        on a GPU, float16 on a GPU without bfloat16, float32 otherwise). Similarities and transport\n"
         "        stay in float32/float64. The precision that ran is in the hashcode."
     ),
+    "settings": (
+        "settings (str, optional): the path of a settings file written by `moverkit tune` for this metric:\n"
+        "        its arguments apply as if passed (an argument also given must agree with it), and the\n"
+        '        hashcode ends with "|settings:" and the file\'s digest. See "Tuned settings" in the card.'
+    ),
 }
 """The documentation of the encoder arguments that several modules share, word for word: each
 module's ``_KWARGS_DESCRIPTION`` takes them with ``str.format`` (``{dtype}`` on a line of its own,

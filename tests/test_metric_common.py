@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import doctest
 import inspect
+import json
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -377,14 +378,20 @@ def test_same_numbers_for_any_batch_size_and_pair_order(name):
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_hashcode_changes_with_every_scoring_argument(name, load_metric, tiny_model_path):
+def test_hashcode_changes_with_every_scoring_argument(name, load_metric, tiny_model_path, tmp_path):
     contract = CONTRACTS[name]
     function = getattr(functional, name)
     scoring = set(inspect.signature(load_metric(name)._compute).parameters) - NOT_SCORING - {"centering_stats"}
     scoring -= set(contract.not_scoring)
-    assert scoring == set(contract.variations), "every scoring argument needs a variation in CONTRACTS"
+    assert scoring == {*contract.variations, "settings"}, "every scoring argument needs a variation in CONTRACTS"
     predictions, references = PAIRS
     base = function(predictions, references)["hashcode"]
+    # A settings file (moverkit tune) adds its digest, even one that sets nothing.
+    settings = tmp_path / "settings.json"
+    settings.write_text(
+        json.dumps({"format": "moverkit-settings", "version": 1, "metric": name, "arguments": {}, "tuning": {}})
+    )
+    assert function(predictions, references, settings=str(settings))["hashcode"] != base
     for arg, value in contract.variations.items():
         # The tiny model has no shipped corpus statistic: compared under centering="none" then.
         same = {"centering": "none"} if value == "TINY" and name in DEFAULT_CORPUS else {}

@@ -124,6 +124,7 @@ def prepare_pairs(
     layers: int | Sequence[int] | None = None,
     layer_aggregation: LayerAggregation | None = None,
     encoder: Encoder | None = None,
+    clouds: TokenClouds | None = None,
 ) -> PairData:
     """Validate inputs, encode each distinct text once, filter and weight tokens, and center.
 
@@ -154,6 +155,11 @@ def prepare_pairs(
 
     ``encoder``, if given, is used instead of the request's (fine-tuning passes its trainable
     encoder, so gradients flow through this very path).
+
+    ``clouds``, if given, are the raw token clouds of the call's distinct texts (in the order
+    :func:`~moverkit._core.inputs.call_texts` gives them; with ``layer_vectors`` when ``layers`` is
+    given), already encoded by ``encoder``: tuning (:mod:`moverkit.tuning`) encodes every text once
+    with all layers and scores each layer from that one forward pass.
     """
     texts = call_texts(predictions, references)
     idf = check_idf(idf)
@@ -170,7 +176,10 @@ def prepare_pairs(
     encoder = encoder_for(request) if encoder is None else encoder
     stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
-    clouds = cached_encode(encoder, texts.unique, request, layers=None if layers is None else used_layers)
+    if clouds is None:
+        clouds = cached_encode(encoder, texts.unique, request, layers=None if layers is None else used_layers)
+    elif clouds.texts != texts.unique or (layers is not None and clouds.layers != used_layers):
+        raise ValueError("the given clouds are not those of this call's distinct texts (and layers)")
     kept = kept_tokens(clouds, drop_tokens)
     ref_idf = call_idf if idf is True and call_idf is not None else idf
     ref_table, pred_table = idf_tables(clouds, texts, ref_idf, prediction_idf)

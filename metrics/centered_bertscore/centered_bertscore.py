@@ -102,6 +102,7 @@ Args:
         prediction and of its best reference and their cosine similarity matrix.
     return_reference_index (bool, default False): also return "reference_index", per prediction the
         position (from 0) of the reference among its references that gave the kept score (by F1).
+    {settings}
 
 Returns:
     precision (list of float): per prediction, in [-1, 1]; higher is better.
@@ -161,6 +162,7 @@ class CenteredBertscore(TextPairMetric):
         dtype: str = "float32",
         return_alignment: bool = False,
         return_reference_index: bool = False,
+        settings: str | None = None,
     ):
         return centered_bertscore(
             predictions,
@@ -184,4 +186,5 @@ class CenteredBertscore(TextPairMetric):
             dtype=dtype,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
+            settings=settings,
         )

@@ -29,6 +29,14 @@ def register(commands) -> None:
     compare.add_argument(
         "--metric", action="append", choices=METRICS, help="repeat for several (default: centered_bertscore)"
     )
+    compare.add_argument(
+        "--settings",
+        type=Path,
+        action="append",
+        default=[],
+        help="a settings file from 'moverkit tune': its metric is compared under its arguments "
+        "(repeat, one file per metric)",
+    )
     compare.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap and permutation resamples")
     compare.add_argument("--seed", type=natural_int, default=0, help="seed of the resampling, >= 0 (default: 0)")
     compare.add_argument("--json", type=Path, help="write the result here (one JSON object)")
@@ -41,6 +49,7 @@ def run(args) -> int:
     from moverkit.comparison import compare
     from moverkit.comparison.report import html_page, json_text, png_bytes, require_matplotlib
     from moverkit.lines import check_out, read_texts, write_atomic
+    from moverkit.settings import load_settings
 
     systems = {}
     for item in args.system:
@@ -50,7 +59,7 @@ def run(args) -> int:
         if name in systems:
             raise ValueError(f"--system {name} is given twice")
         systems[name] = Path(path)
-    inputs = [*args.references, *systems.values()]
+    inputs = [*args.references, *systems.values(), *args.settings]
     outputs_given = {"--json": args.json, "--png": args.png, "--html": args.html}
     for flag, out in outputs_given.items():
         check_out(out, inputs, flag)
@@ -68,8 +77,20 @@ def run(args) -> int:
         if len(lines) != n:
             raise ValueError(f"{path} has {len(lines)} lines but {args.references[0]} has {n}; one line per segment")
     references = reference_sets[0] if len(reference_sets) == 1 else [list(r) for r in zip(*reference_sets)]
+    metrics, metric_kwargs = list(args.metric or []), {}
+    for path in args.settings:
+        metric = load_settings(path).metric
+        if metric in metric_kwargs:
+            raise ValueError(f"--settings: two files for {metric} ({metric_kwargs[metric]['settings']} and {path})")
+        metric_kwargs[metric] = {"settings": str(path)}
+        metrics += [] if metric in metrics else [metric]
     result = compare(
-        references, outputs, metrics=args.metric or ["centered_bertscore"], resamples=args.resamples, seed=args.seed
+        references,
+        outputs,
+        metrics=metrics or ["centered_bertscore"],
+        resamples=args.resamples,
+        seed=args.seed,
+        metric_kwargs=metric_kwargs,
     )
     print(result.to_markdown())
     # Every output rendered before any is written: a failure leaves none of them behind.

@@ -18,7 +18,12 @@ DIGITS = 6
 
 def register(commands) -> None:
     score = commands.add_parser("score", help="score a file of predictions against references, one text per line")
-    score.add_argument("--metric", required=True, choices=METRICS)
+    score.add_argument("--metric", choices=METRICS, help="the metric (default: the one of --settings)")
+    score.add_argument(
+        "--settings",
+        type=Path,
+        help="a settings file from 'moverkit tune': the metric's arguments as tuned (options given as well must agree)",
+    )
     score.add_argument("--predictions", required=True, type=Path, help="one prediction per line")
     score.add_argument(
         "--references",
@@ -64,7 +69,14 @@ def run(args) -> int:
     from moverkit import functional
     from moverkit.lines import check_out, read_texts, write_atomic
 
-    check_out(args.out, [args.predictions, *args.references, args.centering_stats])
+    check_out(args.out, [args.predictions, *args.references, args.centering_stats, args.settings])
+    if args.settings is not None:
+        from moverkit.settings import load_settings
+
+        tuned = load_settings(args.settings, args.metric)
+        args.metric = tuned.metric
+    elif args.metric is None:
+        raise ValueError("give --metric, or --settings (a file from 'moverkit tune' names its metric)")
     predictions = read_texts(args.predictions)
     reference_sets = [read_texts(path) for path in args.references]
     for path, refs in zip(args.references, reference_sets):
@@ -130,6 +142,8 @@ def compute_kwargs(args, verbose: bool) -> dict:
     }
     kwargs = {k: v for k, v in given.items() if v is not None}
     kwargs.update(key_value(item) for item in args.arg)
+    if args.settings is not None:
+        kwargs["settings"] = str(args.settings)
     unknown = sorted(set(kwargs) - accepted)
     if unknown:
         raise ValueError(

@@ -41,10 +41,12 @@ from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
+from moverkit.settings import with_settings
 
 OUTPUTS = ("precision", "recall", "f1")
 
 
+@with_settings("centered_bertscore")
 def centered_bertscore(
     predictions,
     references,
@@ -96,14 +98,7 @@ def _scores(predictions, references, request, centering, call_idf, *, idf, resca
     """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
     data = prepare_pairs(predictions, references, request, centering, idf=idf, call_idf=call_idf)
     warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
-    scores = torch.zeros(3, len(data.pred_index), dtype=torch.float64)
-    for batch in data.batches(with_special=True):
-        pred, ref = data.pad_pairs(batch, with_special=True)
-        same = data.pred_index[batch] == data.ref_index[batch]
-        sim = self_cosine_one(cosine_matrix(pred.vectors, ref.vectors), same, pred.mask)
-        precision, recall = greedy_match(sim, pred.mask, ref.mask, pred.weights, ref.weights)
-        precision, recall = precision.double(), recall.double()
-        scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
+    scores = pair_scores(data)
     params = {}
     if rescaled:
         scores, params["rescaled"] = apply_baseline(
@@ -126,6 +121,20 @@ def _scores(predictions, references, request, centering, call_idf, *, idf, resca
     if return_alignment:
         results["alignment"] = [alignment(data, int(k)) for k in best]
     return results
+
+
+def pair_scores(data: PairData) -> torch.Tensor:
+    """Precision, recall and F1 of every pair by greedy matching (BERTScore, Eq. 3-5), before
+    rescaling: float64, shape (3, n_pairs), on the CPU."""
+    scores = torch.zeros(3, len(data.pred_index), dtype=torch.float64)
+    for batch in data.batches(with_special=True):
+        pred, ref = data.pad_pairs(batch, with_special=True)
+        same = data.pred_index[batch] == data.ref_index[batch]
+        sim = self_cosine_one(cosine_matrix(pred.vectors, ref.vectors), same, pred.mask)
+        precision, recall = greedy_match(sim, pred.mask, ref.mask, pred.weights, ref.weights)
+        precision, recall = precision.double(), recall.double()
+        scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
+    return scores
 
 
 def alignment(data: PairData, pair: int) -> dict:

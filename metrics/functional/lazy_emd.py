@@ -28,6 +28,7 @@ from moverkit._core.streaming import in_chunks
 from moverkit._core.user_warnings import ConvergenceWarning, warn_user
 from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
+from moverkit.settings import with_settings
 
 __all__ = ["lazy_emd"]
 
@@ -51,6 +52,7 @@ keeps a few tensors of that size (costs, two kernels) over its tens of iteration
 batch lets the pairs that converge early leave sooner."""
 
 
+@with_settings("lazy_emd")
 def lazy_emd(
     predictions,
     references,

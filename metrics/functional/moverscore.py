@@ -43,6 +43,7 @@ from moverkit._core.centering import Centering
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit._core.request import EncoderRequest
 from moverkit.ot import exact_transport
+from moverkit.settings import with_settings
 
 PRESETS = {
     "v2": {
@@ -135,6 +136,7 @@ def resolve_config(version: str = "v2", **overrides) -> Config:
     )
 
 
+@with_settings("moverscore")
 def moverscore(
     predictions,
     references,
@@ -192,19 +194,7 @@ def moverscore(
     )
     checks.boolean("return_alignment", return_alignment)
     checks.boolean("return_reference_index", return_reference_index)
-    filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
-    over_layers = config.aggregation == "power_means"
-    data = prepare_pairs(
-        predictions,
-        references,
-        request,
-        centering,
-        idf=config.idf,
-        prediction_idf=config.prediction_idf,
-        drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
-        layers=POWER_MEAN_LAYERS if over_layers else None,
-        layer_aggregation=power_means if over_layers else None,
-    )
+    data = prepare(predictions, references, request, centering, config)
     pred, ref = side_units(data, config)
     scores = score_pairs(data, pred, ref, config)
     rescaled_with = None
@@ -226,6 +216,26 @@ def moverscore(
     if return_alignment:
         results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
     return results
+
+
+def prepare(predictions, references, request, centering, config: Config, **source) -> PairData:
+    """:func:`~moverkit._core.prepare_pairs` as ``config`` asks: its IDF on each side, its token
+    filters, and the power means over the last layers (v1). ``source``: the ``encoder`` and
+    ``clouds`` tuning passes (:mod:`moverkit.tuning`)."""
+    filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
+    over_layers = config.aggregation == "power_means"
+    return prepare_pairs(
+        predictions,
+        references,
+        request,
+        centering,
+        idf=config.idf,
+        prediction_idf=config.prediction_idf,
+        drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
+        layers=POWER_MEAN_LAYERS if over_layers else None,
+        layer_aggregation=power_means if over_layers else None,
+        **source,
+    )
 
 
 def hashcode(data: PairData, config: Config, rescaled: str | None = None) -> str:

@@ -43,10 +43,12 @@ from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
 from moverkit._core.request import EncoderRequest, check_lang
 from moverkit._core.sentences import sentence_encoder_for, splitter_tag
 from moverkit._core.user_warnings import warn_user
+from moverkit.settings import with_settings
 
 OUTPUTS = ("precision", "recall", "f1")
 
 
+@with_settings("sbertscore")
 def sbertscore(
     predictions,
     references,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from functools import partial
 
 import torch
@@ -29,6 +30,7 @@ from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
+from moverkit.settings import with_settings
 
 __all__ = ["twmd"]
 
@@ -53,6 +55,7 @@ for those 20 pairs on one CPU core; 10^6 steps took 68 s for one pair, for the s
 steps): a larger count only buys time, and a typo of a few zeros would hang a call."""
 
 
+@with_settings("twmd")
 def twmd(
     predictions,
     references,
@@ -103,10 +106,7 @@ def _scores(
 ):
     """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
     data = prepare_pairs(predictions, references, request, centering)
-    scores = pair_values(data, params)
-    if params["normalize"]:
-        scores = normalized(scores, self_values(data, params), data.ref_index, data.pred_index)
-    scores = within_range(scores, params, data)
+    scores = pair_scores(data, params)
     hashed = dict(params)
     if rescaled:
         scores, hashed["rescaled"] = apply_baseline(
@@ -164,12 +164,45 @@ def resolve_params(variant, temperature, sinkhorn_iterations, normalize, centeri
     return params
 
 
-def pair_values(data, params) -> torch.Tensor:
-    """C(reference, prediction) of every pair, float64, shape (n_pairs,)."""
-    values = torch.zeros(len(data.pred_index), dtype=torch.float64, device=data.pred_index.device)
+def pair_scores(data, params, similarities: Similarities | None = None) -> torch.Tensor:
+    """The score of every pair before rescaling: C, or Eq. (1) with ``normalize``, cut back into
+    :func:`score_range`; float64, shape (n_pairs,).
+
+    ``similarities`` (:func:`similarities`), when given, are the pairs' and the texts' own cosine
+    matrices computed once: tuning (:mod:`moverkit.tuning`) scores many variants and temperatures
+    from them. Without it each batch's matrix is made, used and dropped (bounded memory)."""
+    pairs, selves = (None, None) if similarities is None else similarities
+    scores = pair_values(data, params, pairs)
+    if params["normalize"]:
+        scores = normalized(scores, self_values(data, params, selves), data.ref_index, data.pred_index)
+    return within_range(scores, params, data)
+
+
+SimilarityBatch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""``(pairs, sim, rows, cols)``: pair indices, their s_ij (B, L1, L2) and the masks of X1 and X2."""
+
+Similarities = tuple[list[SimilarityBatch], list[SimilarityBatch]]
+"""The similarity batches of the pairs and of the texts against themselves (:func:`similarities`)."""
+
+
+def similarity_batches(data) -> Iterator[SimilarityBatch]:
+    """The pairs of ``data`` in padded batches, with their s_ij (:func:`pair_similarity`)."""
     for batch in data.batches():
         sim, ref, pred = pair_similarity(data, batch)
-        values[batch] = family_value(sim, ref.mask, pred.mask, params)
+        yield batch, sim, ref.mask, pred.mask
+
+
+def similarities(data) -> Similarities:
+    """Every similarity batch of the pairs and of the texts against themselves (for Eq. 1), held
+    in memory: what :func:`pair_scores` needs for any variant and temperature of these clouds."""
+    return list(similarity_batches(data)), list(similarity_batches(self_pairs(data)))
+
+
+def pair_values(data, params, batches: list[SimilarityBatch] | None = None) -> torch.Tensor:
+    """C(reference, prediction) of every pair, float64, shape (n_pairs,)."""
+    values = torch.zeros(len(data.pred_index), dtype=torch.float64, device=data.pred_index.device)
+    for batch, sim, rows, cols in similarity_batches(data) if batches is None else batches:
+        values[batch] = family_value(sim, rows, cols, params)
     return values
 
 
@@ -181,13 +214,18 @@ def pair_similarity(data, pairs: torch.Tensor):
     return self_cosine_one(similarity(ref, pred), same, ref.mask), ref, pred
 
 
-def self_values(data, params) -> torch.Tensor:
-    """C(X, X) of every text that takes part, by the same procedure as the pairs (Eq. 1), indexed
-    like ``data.clouds``; texts taking no part keep 0."""
+def self_pairs(data):
+    """``data`` with every text that takes part paired with itself (pair k: text k of the result's ``pred_index``)."""
     texts = torch.unique(torch.cat([data.pred_index, data.ref_index]))
-    as_pairs = dataclasses.replace(data, pred_index=texts, ref_index=texts, group=torch.arange(len(texts)))
-    values = torch.zeros(len(data.clouds.texts), dtype=torch.float64, device=texts.device)
-    values[texts] = pair_values(as_pairs, params)
+    return dataclasses.replace(data, pred_index=texts, ref_index=texts, group=torch.arange(len(texts)))
+
+
+def self_values(data, params, batches: list[SimilarityBatch] | None = None) -> torch.Tensor:
+    """C(X, X) of every text that takes part, by the same procedure as the pairs (Eq. 1), indexed
+    like ``data.clouds``; texts taking no part keep 0. ``batches``: those of :func:`self_pairs`."""
+    as_pairs = self_pairs(data)
+    values = torch.zeros(len(data.clouds.texts), dtype=torch.float64, device=as_pairs.pred_index.device)
+    values[as_pairs.pred_index] = pair_values(as_pairs, params, batches)
     return values
 
 

@@ -95,6 +95,7 @@ Args:
         prediction and of its best reference, their cost matrix and the optimal plan P*.
     return_reference_index (bool, default False): also return "reference_index", per prediction the
         position (from 0) of the reference among its references that gave the kept score.
+    {settings}
 
 Returns:
     lazy_emd (list of float): per prediction, <C, P*> >= 0; a distance: LOWER is closer. With
@@ -159,6 +160,7 @@ class LazyEmd(TextPairMetric):
         baseline_path: str | None = None,
         return_alignment: bool = False,
         return_reference_index: bool = False,
+        settings: str | None = None,
     ):
         return lazy_emd(
             predictions,
@@ -183,4 +185,5 @@ class LazyEmd(TextPairMetric):
             baseline_path=baseline_path,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
+            settings=settings,
         )

@@ -106,6 +106,7 @@ Args:
         the optimal plan (the release's "flow") and the cost matrix (the release's plot_example picture).
     return_reference_index (bool, default False): also return "reference_index", per prediction the
         position (from 0) of the reference among its references that gave the kept score.
+    {settings}
 
 Returns:
     moverscore (list of float): per prediction; higher is better. In (0, 1] for "1/(1+wmd)";
@@ -177,6 +178,7 @@ class Moverscore(TextPairMetric):
         baseline_path: str | None = None,
         return_alignment: bool = False,
         return_reference_index: bool = False,
+        settings: str | None = None,
     ):
         return moverscore(
             predictions,
@@ -207,4 +209,5 @@ class Moverscore(TextPairMetric):
             baseline_path=baseline_path,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
+            settings=settings,
         )

@@ -97,6 +97,7 @@ Args:
         prediction and of its best reference (by F1) and their cosine similarity matrix.
     return_reference_index (bool, default False): also return "reference_index", per prediction the
         position (from 0) of the reference among its references that gave the kept score (by F1).
+    {settings}
 
 Returns:
     precision (list of float): per prediction, in [-1, 1]; higher is better.
@@ -157,6 +158,7 @@ class Sbertscore(TextPairMetric):
         baseline_path: str | None = None,
         return_alignment: bool = False,
         return_reference_index: bool = False,
+        settings: str | None = None,
     ):
         return sbertscore(
             predictions,
@@ -173,4 +175,5 @@ class Sbertscore(TextPairMetric):
             baseline_path=baseline_path,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
+            settings=settings,
         )

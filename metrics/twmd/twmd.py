@@ -91,6 +91,7 @@ Args:
         prediction and of its best reference, their cosine similarity matrix and the transport plan.
     return_reference_index (bool, default False): also return "reference_index", per prediction the
         position (from 0) of the reference among its references that gave the kept score.
+    {settings}
 
 Returns:
     twmd | trwmd | sbert | cka (list of float): per prediction, the score of the chosen variant;
@@ -156,6 +157,7 @@ class Twmd(TextPairMetric):
         baseline_path: str | None = None,
         return_alignment: bool = False,
         return_reference_index: bool = False,
+        settings: str | None = None,
     ):
         return twmd(
             predictions,
@@ -179,4 +181,5 @@ class Twmd(TextPairMetric):
             baseline_path=baseline_path,
             return_alignment=return_alignment,
             return_reference_index=return_reference_index,
+            settings=settings,
         )

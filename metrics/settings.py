@@ -1,0 +1,168 @@
+"""Settings files: the arguments ``moverkit tune`` chose for one metric, saved as JSON, and what
+every metric, the CLI and ``moverkit.compare`` do with one (``settings="tuned.json"``).
+
+A file looks like this (``tuning`` is a free-form record of how the arguments were chosen: data,
+grid, per-fold figures; it changes no score)::
+
+    {"format": "moverkit-settings", "version": 1, "metric": "twmd",
+     "arguments": {"num_layers": 4, "centering": "corpus", "variant": "twmd", "temperature": 0.05},
+     "tuning": {...}}
+
+A metric called with ``settings=PATH`` takes the file's ``arguments`` as if they were passed; an
+argument the call gives as well must have the same value or be left at its default (an error
+otherwise: a silently overridden setting would be a misreported number). The result's hashcode ends
+with ``|settings:<digest>``, the first 16 hex digits of the SHA-256 of the canonical JSON of the
+metric and its arguments (:attr:`Settings.digest`), so a reported number names the file it came from.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+FORMAT = "moverkit-settings"
+VERSION = 1
+
+UNSETTABLE = frozenset(
+    {"predictions", "references", "settings", "batch_size", "device", "verbose", "return_alignment",
+     "return_reference_index"}
+)  # fmt: skip
+"""Arguments a settings file may not set: the inputs, and what changes no score (where and how fast
+the encoder runs, what the result shows besides the scores)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One metric's arguments as a settings file holds them."""
+
+    metric: str
+    arguments: dict
+    tuning: dict
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 (hex) of the canonical JSON of ``metric`` and ``arguments``: what changes scores."""
+        canonical = json.dumps({"metric": self.metric, "arguments": self.arguments}, sort_keys=True, allow_nan=False)
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def to_json(self) -> str:
+        record = {"format": FORMAT, "version": VERSION, "metric": self.metric, "arguments": self.arguments}
+        return json.dumps({**record, "tuning": self.tuning}, indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the file whole or not at all (:func:`moverkit.lines.write_atomic`)."""
+        from .lines import write_atomic
+
+        write_atomic(Path(path), self.to_json())
+
+
+def settable_arguments(metric: str) -> dict[str, object]:
+    """The arguments of ``moverkit.functional.<metric>`` a settings file may set, with their defaults."""
+    from . import functional
+
+    signature = inspect.signature(getattr(functional, metric))
+    return {name: p.default for name, p in signature.parameters.items() if name not in UNSETTABLE}
+
+
+def load_settings(path: str | os.PathLike | Settings, metric: str | None = None) -> Settings:
+    """Read and check a settings file (or pass a :class:`Settings` through): a JSON object of this
+    format and version, for ``metric`` when given, whose arguments are the metric's own, settable
+    ones (:data:`UNSETTABLE`) with finite JSON values. Errors name the file and the field; the
+    values themselves are checked by the metric, as any argument."""
+    from .specs import SPECS
+
+    if isinstance(path, Settings):
+        settings, where = path, "settings"
+    else:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"settings must be the path of a settings file (moverkit tune --out), got {path!r}")
+        where = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"settings file {where} does not exist") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"settings file {where} is not UTF-8 text") from None
+        try:
+            record = json.loads(text, parse_constant=_refuse_constant)
+        except ValueError as err:
+            raise ValueError(f"settings file {where} is not valid JSON: {err}") from None
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise ValueError(f'settings file {where}: not a moverkit settings file (no "format": "{FORMAT}")')
+        if record.get("version") != VERSION:
+            raise ValueError(f"settings file {where}: version {record.get('version')!r}, this moverkit reads {VERSION}")
+        for key, kind in (("metric", str), ("arguments", dict), ("tuning", dict)):
+            if not isinstance(record.get(key), kind):
+                raise ValueError(
+                    f"settings file {where}: {key!r} must be a JSON {kind.__name__.replace('dict', 'object')}"
+                )
+        settings = Settings(record["metric"], record["arguments"], record["tuning"])
+    if settings.metric not in SPECS:
+        raise ValueError(f"{where}: metric {settings.metric!r} is none of {', '.join(sorted(SPECS))}")
+    if metric is not None and settings.metric != metric:
+        raise ValueError(f"{where} holds settings of {settings.metric}, not of {metric}")
+    settable = settable_arguments(settings.metric)
+    for name, value in settings.arguments.items():
+        if name not in settable:
+            raise ValueError(
+                f"{where}: {name!r} is not a setting of {settings.metric} (settable: {', '.join(sorted(settable))})"
+            )
+        if not _plain(value):
+            raise ValueError(f"{where}: argument {name!r} must be a JSON string, number, boolean, null or list")
+    return settings
+
+
+def with_settings(metric: str):
+    """Decorate ``moverkit.functional.<metric>`` so that it takes ``settings=PATH`` (see the module
+    doc): the file's arguments join the call's, and its digest ends the hashcode."""
+
+    def decorate(function):
+        signature = inspect.signature(function)
+        defaults = {name: p.default for name, p in signature.parameters.items()}
+
+        @functools.wraps(function)
+        def scored(predictions, references, *, settings=None, **kwargs):
+            if settings is None:
+                return function(predictions, references, **kwargs)
+            tuned = load_settings(settings, metric)
+            for name, value in tuned.arguments.items():
+                given = kwargs.get(name, defaults[name])
+                if name in kwargs and not _same(given, defaults[name]) and not _same(given, value):
+                    raise ValueError(
+                        f"{name}={given!r} contradicts the settings file, which sets {name}={value!r}: "
+                        f"leave {name} out or drop settings"
+                    )
+            result = function(predictions, references, **{**kwargs, **tuned.arguments})
+            result["hashcode"] = f"{result['hashcode']}|settings:{tuned.digest[:16]}"
+            return result
+
+        settings_parameter = inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY, default=None)
+        scored.__signature__ = signature.replace(parameters=[*signature.parameters.values(), settings_parameter])
+        return scored
+
+    return decorate
+
+
+def _same(a, b) -> bool:
+    """Equal values, a bool equal only to the same bool (``1 == True`` in Python)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
+
+
+def _plain(value) -> bool:
+    if value is None or isinstance(value, (str, bool, int)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, list) and all(_plain(v) for v in value)
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")

@@ -1,0 +1,559 @@
+r"""Tune a metric's settings on human judgments, without training the encoder (``moverkit tune``).
+
+BERTScore chose its layer per model by Pearson correlation with WMT16 judgments (Zhang et al., 2020,
+Appendix B), and the tempered-WMD paper tuned its temperatures on WMT15-16 (Chen et al., 2020,
+Section 6.2). :func:`tune` redoes that for any model and any judgments: it scores every setting of
+a grid (the product of each argument's listed values: layer, centering, IDF, variant, temperature,
+...), correlates each with the human scores within each group (language pair, or a column the
+user names), and picks settings by leave-one-group-out cross-validation.
+
+**Method.** For a setting :math:`s` and a group :math:`g`, :math:`r_g(s)` is the correlation
+(Pearson, or Kendall's tau-b) of the metric's scores with the human ones over the group's
+segments, sign-flipped for a distance (lazy_emd), so that higher is better. The chosen setting
+maximizes the mean over groups, :math:`\hat s = \arg\max_s \frac{1}{|G|} \sum_g r_g(s)` (BERTScore's
+rule: every language pair weighs the same). Each fold holds one group out, chooses :math:`\hat s_{-g}`
+on the others, and reports :math:`r_g(\hat s_{-g})` beside :math:`r_g` of the metric's default
+settings: the held-out figures are what a new language pair can expect.
+
+**Cost.** Every distinct text goes through the encoder once, keeping every layer of the grid from
+that one forward pass (:func:`~moverkit._core.encoder.encode` with ``layers``). Each combination of
+the arguments that change the token clouds (layer, centering, IDF, MoverScore's filters) is then
+prepared once (:func:`~moverkit._core.prepare_pairs` with those clouds); the arguments that act
+after it (variant, temperature, epsilon, penalties) reuse it, and for twmd the cosine matrices too
+(:func:`moverkit.functional.twmd.similarities`). Every score is computed by the metric's own
+functions, so a chosen setting scores exactly what ``moverkit.functional.<metric>(..., settings=...)``
+gives (tests/test_tuning.py). Memory: the kept layers hold tokens x layers x hidden size x 4 bytes
+(the 5,600 WMT17 texts: about 1.9 GB for the 7 outputs of all-MiniLM-L6-v2).
+
+sbertscore has no layer (its sentence encoder mean-pools the last one): each of its settings is one
+call of the metric.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+OBJECTIVES = ("pearson", "kendall")
+
+TOKEN_KEYS = ("num_layers", "centering", "idf")
+"""Arguments that change the token clouds themselves (one preparation per combination)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one metric is tuned: its default grid, which of its arguments change the prepared
+    clouds (``prepare_keys``), how to prepare them and how to score a setting from them."""
+
+    name: str
+    tunable: frozenset[str]  # the arguments a grid may vary
+    default_grid: Callable[[int, bool], dict[str, list]]  # (number of layers, corpus statistics shipped) -> grid
+    prepare_keys: tuple[str, ...]
+    prepare: Callable | None  # (predictions, references, request, centering, source, setting) -> PairData
+    shared: Callable | None  # PairData -> what every setting of that preparation reuses
+    score: Callable | None  # (data, shared, setting) -> per-pair scores (numpy)
+    canonical: Callable[[dict], dict] = dict  # a setting with its defaults made explicit, for deduplication
+
+
+def _centerings(with_corpus: bool) -> list[str]:
+    return ["none", "batch", "corpus"] if with_corpus else ["none", "batch"]
+
+
+def _twmd_grid(n_layers: int, with_corpus: bool) -> list[dict[str, list]]:
+    """twmd at four temperatures around the paper's (0.02 uncentered, 0.1 centered) and trwmd at the
+    paper's two, each on every layer and centering: 6 x 3 x 6 = 108 settings for the embedded model."""
+    common = {"num_layers": list(range(1, n_layers + 1)), "centering": _centerings(with_corpus)}
+    return [
+        {**common, "variant": ["twmd"], "temperature": [0.02, 0.05, 0.1, 0.2]},
+        {**common, "variant": ["trwmd"], "temperature": [0.02, 0.15]},
+    ]
+
+
+def _twmd_canonical(setting: dict) -> dict:
+    from .functional.twmd import resolve_params
+
+    params = resolve_params(
+        setting.get("variant", "twmd"),
+        setting.get("temperature"),
+        setting.get("sinkhorn_iterations", 1),
+        setting.get("normalize", True),
+        setting.get("centering", "corpus"),
+    )
+    kept = {k: v for k, v in setting.items() if k not in ("variant", "temperature", "sinkhorn_iterations", "normalize")}
+    return {**kept, **params}
+
+
+def _twmd_score(data, shared, setting) -> np.ndarray:
+    from .functional.twmd import pair_scores
+
+    return pair_scores(data, _twmd_params(setting), shared).cpu().numpy()
+
+
+def _twmd_params(setting: dict) -> dict:
+    canonical = _twmd_canonical(setting)
+    return {k: canonical[k] for k in ("variant", "temperature", "sinkhorn_iterations", "normalize") if k in canonical}
+
+
+def _plain_prepare(predictions, references, request, centering, source, setting):
+    from ._core import prepare_pairs
+
+    return prepare_pairs(predictions, references, request, centering, idf=setting.get("idf", False), **source)
+
+
+def _twmd_similarities(data):
+    from .functional.twmd import similarities
+
+    return similarities(data)
+
+
+def _bertscore_score(data, shared, setting) -> np.ndarray:
+    from .functional.centered_bertscore import pair_scores
+
+    return pair_scores(data)[2].numpy()  # F1
+
+
+def _lazy_emd_score(data, shared, setting) -> np.ndarray:
+    from .functional.lazy_emd import pair_scores, resolve_params
+
+    params = resolve_params(
+        "en", setting.get("reg_c"), setting.get("reg_r"), setting.get("epsilon", 0.009), setting.get("max_iter", 10_000)
+    )
+    return pair_scores(data, shared, params).cpu().numpy()
+
+
+def _lazy_emd_live(data):
+    from .functional.lazy_emd import pairs_with_mass
+
+    return pairs_with_mass(data)
+
+
+def _moverscore_config(setting: dict):
+    from .functional.moverscore import resolve_config
+
+    keys = ("variant", "n_gram", "idf", "prediction_idf", "remove_subwords", "remove_punctuation", "cost", "score_form")
+    return resolve_config(setting.get("version", "v2"), **{k: setting[k] for k in keys if k in setting})
+
+
+def _moverscore_prepare(predictions, references, request, centering, source, setting):
+    from .functional.moverscore import prepare
+
+    return prepare(predictions, references, request, centering, _moverscore_config(setting), **source)
+
+
+def _moverscore_score(data, shared, setting) -> np.ndarray:
+    from .functional.moverscore import score_pairs, side_units
+
+    config = _moverscore_config(setting)
+    pred, ref = side_units(data, config)
+    return score_pairs(data, pred, ref, config).cpu().numpy()
+
+
+TARGETS = {
+    "twmd": Target(
+        "twmd",
+        frozenset({"num_layers", "centering", "variant", "temperature", "sinkhorn_iterations", "normalize"}),
+        _twmd_grid,
+        ("num_layers", "centering"),
+        _plain_prepare,
+        _twmd_similarities,
+        lambda data, shared, setting: _twmd_score(data, shared, setting),
+        _twmd_canonical,
+    ),
+    "centered_bertscore": Target(
+        "centered_bertscore",
+        frozenset({"num_layers", "centering", "idf"}),
+        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": _centerings(corpus), "idf": [False, True]},
+        ("num_layers", "centering", "idf"),
+        _plain_prepare,
+        None,
+        _bertscore_score,
+    ),
+    "lazy_emd": Target(
+        "lazy_emd",
+        frozenset({"num_layers", "centering", "idf", "epsilon", "reg_c", "reg_r", "max_iter"}),
+        lambda n, corpus: {
+            "num_layers": list(range(1, n + 1)),
+            "centering": ["none", "batch"],
+            "idf": [False, True],
+            "epsilon": [0.009, 0.05],
+        },
+        ("num_layers", "centering", "idf"),
+        _plain_prepare,
+        _lazy_emd_live,
+        _lazy_emd_score,
+    ),
+    "moverscore": Target(
+        "moverscore",
+        frozenset(
+            {
+                "num_layers",
+                "centering",
+                "idf",
+                "prediction_idf",
+                "n_gram",
+                "variant",
+                "remove_subwords",
+                "remove_punctuation",
+                "cost",
+                "score_form",
+            }
+        ),  # fmt: skip
+        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": ["none", "batch"], "n_gram": [1, 2]},
+        ("num_layers", "centering", "idf", "prediction_idf", "remove_subwords", "remove_punctuation"),
+        _moverscore_prepare,
+        None,
+        _moverscore_score,
+    ),
+    "sbertscore": Target(
+        "sbertscore",
+        frozenset({"centering"}),
+        lambda n, corpus: {"centering": ["none", "dim", "batch", *(["corpus"] if corpus else [])]},
+        (),
+        None,
+        None,
+        None,
+    ),
+}
+
+
+@dataclass
+class Tuning:
+    """What :func:`tune` found: every setting's per-group correlations, the choice on all groups,
+    and each fold's held-out figures (tuned and default)."""
+
+    metric: str
+    model_type: str | None
+    objective: str
+    groups: list[str]
+    settings: list[dict]  # the grid, each setting as passed to the metric
+    correlations: np.ndarray  # (n_settings, n_groups)
+    default: int  # index of the metric's default settings in ``settings``
+    folds: list[dict]  # per held-out group: chosen setting, its held-out r, the default's
+    seconds: dict[str, float]
+
+    @property
+    def best(self) -> int:
+        return int(np.argmax(np.nanmean(self.correlations, axis=1)))
+
+    @property
+    def chosen(self) -> dict:
+        """The arguments of the best setting on all groups (with model_type when it is not the default)."""
+        arguments = dict(self.settings[self.best])
+        if self.model_type is not None:
+            arguments["model_type"] = self.model_type
+        return arguments
+
+    def to_settings(self, data_name: str = ""):
+        from .settings import Settings
+
+        record = {
+            "data": data_name,
+            "objective": self.objective,
+            "groups": self.groups,
+            "grid_size": len(self.settings),
+            "mean_correlation": float(np.nanmean(self.correlations[self.best])),
+            "default_mean_correlation": float(np.nanmean(self.correlations[self.default])),
+            "folds": self.folds,
+            "seconds": self.seconds,
+        }
+        return Settings(self.metric, self.chosen, record)
+
+    def to_dict(self) -> dict:
+        """Everything measured, JSON-ready: the grid with each setting's per-group correlation, and the folds."""
+        return {
+            "metric": self.metric,
+            "model_type": self.model_type,
+            "objective": self.objective,
+            "groups": self.groups,
+            "settings": [
+                {"arguments": s, "correlations": [None if math.isnan(r) else float(r) for r in row]}
+                for s, row in zip(self.settings, self.correlations)
+            ],
+            "default": self.default,
+            "chosen": self.chosen,
+            "folds": self.folds,
+            "seconds": self.seconds,
+        }
+
+    def to_markdown(self) -> str:
+        """Per held-out group: the setting chosen on the other groups, its correlation and the
+        default's; then the setting chosen on all groups."""
+        name = "Pearson r" if self.objective == "pearson" else "Kendall tau"
+        lines = [
+            f"| held-out group | chosen on the others | tuned {name} | default {name} |",
+            "|---|---|---:|---:|",
+        ]
+        for fold in self.folds:
+            lines.append(
+                f"| {fold['group']} | {describe(fold['chosen'])} | {fold['tuned']:.4f} | {fold['default']:.4f} |"
+            )
+        tuned = float(np.nanmean([f["tuned"] for f in self.folds]))
+        default = float(np.nanmean([f["default"] for f in self.folds]))
+        lines.append(f"| **mean** | | **{tuned:.4f}** | **{default:.4f}** |")
+        lines.append("")
+        lines.append(
+            f"Chosen on all groups: {describe(self.chosen)} (mean {name} {self.correlations[self.best].mean():.4f};"
+        )
+        lines.append(
+            f"the default {describe(self.settings[self.default])}: {self.correlations[self.default].mean():.4f})."
+        )
+        return "\n".join(lines)
+
+
+def describe(setting: Mapping) -> str:
+    return ", ".join(f"{k}={v}" for k, v in setting.items()) or "(defaults)"
+
+
+def expand_grid(grid: Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]) -> list[dict]:
+    """Every combination of the grid's values, in order: the product of the lists of a mapping, or
+    of each mapping of a list of them, one after the other (as scikit-learn's ``ParameterGrid``)."""
+    grids = [grid] if isinstance(grid, Mapping) else grid
+    if isinstance(grids, (str, bytes)) or not isinstance(grids, Sequence) or not grids:
+        raise ValueError("grid must be a mapping of argument name -> list of values, or a non-empty list of them")
+    settings = []
+    for one in grids:
+        if not isinstance(one, Mapping) or not one:
+            raise ValueError(
+                f"grid: each part must be a non-empty mapping of argument name -> list of values, got {one!r}"
+            )
+        for key, values in one.items():
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not len(values):
+                raise ValueError(f"grid[{key!r}] must be a non-empty list of values, got {values!r}")
+        keys = list(one)
+        settings += [dict(zip(keys, combo)) for combo in itertools.product(*(one[k] for k in keys))]
+    return settings
+
+
+def tune(
+    predictions: Sequence[str],
+    references: Sequence[str],
+    human: Sequence[float],
+    groups: Sequence[str],
+    metric: str,
+    grid: Mapping[str, Sequence] | None = None,
+    *,
+    model_type: str | None = None,
+    objective: str = "pearson",
+    batch_size: int = 64,
+    device: str | None = None,
+    dtype: str = "float32",
+    max_length: int | None = None,
+    verbose: bool = False,
+) -> Tuning:
+    """Score every setting of ``grid`` (default: the metric's, see :data:`TARGETS`) on the pairs
+    (``predictions[i]``, ``references[i]``), correlate with ``human`` within each of ``groups``, and
+    cross-validate the choice leaving one group out (see the module doc). Needs at least two groups
+    of at least three segments each."""
+    import time
+
+    from ._core import checks
+    from .specs import spec
+
+    started = time.perf_counter()
+    if metric not in TARGETS:
+        raise ValueError(f"metric must be one of {', '.join(sorted(TARGETS))}, got {metric!r}")
+    checks.one_of("objective", objective, OBJECTIVES)
+    human = np.asarray(human, dtype=np.float64)
+    n = len(predictions)
+    if not (len(references) == len(human) == len(groups) == n):
+        raise ValueError(
+            f"predictions, references, human and groups must have one item per segment: "
+            f"{n}, {len(references)}, {len(human)}, {len(groups)}"
+        )
+    if not np.isfinite(human).all():
+        raise ValueError("human scores must be finite numbers")
+    names = sorted(set(groups))
+    index = {g: np.flatnonzero(np.asarray(groups, dtype=object) == g) for g in names}
+    small = [g for g in names if len(index[g]) < 3]
+    if len(names) < 2 or small:
+        raise ValueError(
+            "tuning needs at least two groups of at least 3 segments each (one is held out in turn); got "
+            f"{len(names)} group(s)" + (f", too small: {', '.join(map(str, small))}" if small else "")
+        )
+    target = TARGETS[metric]
+    settings, default = _settings(target, grid, model_type)
+    keys = [_key(target.canonical(s)) for s in settings]
+    unique = list(dict.fromkeys(keys))  # settings that resolve alike (such as a temperature cka ignores) run once
+    settings = [settings[keys.index(k)] for k in unique]
+    default_key = _key(target.canonical(default))
+    if default_key not in unique:
+        settings.append(default)
+        unique.append(default_key)
+    default_index = unique.index(default_key)
+
+    common = {"batch_size": batch_size, "device": device, "dtype": dtype, "max_length": max_length}
+    scores, seconds = score_settings(
+        predictions, references, {metric: settings}, model_type=model_type, verbose=verbose, **common
+    )
+    scores = scores[metric]
+    sign = 1.0 if spec(metric).higher_is_better else -1.0
+    correlations = np.array(
+        [[_correlate(sign * s[index[g]], human[index[g]], objective) for g in names] for s in scores]
+    )
+    folds = []
+    for k, g in enumerate(names):
+        others = [j for j in range(len(names)) if j != k]
+        chosen = int(np.argmax(np.nanmean(correlations[:, others], axis=1)))
+        folds.append(
+            {
+                "group": g,
+                "chosen": settings[chosen],
+                "tuned": float(correlations[chosen, k]),
+                "default": float(correlations[default_index, k]),
+            }
+        )
+    seconds["total"] = time.perf_counter() - started
+    return Tuning(metric, model_type, objective, names, settings, correlations, default_index, folds, seconds)
+
+
+def _key(setting: dict) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in setting.items()))
+
+
+def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
+    """The grid's settings and the metric's default one, each with every argument the grid varies
+    given explicitly (the metric's default where a setting leaves it out), and the layer resolved."""
+    from .settings import settable_arguments
+
+    defaults = settable_arguments(target.name)
+    if grid is None:
+        n_layers, with_corpus = _model_facts(model_type, target.prepare is not None)
+        grid = target.default_grid(n_layers, with_corpus)
+    expanded = expand_grid(grid)
+    grid_keys = list(dict.fromkeys(k for setting in expanded for k in setting))
+    for key in grid_keys:
+        if key not in target.tunable:
+            raise ValueError(
+                f"grid: {key!r} is not an argument of {target.name} that tuning varies "
+                f"(those are: {', '.join(sorted(target.tunable))})"
+            )
+    varied = [*grid_keys, *(k for k in ("num_layers", "centering") if k in defaults and k not in grid_keys)]
+    default_layer = None
+    if "num_layers" in defaults:
+        from ._core.encoder import get_encoder
+
+        default_layer = get_encoder(model_type, -1 if target.name == "moverscore" else None).layer
+
+    def complete(setting: dict) -> dict:
+        full = {k: setting.get(k, defaults[k]) for k in varied}
+        if "num_layers" in full and full["num_layers"] is None:
+            full["num_layers"] = default_layer
+        return full
+
+    return [complete(s) for s in expanded], complete({})
+
+
+def _model_facts(model_type, token_level: bool) -> tuple[int, bool]:
+    """The model's number of layers, and whether ``corpus`` centering statistics ship for it (for
+    every layer, or for its sentence vectors when not ``token_level``)."""
+    from ._core.centering import Centering
+    from ._core.encoder import get_encoder
+
+    if not token_level:
+        return 0, model_type is None  # the embedded model's sentence statistic ships
+    encoder = get_encoder(model_type, -1)
+    try:
+        for layer in range(1, encoder.n_layers + 1):
+            Centering("corpus", None).resolved(encoder.name, layer, encoder.model.config.hidden_size)
+    except (ValueError, FileNotFoundError):
+        return encoder.n_layers, False
+    return encoder.n_layers, True
+
+
+def score_settings(
+    predictions: Sequence[str],
+    references: Sequence[str],
+    settings: Mapping[str, Sequence[dict]],
+    *,
+    model_type: str | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    dtype: str = "float32",
+    max_length: int | None = None,
+    verbose: bool = False,
+) -> tuple[dict[str, list[np.ndarray]], dict[str, float]]:
+    """Each metric's scores (its main output, one float64 array per setting) of the pairs under
+    each of ``settings[metric]`` (settings as :func:`tune` makes them: token metrics name their
+    ``num_layers`` and ``centering``), and the seconds spent encoding and scoring.
+
+    The token metrics share one forward pass over the distinct texts, keeping every layer any of
+    their settings uses; each combination of the arguments that change the clouds is prepared once
+    (see the module doc). sbertscore's settings are one call of the metric each."""
+    import time
+
+    from . import functional
+    from ._core.centering import Centering
+    from ._core.encoder import encode, get_encoder
+    from ._core.inputs import call_texts
+    from ._core.request import EncoderRequest
+
+    predictions, references = list(predictions), list(references)
+    common = {"batch_size": batch_size, "device": device, "dtype": dtype, "max_length": max_length}
+    seconds = {"encode": 0.0, "score": 0.0}
+    scores: dict[str, list] = {metric: [None] * len(chosen) for metric, chosen in settings.items()}
+    started = time.perf_counter()
+    for metric, chosen in settings.items():  # sbertscore: each setting is one call of the metric
+        if TARGETS[metric].prepare is None:
+            kwargs = {k: v for k, v in common.items() if k != "max_length"}  # sentences are split, not truncated
+            function = getattr(functional, metric)
+            for i, s in enumerate(chosen):
+                scores[metric][i] = np.asarray(
+                    function(predictions, references, model_type=model_type, verbose=verbose, **kwargs, **s)["f1"],
+                    dtype=np.float64,
+                )
+    seconds["score"] += time.perf_counter() - started
+    token = {metric: chosen for metric, chosen in settings.items() if TARGETS[metric].prepare is not None}
+    if not any(token.values()):
+        return scores, seconds
+
+    wanted = {s["num_layers"] for chosen in token.values() for s in chosen}
+    deepest = get_encoder(model_type, -1, device)
+    resolved = {
+        layer: deepest.check_layers([layer if layer >= 0 else deepest.n_layers + 1 + layer])[0] for layer in wanted
+    }
+    layers = sorted(set(resolved.values()))
+    deepest = get_encoder(model_type, layers[-1], device)
+    request = EncoderRequest(model_type, deepest.layer, verbose=verbose, **common)
+    started = time.perf_counter()
+    clouds = encode(deepest, call_texts(predictions, references).unique, request, layers=layers)
+    seconds["encode"] = time.perf_counter() - started
+    started = time.perf_counter()
+    for metric, chosen in token.items():
+        target = TARGETS[metric]
+        prepared: dict[tuple, list[int]] = {}
+        for i, setting in enumerate(chosen):
+            prepared.setdefault(tuple((k, repr(setting.get(k))) for k in target.prepare_keys), []).append(i)
+        for members in prepared.values():
+            first = chosen[members[0]]
+            layer = resolved[first["num_layers"]]
+            source = {
+                "encoder": dataclasses.replace(deepest, layer=layer),
+                "clouds": dataclasses.replace(
+                    clouds, vectors=clouds.layer_vectors[layers.index(layer)], layer_vectors=None, layers=None
+                ),
+            }
+            layer_request = dataclasses.replace(request, num_layers=layer)
+            data = target.prepare(
+                predictions, references, layer_request, Centering(first["centering"], None), source, first
+            )
+            shared = None if target.shared is None else target.shared(data)
+            for i in members:
+                scores[metric][i] = np.asarray(target.score(data, shared, chosen[i]), dtype=np.float64)
+            del data, shared
+    seconds["score"] += time.perf_counter() - started
+    return scores, seconds
+
+
+def _correlate(scores: np.ndarray, human: np.ndarray, objective: str) -> float:
+    from scipy import stats
+
+    if np.ptp(scores) == 0:
+        return math.nan  # a constant score orders nothing
+    if objective == "pearson":
+        return float(stats.pearsonr(scores, human)[0])
+    return float(stats.kendalltau(scores, human)[0])

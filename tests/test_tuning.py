@@ -1,0 +1,239 @@
+"""moverkit.tuning and settings files: the grid scores exactly what the metric gives under each
+setting, the cross-validation holds each group out, and a settings file applies in every metric,
+the CLI and compare, with its digest in the hashcode."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import moverkit
+from moverkit import functional
+from moverkit.cli import main
+from moverkit.judgments import read_judgments
+from moverkit.settings import Settings, load_settings
+from moverkit.specs import spec
+from moverkit.tuning import TARGETS, expand_grid, score_settings, tune
+
+DATA = "data/wmt17_seg_da_to_en.tsv"
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Three language pairs, 8 segments each, of the shared WMT17 file."""
+    data = read_judgments(DATA)
+    index = [i for g, rows in data.by_group().items() if g in ("cs-en", "de-en", "zh-en") for i in rows[:8]]
+    return (
+        [data.predictions[i] for i in index],
+        [data.references[i] for i in index],
+        [data.human[i] for i in index],
+        [data.groups[i] for i in index],
+    )
+
+
+GRIDS = {
+    "twmd": [
+        {"num_layers": [3, 6], "centering": ["none", "corpus"], "variant": ["twmd"], "temperature": [0.02, 0.2]},
+        {"num_layers": [5], "centering": ["batch"], "variant": ["trwmd", "cka", "sbert"]},
+    ],
+    "centered_bertscore": {"num_layers": [2, 6], "centering": ["none", "batch"], "idf": [False, True]},
+    "lazy_emd": {"num_layers": [4], "centering": ["none"], "idf": [True], "epsilon": [0.009, 0.05]},
+    "moverscore": {"num_layers": [-2, 6], "centering": ["none"], "n_gram": [1, 2]},
+    "sbertscore": {"centering": ["none", "batch"]},
+}
+
+
+@pytest.mark.parametrize("metric", sorted(TARGETS))
+def test_every_setting_scores_what_the_metric_gives(small, metric):
+    """One forward pass for all layers, one preparation per layer and centering: the same numbers
+    as a call of the metric with those arguments (the encoder cut at that layer)."""
+    predictions, references, _, _ = small
+    settings = expand_grid(GRIDS[metric])
+    if metric != "sbertscore":
+        settings = [{"centering": "corpus" if metric == "twmd" else "none", **s} for s in settings]
+    scores, seconds = score_settings(predictions, references, {metric: settings})
+    assert seconds["score"] > 0
+    for setting, got in zip(settings, scores[metric]):
+        output = setting.get("variant", "twmd") if metric == "twmd" else spec(metric).main  # twmd's key is the variant
+        expected = getattr(functional, metric)(predictions, references, **setting)[output]
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6, err_msg=str(setting))
+
+
+def test_tune_cross_validates_by_group(small):
+    predictions, references, human, groups = small
+    result = tune(predictions, references, human, groups, "twmd", GRIDS["twmd"])
+    assert result.groups == ["cs-en", "de-en", "zh-en"]
+    assert result.correlations.shape == (len(result.settings), 3)
+    # The default (layer 6, corpus centering, twmd at T = 0.1) is not in this grid: it is added.
+    assert result.settings[result.default] == {
+        "num_layers": 6,
+        "centering": "corpus",
+        "variant": "twmd",
+        "temperature": None,
+    }
+    # cka and sbert ignore the temperature: listed once each.
+    assert sum(s["variant"] == "cka" for s in result.settings) == 1
+    for k, fold in enumerate(result.folds):
+        others = [j for j in range(3) if j != k]
+        chosen = int(np.argmax(np.nanmean(result.correlations[:, others], axis=1)))
+        assert fold["chosen"] == result.settings[chosen]
+        assert fold["tuned"] == pytest.approx(result.correlations[chosen, k])
+        assert fold["default"] == pytest.approx(result.correlations[result.default, k])
+    assert result.chosen == result.settings[int(np.argmax(result.correlations.mean(axis=1)))]
+    # The reported correlation is the one of the metric's own scores.
+    setting = result.settings[result.best]
+    scores = functional.twmd(predictions, references, **setting)["twmd"]
+    rows = [i for i, g in enumerate(groups) if g == "de-en"]
+    r = np.corrcoef([scores[i] for i in rows], [human[i] for i in rows])[0, 1]
+    assert result.correlations[result.best, 1] == pytest.approx(r, abs=1e-9)
+
+
+def test_a_distance_is_sign_flipped(small):
+    predictions, references, human, groups = small
+    result = tune(predictions, references, human, groups, "lazy_emd", GRIDS["lazy_emd"])
+    scores = functional.lazy_emd(predictions, references, **result.settings[0])["lazy_emd"]
+    rows = [i for i, g in enumerate(groups) if g == "cs-en"]
+    r = np.corrcoef([scores[i] for i in rows], [human[i] for i in rows])[0, 1]
+    assert result.correlations[0, 0] == pytest.approx(-r, abs=1e-9)
+
+
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        ({"dtype": ["bfloat16"]}, "not an argument of twmd that tuning varies"),
+        ({"num_layers": []}, "non-empty list"),
+        ({"num_layers": "6"}, "non-empty list"),
+        ([], "non-empty list"),
+        ({"num_layers": [99]}, "layers must be ints"),
+    ],
+)
+def test_bad_grids_are_refused(small, grid, message):
+    predictions, references, human, groups = small
+    with pytest.raises(ValueError, match=message):
+        tune(predictions, references, human, groups, "twmd", grid)
+
+
+def test_bad_judgments_are_refused(small):
+    predictions, references, human, groups = small
+    with pytest.raises(ValueError, match="at least two groups"):
+        tune(predictions, references, human, ["one"] * len(groups), "twmd", {"num_layers": [6]})
+    with pytest.raises(ValueError, match="finite"):
+        tune(predictions, references, [float("nan")] * len(groups), groups, "twmd", {"num_layers": [6]})
+    with pytest.raises(ValueError, match="one item per segment"):
+        tune(predictions, references[:-1], human, groups, "twmd", {"num_layers": [6]})
+    with pytest.raises(ValueError, match="metric must be one of"):
+        tune(predictions, references, human, groups, "bleu")
+
+
+@pytest.fixture
+def settings_file(tmp_path):
+    path = tmp_path / "tuned.json"
+    Settings("twmd", {"num_layers": 4, "centering": "none", "temperature": 0.05}, {"data": "test"}).save(path)
+    return path
+
+
+def test_a_settings_file_applies_in_functional_evaluate_and_compare(settings_file):
+    predictions, references = ["a cat sat on the mat", "hello there"], ["the cat sat on a mat", "hi there"]
+    expected = functional.twmd(predictions, references, num_layers=4, centering="none", temperature=0.05)
+    got = functional.twmd(predictions, references, settings=str(settings_file))
+    digest = load_settings(settings_file).digest
+    assert got["twmd"] == expected["twmd"]
+    assert got["hashcode"] == f"{expected['hashcode']}|settings:{digest[:16]}"
+    module = moverkit.load("twmd").compute(predictions=predictions, references=references, settings=str(settings_file))
+    assert module == got
+    # An argument given as well must agree with the file, or be left at its default.
+    assert functional.twmd(predictions, references, settings=str(settings_file), num_layers=4) == got
+    with pytest.raises(ValueError, match="num_layers=3 contradicts the settings file"):
+        functional.twmd(predictions, references, settings=str(settings_file), num_layers=3)
+    comparison = moverkit.compare(
+        references,
+        {"A": predictions, "B": references},
+        ["twmd"],
+        metric_kwargs={"twmd": {"settings": str(settings_file)}},
+    )
+    assert comparison.hashcodes["twmd"].endswith(f"|settings:{digest[:16]}")
+
+
+def test_the_digest_follows_the_arguments_only():
+    a = Settings("twmd", {"num_layers": 4}, {"data": "x"})
+    assert a.digest == Settings("twmd", {"num_layers": 4}, {"data": "y"}).digest
+    assert a.digest != Settings("twmd", {"num_layers": 5}, {"data": "x"}).digest
+    assert a.digest != Settings("lazy_emd", {"num_layers": 4}, {"data": "x"}).digest
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"format": "other"}, "not a moverkit settings file"),
+        ({"version": 2}, "version 2"),
+        ({"metric": "bleu"}, "none of"),
+        ({"arguments": {"batch_size": 8}}, "'batch_size' is not a setting of twmd"),
+        ({"arguments": {"num_layrs": 8}}, "'num_layrs' is not a setting of twmd"),
+        ({"arguments": {"temperature": {"x": 1}}}, "must be a JSON string"),
+        ({"arguments": []}, "'arguments' must be a JSON object"),
+    ],
+)
+def test_bad_settings_files_are_refused(tmp_path, record, message):
+    path = tmp_path / "bad.json"
+    base = {"format": "moverkit-settings", "version": 1, "metric": "twmd", "arguments": {}, "tuning": {}}
+    path.write_text(json.dumps({**base, **record}))
+    with pytest.raises(ValueError, match=message):
+        load_settings(path)
+    path.write_text(
+        '{"format": "moverkit-settings", "version": 1, "metric": "twmd", "arguments": {"temperature": NaN}, "tuning": {}}'
+    )
+    with pytest.raises(ValueError, match="not valid JSON"):
+        load_settings(path)
+
+
+def test_settings_of_another_metric_are_refused(settings_file):
+    with pytest.raises(ValueError, match="holds settings of twmd, not of lazy_emd"):
+        functional.lazy_emd(["a"], ["b"], settings=str(settings_file))
+
+
+def test_the_cli_tunes_and_scores_with_the_file(tmp_path, capsys):
+    data = read_judgments(DATA)
+    rows = [i for g, ix in data.by_group().items() if g in ("cs-en", "de-en") for i in ix[:6]]
+    tsv = tmp_path / "judgments.tsv"
+    lines = ["lp\thypothesis\treference\thuman"]
+    lines += [f"{data.groups[i]}\t{data.predictions[i]}\t{data.references[i]}\t{data.human[i]}" for i in rows]
+    tsv.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "tuned.json"
+    grid = json.dumps({"num_layers": [5, 6], "centering": ["none"], "temperature": [0.05, 0.1]})
+    assert main(["tune", "--data", str(tsv), "--metric", "twmd", "--grid", grid, "--out", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "held-out group" in report and "cs-en" in report and "de-en" in report
+    tuned = load_settings(out)
+    assert tuned.metric == "twmd" and set(tuned.arguments) == {"num_layers", "centering", "temperature"}
+    assert len(tuned.tuning["folds"]) == 2
+
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hyp.write_text("a cat sat\nhello\n")
+    ref.write_text("the cat sat\nhi\n")
+    scores = tmp_path / "scores.jsonl"
+    assert (
+        main(
+            ["score", "--settings", str(out), "--predictions", str(hyp), "--references", str(ref), "--out", str(scores)]
+        )
+        == 0
+    )
+    first = json.loads(scores.read_text().splitlines()[0])
+    expected = functional.twmd(["a cat sat"], ["the cat sat"], **tuned.arguments)["twmd"][0]
+    assert first["twmd"] == pytest.approx(expected, abs=1e-6)
+    assert tuned.digest[:16] in capsys.readouterr().out
+
+
+def test_the_cli_refuses_bad_tuning_arguments(tmp_path, capsys):
+    assert (
+        main(["tune", "--data", str(tmp_path / "missing.tsv"), "--metric", "twmd", "--out", str(tmp_path / "o.json")])
+        == 2
+    )
+    assert "moverkit: error:" in capsys.readouterr().err
+    assert (
+        main(["tune", "--data", DATA, "--metric", "twmd", "--grid", "{not json", "--out", str(tmp_path / "o.json")])
+        == 2
+    )
+    assert "--grid" in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
