@@ -139,6 +139,12 @@ def _moverscore_config(setting: dict):
     return resolve_config(setting.get("version", "v2"), **{k: setting[k] for k in keys if k in setting})
 
 
+def _moverscore_canonical(setting: dict) -> dict:
+    """The setting with the preset's values where it leaves an argument to the preset (None)."""
+    config = _moverscore_config(setting)
+    return {k: getattr(config, k) if v is None and hasattr(config, k) else v for k, v in setting.items()}
+
+
 def _moverscore_prepare(predictions, references, request, centering, source, setting):
     from .functional.moverscore import prepare
 
@@ -208,6 +214,7 @@ TARGETS = {
         _moverscore_prepare,
         None,
         _moverscore_score,
+        _moverscore_canonical,
     ),
     "sbertscore": Target(
         "sbertscore",
@@ -421,8 +428,12 @@ def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
     from .settings import settable_arguments
 
     defaults = settable_arguments(target.name)
+    n_layers, with_corpus = _model_facts(model_type, target.prepare is not None)
+    if not with_corpus and defaults.get("centering") == "corpus":
+        # No statistic ships for this model: its default call would be refused; compare with the
+        # paper's own centering (the mean of the call's texts) instead.
+        defaults = {**defaults, "centering": "batch"}
     if grid is None:
-        n_layers, with_corpus = _model_facts(model_type, target.prepare is not None)
         grid = target.default_grid(n_layers, with_corpus)
     expanded = expand_grid(grid)
     grid_keys = list(dict.fromkeys(k for setting in expanded for k in setting))

@@ -23,7 +23,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("score", "compare", "tune", "fit_centering", "fit_baseline", "finetune", "bench", "publish")
+COMMANDS = ("score", "compare", "tune", "combine", "fit_centering", "fit_baseline", "finetune", "bench", "publish")
 """The subcommand modules, in the order ``--help`` lists them."""
 
 

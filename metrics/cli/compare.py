@@ -37,6 +37,11 @@ def register(commands) -> None:
         help="a settings file from 'moverkit tune': its metric is compared under its arguments "
         "(repeat, one file per metric)",
     )
+    compare.add_argument(
+        "--combination",
+        type=Path,
+        help="a file from 'moverkit combine': adds the calibrated combination of its components as a row",
+    )
     compare.add_argument("--resamples", type=positive_int, default=1000, help="bootstrap and permutation resamples")
     compare.add_argument("--seed", type=natural_int, default=0, help="seed of the resampling, >= 0 (default: 0)")
     compare.add_argument("--json", type=Path, help="write the result here (one JSON object)")
@@ -59,7 +64,7 @@ def run(args) -> int:
         if name in systems:
             raise ValueError(f"--system {name} is given twice")
         systems[name] = Path(path)
-    inputs = [*args.references, *systems.values(), *args.settings]
+    inputs = [*args.references, *systems.values(), *args.settings, *([args.combination] if args.combination else [])]
     outputs_given = {"--json": args.json, "--png": args.png, "--html": args.html}
     for flag, out in outputs_given.items():
         check_out(out, inputs, flag)
@@ -87,10 +92,11 @@ def run(args) -> int:
     result = compare(
         references,
         outputs,
-        metrics=metrics or ["centered_bertscore"],
+        metrics=metrics or ([] if args.combination else ["centered_bertscore"]),
         resamples=args.resamples,
         seed=args.seed,
         metric_kwargs=metric_kwargs,
+        combination=None if args.combination is None else str(args.combination),
     )
     print(result.to_markdown())
     # Every output rendered before any is written: a failure leaves none of them behind.

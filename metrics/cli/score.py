@@ -24,6 +24,11 @@ def register(commands) -> None:
         type=Path,
         help="a settings file from 'moverkit tune': the metric's arguments as tuned (options given as well must agree)",
     )
+    score.add_argument(
+        "--combination",
+        type=Path,
+        help="a file from 'moverkit combine': score with the calibrated combination of its components instead of --metric",
+    )
     score.add_argument("--predictions", required=True, type=Path, help="one prediction per line")
     score.add_argument(
         "--references",
@@ -69,14 +74,16 @@ def run(args) -> int:
     from moverkit import functional
     from moverkit.lines import check_out, read_texts, write_atomic
 
-    check_out(args.out, [args.predictions, *args.references, args.centering_stats, args.settings])
+    check_out(args.out, [args.predictions, *args.references, args.centering_stats, args.settings, args.combination])
+    if args.combination is not None:
+        return run_combination(args)
     if args.settings is not None:
         from moverkit.settings import load_settings
 
         tuned = load_settings(args.settings, args.metric)
         args.metric = tuned.metric
     elif args.metric is None:
-        raise ValueError("give --metric, or --settings (a file from 'moverkit tune' names its metric)")
+        raise ValueError("give --metric, --settings (a file from 'moverkit tune' names its metric) or --combination")
     predictions = read_texts(args.predictions)
     reference_sets = [read_texts(path) for path in args.references]
     for path, refs in zip(args.references, reference_sets):
@@ -100,6 +107,43 @@ def run(args) -> int:
         lines = []
         for i in range(len(predictions)):
             row = {k: round(v[i], DIGITS) if isinstance(v[i], float) else v[i] for k, v in per_line.items()}
+            lines.append(json.dumps({"line": i + 1, **row}) + "\n")
+        write_atomic(args.out, "".join(lines))
+        print(f"per-line scores written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def run_combination(args) -> int:
+    """``--combination``: the calibrated combination's segment scores (and its system score of the
+    file, when it has a system level); the components run at the settings the file names."""
+    from moverkit.combination import combined
+    from moverkit.lines import read_texts, write_atomic
+
+    given = [flag for flag, value in (("--metric", args.metric), ("--settings", args.settings)) if value is not None]
+    if given or args.arg or args.idf or args.centering or args.num_layers is not None or args.model:
+        raise ValueError(
+            "--combination scores with the components and settings its file names; leave out "
+            f"{', '.join(given) or 'the metric options'}"
+        )
+    if len(args.references) != 1:
+        raise ValueError("--combination takes one --references file (its components were fitted on one reference)")
+    predictions, references = read_texts(args.predictions), read_texts(args.references[0])
+    if len(references) != len(predictions):
+        raise ValueError(
+            f"{args.predictions} has {len(predictions)} lines but {args.references[0]} has {len(references)}"
+        )
+    result = combined(predictions, references, str(args.combination), batch_size=args.batch_size, device=args.device)
+    per_line = {"combined": result["combined"], **result["components"]}
+    check_finite_scores({k: v for k, v in per_line.items() if v and v[0] is not None}, args.predictions)
+    if result["combined"] and result["combined"][0] is not None:
+        print(f"combined\t{math.fsum(result['combined']) / len(result['combined']):.6f}")
+    if result["system"] is not None:
+        print(f"system\t{result['system']:.6f}")
+    print(f"hashcode\t{result['hashcode']}")
+    if args.out:
+        lines = []
+        for i in range(len(predictions)):
+            row = {k: v[i] if v[i] is None else round(v[i], DIGITS) for k, v in per_line.items()}
             lines.append(json.dumps({"line": i + 1, **row}) + "\n")
         write_atomic(args.out, "".join(lines))
         print(f"per-line scores written to {args.out}", file=sys.stderr)

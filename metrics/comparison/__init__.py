@@ -78,17 +78,29 @@ def compare(
     resamples: int = 1000,
     seed: int = 0,
     metric_kwargs: Mapping[str, Mapping] | None = None,
+    combination=None,
 ) -> Comparison:
     """Compare ``systems`` (name -> one output per segment) against ``references`` (one string, or
     a list of strings, per segment) with each of ``metrics`` (moverkit metric names; each at its
     defaults plus ``metric_kwargs[name]``). ``resamples`` and ``seed`` drive every bootstrap and
-    permutation, and are kept in ``settings``."""
+    permutation, and are kept in ``settings``. ``combination`` (a file of ``moverkit combine``, or a
+    :class:`~moverkit.combination.Combination`) adds a ``"combined"`` row: each segment's calibrated
+    combination of its components (its segment level), scored over all systems in one call; ``metrics``
+    may then be empty."""
     from moverkit import functional
     from moverkit._core.cache import cache_info, set_cache
     from moverkit._version import __version__
     from moverkit.specs import spec
 
-    if isinstance(metrics, str) or not _is_list(metrics) or not len(metrics):
+    if combination is not None:
+        from moverkit.combination import Combination, load
+
+        combination = combination if isinstance(combination, Combination) else load(combination)
+        if combination.segment is None:
+            raise ValueError(
+                "the combination has no segment level, which compare needs (fit it with judgments of segments)"
+            )
+    if isinstance(metrics, str) or not _is_list(metrics) or not (len(metrics) or combination is not None):
         raise ValueError(f"metrics must be a non-empty list of metric names (such as ['twmd']), got {metrics!r}")
     metrics = list(dict.fromkeys(metrics))
     for name in metrics:
@@ -114,11 +126,20 @@ def compare(
             scores = result[spec(metric).main]
             segments[metric] = {name: scores[i * n : (i + 1) * n] for i, name in enumerate(names)}
             hashcodes[metric] = result["hashcode"]
+        if combination is not None:
+            from moverkit.combination import COMBINED, combined
+
+            result = combined(predictions, all_references, combination)
+            scores = result["combined"]
+            segments[COMBINED] = {name: scores[i * n : (i + 1) * n] for i, name in enumerate(names)}
+            hashcodes[COMBINED] = result["hashcode"]
     finally:
         if not was_cached:
             set_cache(0)
     comparison = summarize(segments, resamples=resamples, seed=seed)
     comparison.settings.update({"metric_kwargs": kwargs, "segments": n, "version": __version__})
+    if combination is not None:
+        comparison.settings["combination"] = {"components": list(combination.components), "digest": combination.digest}
     comparison.hashcodes.update(hashcodes)
     return comparison
 
@@ -168,11 +189,11 @@ def _check_systems(systems, n: int) -> None:
 
 def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resamples: int, seed: int) -> Comparison:
     """The statistics of :class:`Comparison` from segment scores (metric -> system -> scores)."""
-    from moverkit.specs import spec
+    from .report import higher_is_better
 
     systems, pairs, ranking = [], [], {}
     for metric, by_system in segments.items():
-        higher = spec(metric).higher_is_better
+        higher = higher_is_better(metric)
         for name, scores in by_system.items():
             score, low, high = bootstrap_interval(scores, resamples=resamples, seed=seed)
             systems.append({"name": name, "metric": metric, "score": score, "ci_low": low, "ci_high": high})

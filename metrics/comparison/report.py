@@ -9,17 +9,25 @@ import io
 import json
 from pathlib import Path
 
+from moverkit.combination import COMBINED
 from moverkit.lines import write_atomic
 from moverkit.specs import spec
 
 
+def higher_is_better(metric: str) -> bool:
+    """A metric's direction (its spec's); a combination's scores are oriented higher-is-better."""
+    return True if metric == COMBINED else spec(metric).higher_is_better
+
+
 def _direction(metric: str) -> str:
-    return "higher is better" if spec(metric).higher_is_better else "lower is better"
+    return "higher is better" if higher_is_better(metric) else "lower is better"
 
 
 def _reference_points(metric: str, settings: dict) -> str:
     """The metric's reference points as its scores here read them: rescaled when the comparison
     rescaled with the shipped baseline, and said to be of the default settings when others ran."""
+    if metric == COMBINED:
+        return "z-scored components, weights fitted on human scores: 0 is the training data's mean segment"
     s = spec(metric)
     kwargs = dict(settings.get("metric_kwargs", {}).get(metric, {}))
     rescaled = kwargs.pop("rescale_with_baseline", False)

@@ -1,0 +1,232 @@
+"""``moverkit bench combination``: does a calibrated combination of metrics (:mod:`moverkit.combination`)
+agree with humans better than each of its components, on a language pair it was not fitted on?
+
+Leave one language pair out, at both levels:
+
+* segment level, on a judgments TSV (``data/wmt17_seg_da_to_en.tsv``: 2,800 WMT17 DA segments of
+  five to-English pairs): for each pair, the combination fitted on the other pairs' segments
+  scores this pair's; Pearson r and Kendall tau with the human scores, per pair, for the
+  combination and for each component alone (oriented: ``lazy_emd`` negated, so higher is better
+  in every row);
+* system level, on the shipped WMT17 extract (:mod:`moverkit.bench.system_level`): for each of the
+  five pairs the segment file covers, the combination fitted on the other four; for the unseen
+  pairs (fi-en, lv-en), the one fitted on all five. Pearson per pair and the pairwise accuracy over
+  all system pairs and over the unseen pairs. A single metric's row is computed as ``moverkit
+  bench system-level`` computes it (:func:`~moverkit.bench.system_level.score_test_sets`, BLEU on
+  the distributed tokens), so its figures are that table's; inside a combination, BLEU is the
+  combination's own (sacrebleu's ``13a`` tokenization, :mod:`moverkit.combination`).
+
+Every metric runs at its default settings. The moverkit metrics' segment scores can be kept in a
+JSON file (:func:`cached_scores`) so that a rerun only fits and reports.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from moverkit.combination import ANCHORS, anchor, component_scores, leave_one_group_out, leave_one_test_set_out
+from moverkit.combination import orientation as _orientation
+from moverkit.specs import SPECS
+
+from .system_level import UNSEEN_PAIRS, TestSet, anchor_scores, pairwise, pearson, score_test_sets
+
+COMBINATIONS = {
+    "combination (all 7)": (*sorted(SPECS), "chrF", "BLEU"),
+    "combination (twmd, lazy_emd, chrF)": ("twmd", "lazy_emd", "chrF"),
+}
+"""The combinations benchmarked, by label: every component, and a small one fixed in advance
+(two transport metrics of different families and a string metric)."""
+
+
+def cached_scores(
+    cache: Path | None, key: str, metrics: Sequence[str], compute: Callable[[str], object], log=None
+) -> dict[str, object]:
+    """``{metric: compute(metric)}``, each read from the JSON file ``cache`` under ``key`` where it
+    is there, else computed and added to the file at once (written whole, so an interrupted run
+    keeps the metrics done). ``key`` names the data, so scores of other data are never reused."""
+    from moverkit.lines import write_atomic
+
+    stored = json.loads(cache.read_text(encoding="utf-8")) if cache is not None and cache.is_file() else {}
+    if not isinstance(stored, dict):
+        raise ValueError(f"--scores-cache {cache}: not a scores cache (a JSON object)")
+    scores = {}
+    for metric in metrics:
+        if metric not in stored.get(key, {}):
+            stored.setdefault(key, {})[metric] = compute(metric)
+            if cache is not None:
+                write_atomic(cache, json.dumps(stored))
+            if log is not None:
+                log(f"done: {key} {metric}")
+        scores[metric] = stored[key][metric]
+    return scores
+
+
+# ---------------------------------------------------------------------------------------------
+# Segment level
+
+
+def segment_features(data, components: Sequence[str], cache: Path | None = None, log=None) -> dict[str, np.ndarray]:
+    """Oriented segment scores of every component on ``data`` (:class:`moverkit.judgments.Judgments`),
+    the moverkit metrics' through ``cache``."""
+    metrics = [c for c in components if c not in ANCHORS]
+    anchors = [c for c in components if c in ANCHORS]
+    key = f"segment:{len(data.human)}:{_fingerprint(data.predictions, data.references)}"
+
+    def compute(metric):
+        return component_scores(data.predictions, data.references, [metric])[0][metric].tolist()
+
+    raw = cached_scores(cache, key, metrics, compute, log)
+    features = {m: _orientation(m) * np.asarray(raw[m], dtype=float) for m in metrics}
+    features.update(component_scores(data.predictions, data.references, anchors)[0] if anchors else {})
+    return {c: features[c] for c in components}
+
+
+def _fingerprint(*texts: Sequence[str]) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for column in texts:
+        for text in column:
+            digest.update(text.encode("utf-8") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def segment_bench(data, features: Mapping[str, np.ndarray], combinations: Mapping[str, Sequence[str]]) -> dict:
+    """``{"rows": {label: {lp: (pearson, kendall)}}, "weights": {label: {lp: {component: w}}}}``:
+    each component alone, then each combination scored on every pair by the fit on the others."""
+    from moverkit.judgments import correlate
+
+    groups = data.by_group()
+    human = np.asarray(data.human, dtype=float)
+    rows, weights = {}, {}
+    for name, values in features.items():
+        rows[name] = {lp: correlate(values[i].tolist(), human[i].tolist()) for lp, i in groups.items()}
+    for label, components in combinations.items():
+        folds = leave_one_group_out({c: features[c] for c in components}, human, data.groups)
+        rows[label] = {lp: correlate(f.scores.tolist(), human[f.index].tolist()) for lp, f in folds.items()}
+        weights[label] = {lp: dict(zip(components, f.fit.weights)) for lp, f in folds.items()}
+    return {"rows": rows, "weights": weights}
+
+
+def format_segment(result: dict) -> str:
+    """Markdown: Pearson r and Kendall tau (x100) per held-out pair and their averages."""
+    rows = result["rows"]
+    lps = list(next(iter(rows.values())))
+    head = ["segment level", *(f"{lp} r / tau" for lp in lps), "avg r", "avg tau"]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+    for label, by_lp in rows.items():
+        cells = [f"{100 * r:.1f} / {100 * tau:.1f}" for r, tau in by_lp.values()]
+        cells += [f"{100 * np.mean([r for r, _ in by_lp.values()]):.1f}"]
+        cells += [f"{100 * np.mean([tau for _, tau in by_lp.values()]):.1f}"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_weights(weights: Mapping[str, Mapping[str, Mapping[str, float]]], level: str) -> str:
+    """Markdown: each combination's weights, one row per fold (the held-out pair): weights of
+    z-scores at segment level, of system scores divided by their pooled std at system level."""
+    blocks = []
+    for label, folds in weights.items():
+        components = list(next(iter(folds.values())))
+        lines = [f"| {label}, {level} level: fold without | " + " | ".join(components) + " |"]
+        lines.append("|---" + "|---:" * len(components) + "|")
+        for lp, w in folds.items():
+            lines.append(f"| {lp} | " + " | ".join(f"{w[c]:.3g}" for c in components) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+# ---------------------------------------------------------------------------------------------
+# System level
+
+
+def system_segment_scores(
+    test_sets: Sequence[TestSet], metrics: Sequence[str], cache: Path | None = None, log=None
+) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """``{metric: {lp: {system: segment scores}}}`` as :func:`score_test_sets` gives them (one
+    call per language pair over all its systems, default settings), through ``cache``."""
+    n = {len(t.references) for t in test_sets}
+    texts = [text for t in test_sets for s in sorted(t.outputs) for text in t.outputs[s]]
+    key = f"system:{max(n)}:{_fingerprint(texts, [r for t in test_sets for r in t.references])}"
+    return cached_scores(cache, key, metrics, lambda m: score_test_sets(test_sets, [m])[m], log)
+
+
+def system_features(
+    test_set: TestSet, components: Sequence[str], segments: Mapping[str, Mapping[str, Mapping[str, list[float]]]]
+) -> dict[str, dict[str, float]]:
+    """One test set's oriented system scores of each component, as a combination computes them
+    (:func:`moverkit.combination.corpus_features`), from ``segments`` (:func:`system_segment_scores`)."""
+    features = {}
+    for name in components:
+        if name in ANCHORS:
+            metric = anchor(name, sentence=False)
+            refs = [test_set.references]
+            features[name] = {s: metric.corpus_score(out, refs).score for s, out in test_set.outputs.items()}
+        else:
+            by_system = segments[name][test_set.lp]
+            features[name] = {s: _orientation(name) * math.fsum(v) / len(v) for s, v in by_system.items()}
+    return features
+
+
+def system_bench(
+    test_sets: Sequence[TestSet],
+    segments: Mapping[str, Mapping[str, Mapping[str, list[float]]]],
+    combinations: Mapping[str, Sequence[str]],
+) -> dict:
+    """``{"rows": {label: {"pearson": {lp: r}, "accuracy": (agree, total), "unseen_accuracy":
+    (agree, total)}}, "weights": {label: {lp: {component: w}}}}``. A single metric's system scores
+    are ``moverkit bench system-level``'s; a combination's come from its fit on the five fit pairs
+    other than the scored one (all five for an unseen pair)."""
+    fit_on = [t.lp for t in test_sets if t.lp not in UNSEEN_PAIRS]
+    systems: dict[str, dict[str, dict[str, float]]] = {}
+    for name in [*segments, *ANCHORS]:
+        systems[name] = {}
+        for t in test_sets:
+            if name in ANCHORS:
+                systems[name][t.lp] = anchor_scores(t, name)
+            else:
+                by_system = segments[name][t.lp]
+                systems[name][t.lp] = {s: _orientation(name) * math.fsum(v) / len(v) for s, v in by_system.items()}
+    weights = {}
+    for label, components in combinations.items():
+        sets = {t.lp: (system_features(t, components, segments), t.human) for t in test_sets}
+        folds = leave_one_test_set_out(sets, fit_on)
+        systems[label] = {lp: scores for lp, (_, scores) in folds.items()}
+        weights[label] = {lp: dict(zip(components, level.weights)) for lp, (level, _) in folds.items()}
+    rows = {}
+    for label, by_lp in systems.items():
+        pearsons, accuracy, unseen = {}, [0, 0], [0, 0]
+        for t in test_sets:
+            scores = by_lp[t.lp]
+            names = sorted(scores)
+            pearsons[t.lp] = pearson([scores[s] for s in names], [t.human[s] for s in names])
+            agree, total = pairwise(scores, t.human, True)
+            accuracy = [accuracy[0] + agree, accuracy[1] + total]
+            if t.lp in UNSEEN_PAIRS:
+                unseen = [unseen[0] + agree, unseen[1] + total]
+        rows[label] = {"pearson": pearsons, "accuracy": tuple(accuracy), "unseen_accuracy": tuple(unseen)}
+    return {"rows": rows, "weights": weights}
+
+
+def format_system(result: dict) -> str:
+    """Markdown: Pearson (x100) per pair and its average, pairwise accuracy over all pairs and the unseen ones."""
+    rows = result["rows"]
+    lps = list(next(iter(rows.values()))["pearson"])
+    head = ["system level", *lps, "avg r", "pairwise accuracy", f"unseen ({', '.join(UNSEEN_PAIRS)})"]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+
+    def share(pair):
+        return "–" if pair[1] == 0 else f"{100 * pair[0] / pair[1]:.1f}% ({pair[0]}/{pair[1]})"
+
+    for label, row in rows.items():
+        cells = [f"{100 * row['pearson'][lp]:.1f}" for lp in lps]
+        cells.append(f"{100 * math.fsum(row['pearson'].values()) / len(lps):.1f}")
+        lines.append(
+            f"| {label} | " + " | ".join([*cells, share(row["accuracy"]), share(row["unseen_accuracy"])]) + " |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""``moverkit bench tune``: tuned settings against the defaults, leaving one language pair out.
+
+- **Segment level** (WMT17 DA, the five language pairs of the shared file): :func:`moverkit.tuning.tune`
+  holds each pair out in turn, chooses the settings on the other four, and scores the held-out pair
+  with them; beside it, the default settings on the same pair.
+- **System level** (the shipped WMT17 extract, :mod:`moverkit.bench.system_level`): each of the five
+  fit pairs is scored with the settings chosen without it (its segment-level fold); fi-en and lv-en,
+  never fitted on, with the settings chosen on all five. System scores are segment means; the
+  figures are each pair's Pearson and the pairwise accuracy over every system pair.
+- **Cost**: one scoring pass of the metric at its defaults against a whole tuning run over the same
+  texts, side by side (:func:`moverkit.bench.speed.interleaved`).
+- **Layers**: the mean Pearson of each layer (other arguments at their defaults), the table behind
+  the model's ``num_layers`` default (BERTScore's method, Zhang et al. 2020, Appendix B).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def segment_level(data, metrics, *, model_type=None, **kwargs) -> dict:
+    """``{metric: Tuning}`` on the judgments ``data`` (each metric's default grid)."""
+    from moverkit.tuning import tune
+
+    return {
+        metric: tune(
+            data.predictions, data.references, data.human, data.groups, metric, model_type=model_type, **kwargs
+        )
+        for metric in metrics
+    }
+
+
+def system_level(tunings: dict, test_sets, *, model_type=None) -> dict:
+    """``{metric: {"default"|"tuned": {"pearson": {lp: r}, "accuracy": (agree, total)}}}``, each
+    language pair scored with the settings chosen without it (see the module doc)."""
+    from moverkit.bench.system_level import pairwise, pearson
+    from moverkit.specs import spec
+    from moverkit.tuning import score_settings
+
+    table = {
+        m: {"default": {"pearson": {}, "accuracy": [0, 0]}, "tuned": {"pearson": {}, "accuracy": [0, 0]}}
+        for m in tunings
+    }
+    for test_set in test_sets:
+        systems = sorted(test_set.outputs)
+        predictions = [text for s in systems for text in test_set.outputs[s]]
+        references = test_set.references * len(systems)
+        chosen = {}
+        for metric, tuning in tunings.items():
+            fold = next((f for f in tuning.folds if f["group"] == test_set.lp), None)
+            chosen[metric] = [tuning.settings[tuning.default], tuning.chosen if fold is None else fold["chosen"]]
+            chosen[metric] = [{k: v for k, v in s.items() if k != "model_type"} for s in chosen[metric]]
+        scores, _ = score_settings(predictions, references, chosen, model_type=model_type)
+        n = len(test_set.references)
+        for metric in tunings:
+            higher = spec(metric).higher_is_better
+            for label, values in zip(("default", "tuned"), scores[metric]):
+                means = {s: math.fsum(values[i * n : (i + 1) * n]) / n for i, s in enumerate(systems)}
+                r = pearson([means[s] for s in systems], [test_set.human[s] for s in systems])
+                row = table[metric][label]
+                row["pearson"][test_set.lp] = r if higher else -r
+                agree, total = pairwise(means, test_set.human, higher)
+                row["accuracy"] = [row["accuracy"][0] + agree, row["accuracy"][1] + total]
+    return table
+
+
+def layer_table(tuning) -> dict[int, float]:
+    """Mean Pearson over the groups of each layer, the other arguments at the metric's defaults
+    (the settings of the grid that differ from the default in ``num_layers`` alone)."""
+    default = tuning.settings[tuning.default]
+    rows = {}
+    for setting, correlations in zip(tuning.settings, tuning.correlations):
+        if all(setting.get(k) == v for k, v in default.items() if k != "num_layers"):
+            rows[setting["num_layers"]] = float(np.nanmean(correlations))
+    return dict(sorted(rows.items()))
+
+
+def cost(data, metric: str, *, rounds: int = 2, model_type=None) -> dict:
+    """Seconds of one scoring pass at the defaults and of a tuning run (the default grid), side by
+    side (medians of ``rounds`` interleaved rounds), and the grid's size."""
+    from moverkit import functional
+    from moverkit.bench.speed import interleaved
+    from moverkit.tuning import tune
+
+    sizes = []
+
+    def tuning():
+        sizes.append(
+            len(
+                tune(data.predictions, data.references, data.human, data.groups, metric, model_type=model_type).settings
+            )
+        )
+
+    def scoring():
+        getattr(functional, metric)(data.predictions, data.references, model_type=model_type)
+
+    times = interleaved({"one scoring pass": scoring, "tuning run": tuning}, rounds)
+    medians = {label: float(np.median(values)) for label, values in times.items()}
+    return {**medians, "ratio": medians["tuning run"] / medians["one scoring pass"], "settings": sizes[0]}
+
+
+def format_segment(tunings: dict) -> str:
+    """Markdown: per metric, held-out Pearson of the default and of the tuned settings per language
+    pair and on average, and the settings chosen on all pairs."""
+    groups = next(iter(tunings.values())).groups
+    lines = [
+        "| metric | settings | " + " | ".join(groups) + " | mean |",
+        "|---|---|" + "---:|" * (len(groups) + 1),
+    ]
+    for metric, tuning in tunings.items():
+        for label, key in (("default", "default"), ("tuned (held out)", "tuned")):
+            values = [f[key] for f in tuning.folds]
+            cells = " | ".join(f"{100 * v:.1f}" for v in values)
+            lines.append(f"| {metric} | {label} | {cells} | {100 * float(np.nanmean(values)):.2f} |")
+    lines.append("")
+    for metric, tuning in tunings.items():
+        from moverkit.tuning import describe
+
+        lines.append(f"- {metric}: {len(tuning.settings)} settings; chosen on all five: {describe(tuning.chosen)}")
+    return "\n".join(lines)
+
+
+def format_system(table: dict) -> str:
+    lps = list(next(iter(table.values()))["default"]["pearson"])
+    lines = [
+        "| metric | settings | " + " | ".join(lps) + " | pairwise accuracy |",
+        "|---|---|" + "---:|" * (len(lps) + 1),
+    ]
+    for metric, rows in table.items():
+        for label in ("default", "tuned"):
+            row = rows[label]
+            agree, total = row["accuracy"]
+            cells = " | ".join(f"{100 * row['pearson'][lp]:.1f}" for lp in lps)
+            lines.append(f"| {metric} | {label} | {cells} | {100 * agree / total:.1f}% ({agree}/{total}) |")
+    return "\n".join(lines)
+
+
+def format_layers(tunings: dict) -> str:
+    lines = []
+    for metric, tuning in tunings.items():
+        if "num_layers" not in tuning.settings[tuning.default]:
+            continue  # sbertscore: no layer
+        table = layer_table(tuning)
+        best = max(table, key=table.get)
+        cells = ", ".join(f"{layer}: {100 * r:.2f}" for layer, r in table.items())
+        lines.append(f"- {metric}: {cells} (best: layer {best})")
+    return "\n".join(lines)
