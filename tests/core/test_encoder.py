@@ -154,3 +154,13 @@ def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
     with pytest.raises(NonFiniteOutputs, match="not finite"):
         encode(get_encoder(nan_model_path), texts, EncoderRequest(batch_size=2), layers=[0, 2])
     assert issubclass(NonFiniteOutputs, ValueError)
+
+
+def test_a_local_folder_takes_the_layer_of_the_id_it_is_named_after():
+    from moverkit._core.encoder import _resolve_layer
+
+    assert _resolve_layer("sentence-transformers/all-mpnet-base-v2", None, 12) == 10
+    assert _resolve_layer("all-mpnet-base-v2@0123456789", None, 12) == 10  # a local copy of it
+    assert _resolve_layer("roberta-large@0123456789", None, 24) == 17
+    assert _resolve_layer("my-own-model@0123456789", None, 12) == 12  # unknown: the last layer
+    assert _resolve_layer("all-mpnet-base-v2@0123456789", 4, 12) == 4  # an explicit layer wins
