@@ -245,7 +245,7 @@ class Tuning:
 
     @property
     def best(self) -> int:
-        return int(np.argmax(np.nanmean(self.correlations, axis=1)))
+        return best_setting(self.correlations)
 
     @property
     def chosen(self) -> dict:
@@ -263,9 +263,9 @@ class Tuning:
             "objective": self.objective,
             "groups": self.groups,
             "grid_size": len(self.settings),
-            "mean_correlation": float(np.nanmean(self.correlations[self.best])),
-            "default_mean_correlation": float(np.nanmean(self.correlations[self.default])),
-            "folds": self.folds,
+            "mean_correlation": _mean(self.correlations[self.best]),
+            "default_mean_correlation": _mean(self.correlations[self.default]),
+            "folds": [{**f, "tuned": _finite(f["tuned"]), "default": _finite(f["default"])} for f in self.folds],
             "seconds": self.seconds,
         }
         return Settings(self.metric, self.chosen, record)
@@ -299,8 +299,8 @@ class Tuning:
             lines.append(
                 f"| {fold['group']} | {describe(fold['chosen'])} | {fold['tuned']:.4f} | {fold['default']:.4f} |"
             )
-        tuned = float(np.nanmean([f["tuned"] for f in self.folds]))
-        default = float(np.nanmean([f["default"] for f in self.folds]))
+        tuned, default = (_mean([f[key] for f in self.folds]) for key in ("tuned", "default"))
+        tuned, default = (math.nan if v is None else v for v in (tuned, default))
         lines.append(f"| **mean** | | **{tuned:.4f}** | **{default:.4f}** |")
         lines.append("")
         lines.append(
@@ -310,6 +310,16 @@ class Tuning:
             f"the default {describe(self.settings[self.default])}: {self.correlations[self.default].mean():.4f})."
         )
         return "\n".join(lines)
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN: a correlation that does not exist (constant scores) is None."""
+    return None if math.isnan(value) else float(value)
+
+
+def _mean(values) -> float | None:
+    finite = [float(v) for v in values if not math.isnan(v)]
+    return math.fsum(finite) / len(finite) if finite else None
 
 
 def describe(setting: Mapping) -> str:
@@ -376,6 +386,11 @@ def tune(
         raise ValueError("human scores must be finite numbers")
     names = sorted(set(groups))
     index = {g: np.flatnonzero(np.asarray(groups, dtype=object) == g) for g in names}
+    flat = [g for g in names if np.ptp(human[index[g]]) == 0]
+    if flat:
+        raise ValueError(
+            f"the human scores of group(s) {', '.join(map(str, flat))} are all equal: no correlation to tune on"
+        )
     small = [g for g in names if len(index[g]) < 3]
     if len(names) < 2 or small:
         raise ValueError(
@@ -405,7 +420,7 @@ def tune(
     folds = []
     for k, g in enumerate(names):
         others = [j for j in range(len(names)) if j != k]
-        chosen = int(np.argmax(np.nanmean(correlations[:, others], axis=1)))
+        chosen = best_setting(correlations[:, others])
         folds.append(
             {
                 "group": g,
@@ -416,6 +431,16 @@ def tune(
         )
     seconds["total"] = time.perf_counter() - started
     return Tuning(metric, model_type, objective, names, settings, correlations, default_index, folds, seconds)
+
+
+def best_setting(correlations: np.ndarray) -> int:
+    """The row (setting) of the best mean correlation over the columns (groups); a setting whose
+    scores were constant in a group (NaN there) counts that group as missing, and one constant in
+    every group is never chosen."""
+    finite = ~np.isnan(correlations)
+    counts = finite.sum(axis=1)
+    means = np.where(finite, correlations, 0.0).sum(axis=1) / np.maximum(counts, 1)
+    return int(np.argmax(np.where(counts > 0, means, -np.inf)))
 
 
 def _key(setting: dict) -> tuple:
@@ -454,6 +479,9 @@ def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
         full = {k: setting.get(k, defaults[k]) for k in varied}
         if "num_layers" in full and full["num_layers"] is None:
             full["num_layers"] = default_layer
+        layer = full.get("num_layers")
+        if isinstance(layer, int) and not isinstance(layer, bool) and -n_layers - 1 <= layer < 0:
+            full["num_layers"] = n_layers + 1 + layer  # counted from the top: the same layer as its positive number
         return full
 
     return [complete(s) for s in expanded], complete({})

@@ -237,3 +237,21 @@ def test_the_cli_refuses_bad_tuning_arguments(tmp_path, capsys):
     )
     assert "--grid" in capsys.readouterr().err
     assert not (tmp_path / "o.json").exists()
+
+
+def test_a_constant_setting_is_never_chosen_and_constant_humans_are_refused(small):
+    from moverkit.tuning import best_setting
+
+    nan = float("nan")
+    assert best_setting(np.array([[nan, nan], [0.1, 0.2], [0.3, nan]])) == 2
+    assert best_setting(np.array([[nan, nan], [-0.5, -0.4]])) == 1
+    predictions, references, human, groups = small
+    flat = [0.5 if g == "de-en" else h for h, g in zip(human, groups)]
+    with pytest.raises(ValueError, match="de-en are all equal"):
+        tune(predictions, references, flat, groups, "twmd", {"num_layers": [6]})
+
+
+def test_a_layer_counted_from_the_top_is_the_same_setting(small):
+    predictions, references, human, groups = small
+    result = tune(predictions, references, human, groups, "centered_bertscore", {"num_layers": [-1, 6, 5]})
+    assert [s["num_layers"] for s in result.settings] == [6, 5]
