@@ -209,8 +209,11 @@ def pair_values(data, params, batches: list[SimilarityBatch] | None = None) -> t
 def pair_similarity(data, pairs: torch.Tensor):
     """s_ij of the pairs ``pairs`` (with the cosine of a token with itself 1, see
     :func:`~moverkit._core.matching.self_cosine_one`) and their padded reference and prediction clouds."""
-    pred, ref = data.pad_pairs(pairs)
     same = data.pred_index[pairs] == data.ref_index[pairs]
+    if bool(same.all()):  # texts against themselves (Eq. 1's C(X, X)): each cloud padded once
+        pred = ref = data.pad(data.ref_index[pairs], data.ref_weights)
+    else:
+        pred, ref = data.pad_pairs(pairs)
     return self_cosine_one(similarity(ref, pred), same, ref.mask), ref, pred
 
 

@@ -87,10 +87,17 @@ def sinkhorn_log_plan(
     log_plan = tempered(sim, temperature).masked_fill(dead, -math.inf)
     log_a = -rows.sum(1).clamp_min(1).to(log_plan.dtype).log()[:, None, None]
     log_b = -cols.sum(1).clamp_min(1).to(log_plan.dtype).log()[:, None, None]
-    # Out of place: the backward pass of log_softmax needs its output (fine-tuning differentiates this).
+    if log_plan.requires_grad:
+        # Out of place: the backward pass of log_softmax needs its output (fine-tuning differentiates this).
+        for _ in range(iterations):
+            log_plan = (torch.log_softmax(log_plan, dim=1) + log_b).masked_fill(dead, -math.inf)
+            log_plan = (torch.log_softmax(log_plan, dim=2) + log_a).masked_fill(dead, -math.inf)
+        return log_plan
+    # Without gradients, in place: the same values with half the (B, L1, L2) allocations (tuning
+    # runs this for every setting of its grid).
     for _ in range(iterations):
-        log_plan = (torch.log_softmax(log_plan, dim=1) + log_b).masked_fill(dead, -math.inf)
-        log_plan = (torch.log_softmax(log_plan, dim=2) + log_a).masked_fill(dead, -math.inf)
+        log_plan = torch.log_softmax(log_plan, dim=1).add_(log_b).masked_fill_(dead, -math.inf)
+        log_plan = torch.log_softmax(log_plan, dim=2).add_(log_a).masked_fill_(dead, -math.inf)
     return log_plan
 
 
