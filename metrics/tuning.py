@@ -41,9 +41,6 @@ import numpy as np
 
 OBJECTIVES = ("pearson", "kendall")
 
-TOKEN_KEYS = ("num_layers", "centering", "idf")
-"""Arguments that change the token clouds themselves (one preparation per combination)."""
-
 
 @dataclass(frozen=True)
 class Target:
@@ -167,7 +164,7 @@ TARGETS = {
         ("num_layers", "centering"),
         _plain_prepare,
         _twmd_similarities,
-        lambda data, shared, setting: _twmd_score(data, shared, setting),
+        _twmd_score,
         _twmd_canonical,
     ),
     "centered_bertscore": Target(
@@ -453,7 +450,7 @@ def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
     from .settings import settable_arguments
 
     defaults = settable_arguments(target.name)
-    n_layers, with_corpus = _model_facts(model_type, target.prepare is not None)
+    name, n_layers, with_corpus = _model_facts(model_type, target.prepare is not None)
     if not with_corpus and defaults.get("centering") == "corpus":
         # No statistic ships for this model: its default call would be refused; compare with the
         # paper's own centering (the mean of the call's texts) instead.
@@ -471,9 +468,10 @@ def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
     varied = [*grid_keys, *(k for k in ("num_layers", "centering") if k in defaults and k not in grid_keys)]
     default_layer = None
     if "num_layers" in defaults:
-        from ._core.encoder import get_encoder
+        from ._core.encoder import default_layer as table_layer
 
-        default_layer = get_encoder(model_type, -1 if target.name == "moverscore" else None).layer
+        # MoverScore takes the last layer by default, as its release; the others the model's table entry.
+        default_layer = n_layers if target.name == "moverscore" else table_layer(name, n_layers)
 
     def complete(setting: dict) -> dict:
         full = {k: setting.get(k, defaults[k]) for k in varied}
@@ -487,21 +485,22 @@ def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
     return [complete(s) for s in expanded], complete({})
 
 
-def _model_facts(model_type, token_level: bool) -> tuple[int, bool]:
-    """The model's number of layers, and whether ``corpus`` centering statistics ship for it (for
-    every layer, or for its sentence vectors when not ``token_level``)."""
+def _model_facts(model_type, token_level: bool) -> tuple[str | None, int, bool]:
+    """The model's name (as hashcodes give it) and number of layers, and whether ``corpus``
+    centering statistics ship for it (for every layer, or for its sentence vectors when not
+    ``token_level``). The full encoder loaded here is the one :func:`score_settings` runs."""
     from ._core.centering import Centering
     from ._core.encoder import get_encoder
 
     if not token_level:
-        return 0, model_type is None  # the embedded model's sentence statistic ships
+        return None, 0, model_type is None  # the embedded model's sentence statistic ships
     encoder = get_encoder(model_type, -1)
     try:
         for layer in range(1, encoder.n_layers + 1):
             Centering("corpus", None).resolved(encoder.name, layer, encoder.model.config.hidden_size)
     except (ValueError, FileNotFoundError):
-        return encoder.n_layers, False
-    return encoder.n_layers, True
+        return encoder.name, encoder.n_layers, False
+    return encoder.name, encoder.n_layers, True
 
 
 def score_settings(
@@ -556,7 +555,8 @@ def score_settings(
         layer: deepest.check_layers([layer if layer >= 0 else deepest.n_layers + 1 + layer])[0] for layer in wanted
     }
     layers = sorted(set(resolved.values()))
-    deepest = get_encoder(model_type, layers[-1], device)
+    if layers[-1] < deepest.layer:  # no setting needs the top blocks: an encoder cut lower runs faster
+        deepest = get_encoder(model_type, layers[-1], device)
     request = EncoderRequest(model_type, deepest.layer, verbose=verbose, **common)
     started = time.perf_counter()
     clouds = encode(deepest, call_texts(predictions, references).unique, request, layers=layers)

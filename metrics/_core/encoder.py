@@ -272,11 +272,17 @@ def load_encoder(
     )
 
 
+def default_layer(name: str, n_layers: int) -> int:
+    """The layer ``num_layers=None`` means for model ``name`` (as :func:`resolve_model` names it) of
+    ``n_layers`` blocks: its :data:`MODEL_LAYERS` entry, else the last."""
+    folder = name.partition("@")[0]  # a local folder: its name without the digest
+    by_folder = {model.rpartition("/")[2]: layer for model, layer in MODEL_LAYERS.items()}
+    return MODEL_LAYERS.get(folder, by_folder.get(folder, n_layers))
+
+
 def _resolve_layer(name: str, num_layers: int | None, n_layers: int) -> int:
     if num_layers is None:
-        folder = name.partition("@")[0]  # a local folder: its name without the digest
-        by_folder = {model.rpartition("/")[2]: layer for model, layer in MODEL_LAYERS.items()}
-        return MODEL_LAYERS.get(folder, by_folder.get(folder, n_layers))
+        return default_layer(name, n_layers)
     if isinstance(num_layers, bool) or not isinstance(num_layers, int):
         raise TypeError(f"num_layers must be an int, got {type(num_layers).__name__}")
     layer = num_layers if num_layers >= 0 else n_layers + 1 + num_layers
