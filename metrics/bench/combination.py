@@ -29,7 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from moverkit.combination import ANCHORS, anchor, component_scores, leave_one_group_out, leave_one_test_set_out
+from moverkit.combination import (
+    ANCHORS,
+    component_scores,
+    corpus_features,
+    leave_one_group_out,
+    leave_one_test_set_out,
+)
 from moverkit.combination import orientation as _orientation
 from moverkit.specs import SPECS
 
@@ -159,18 +165,17 @@ def system_segment_scores(
 def system_features(
     test_set: TestSet, components: Sequence[str], segments: Mapping[str, Mapping[str, Mapping[str, list[float]]]]
 ) -> dict[str, dict[str, float]]:
-    """One test set's oriented system scores of each component, as a combination computes them
-    (:func:`moverkit.combination.corpus_features`), from ``segments`` (:func:`system_segment_scores`)."""
-    features = {}
-    for name in components:
-        if name in ANCHORS:
-            metric = anchor(name, sentence=False)
-            refs = [test_set.references]
-            features[name] = {s: metric.corpus_score(out, refs).score for s, out in test_set.outputs.items()}
-        else:
-            by_system = segments[name][test_set.lp]
-            features[name] = {s: _orientation(name) * math.fsum(v) / len(v) for s, v in by_system.items()}
-    return features
+    """One test set's oriented system scores of each component (``{component: {system: score}}``),
+    by :func:`moverkit.combination.corpus_features`, as a combination computes them, from
+    ``segments`` (:func:`system_segment_scores`; chrF and BLEU need no segment scores there)."""
+    by_system = {}
+    for system, outputs in test_set.outputs.items():
+        oriented = {
+            name: [] if name in ANCHORS else _orientation(name) * np.asarray(segments[name][test_set.lp][system])
+            for name in components
+        }
+        by_system[system] = corpus_features(oriented, outputs, test_set.references)
+    return {name: {system: features[name] for system, features in by_system.items()} for name in components}
 
 
 def system_bench(
