@@ -19,7 +19,11 @@ class MetricSpec:
 
     ``outputs``: the per-example keys of its result; ``main``: the output it is judged on (its
     headline correlation row); ``higher_is_better``: False for a distance; ``low``/``high``: the
-    documented range of ``main``; ``identical``: the score of a text against itself (exactly);
+    documented range of ``main``; ``best``: the best value, which a text against itself scores
+    exactly wherever the metric's definition gives it (the BERTScore family, twmd's C(X, X)
+    normalization, moverscore with one IDF table for both sides); ``identical``: what a text
+    against itself scores, the mean over WMT17 references scored against themselves (``best``,
+    but for lazy_emd, whose entropic plan costs a little above 0 on a text against itself);
     ``empty``: the score of a pair with an empty (or whitespace-only) side. Two measured reference
     points put a score in context (embedded model, default settings, :data:`REFERENCE_POINTS_SOURCE`):
     ``unrelated``, the mean score of random pairs of unrelated sentences (bert-score's baseline
@@ -33,6 +37,7 @@ class MetricSpec:
     higher_is_better: bool
     low: float
     high: float
+    best: float
     identical: float
     empty: float
     unrelated: float
@@ -59,8 +64,8 @@ class MetricSpec:
     def rescaling(self) -> str:
         """What ``rescale_with_baseline=True`` does to a score ``s``, with ``b`` the mean score of
         unrelated sentence pairs (the baseline file's value): ``"(s - b) / (1 - b)"`` for a
-        similarity (identical texts stay 1, unrelated ones go to about 0), ``"s / b"`` for a
-        distance (identical texts stay 0, unrelated ones go to about 1; lower is still closer)."""
+        similarity (the best value 1 stays 1, unrelated texts go to about 0), ``"s / b"`` for a
+        distance (the best value 0 stays 0, unrelated texts go to about 1; lower is still closer)."""
         return "(s - b) / (1 - b)" if self.higher_is_better else "s / b"
 
     def rescaled(self, score: float, baseline: float | None = None) -> float:
@@ -72,8 +77,9 @@ class MetricSpec:
         return (score - b) / (1 - b)
 
     def rescaled_reference_points(self) -> dict[str, float]:
-        """:meth:`reference_points` after rescaling with the shipped baseline: identical texts
-        keep the best value, unrelated texts score 0 (1 for a distance) by construction."""
+        """:meth:`reference_points` after rescaling with the shipped baseline: the best value stays
+        (identical texts keep it but for lazy_emd's), unrelated texts score 0 (1 for a distance) by
+        construction."""
         return {name: self.rescaled(value) for name, value in self.reference_points().items()}
 
     @property
@@ -92,9 +98,10 @@ class MetricSpec:
 REFERENCE_POINTS_SOURCE = (
     "embedded model, default settings; unrelated: mean of 1,000 random pairs of WMT17 to-English sentences "
     "(the rescaling baselines' pairs, seed 0); a machine translation: mean of the 2,800 WMT17 segment-level "
-    "DA system translations against their references"
+    "DA system translations against their references; identical texts: mean of the 2,191 distinct references "
+    "scored against themselves"
 )
-"""Where :attr:`MetricSpec.unrelated` and :attr:`MetricSpec.translation` come from."""
+"""Where :attr:`MetricSpec.unrelated`, :attr:`MetricSpec.translation` and :attr:`MetricSpec.identical` come from."""
 
 SPECS = {
     spec.name: spec
@@ -106,6 +113,7 @@ SPECS = {
             higher_is_better=True,
             low=-1.0,
             high=1.0,
+            best=1.0,
             identical=1.0,
             empty=0.0,
             unrelated=0.138,
@@ -118,7 +126,8 @@ SPECS = {
             higher_is_better=False,
             low=0.0,
             high=math.inf,  # bounded per pair by moverkit.functional.lazy_emd.score_bound
-            identical=0.0,
+            best=0.0,
+            identical=0.000181,  # the entropic plan's cost (REFERENCE_POINTS_SOURCE)
             empty=1.0,
             unrelated=0.188,
             translation=0.126,
@@ -130,6 +139,7 @@ SPECS = {
             higher_is_better=True,
             low=0.0,  # v2's 1/(1 + wmd); v1's 1 - wmd reaches -3
             high=1.0,
+            best=1.0,
             identical=1.0,
             empty=0.0,
             unrelated=0.429,
@@ -142,6 +152,7 @@ SPECS = {
             higher_is_better=True,
             low=-1.0,
             high=1.0,
+            best=1.0,
             identical=1.0,
             empty=0.0,
             unrelated=0.057,
@@ -154,6 +165,7 @@ SPECS = {
             higher_is_better=True,
             low=-1.0,
             high=1.0,
+            best=1.0,
             identical=1.0,
             empty=0.0,
             unrelated=0.034,

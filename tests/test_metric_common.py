@@ -280,7 +280,7 @@ def test_text_spelling_special_tokens_scores_as_that_text(name):
     spaced = ["[ cls ] the cat [ sep ] sat [ pad ] on the [ mask ] mat", "stocks [ mask ] fell"]
     result = function(spelled, spaced)
     for key in contract.spec.outputs:
-        assert result[key] == pytest.approx([contract.spec.identical] * 2, abs=contract.best_tol), key
+        assert result[key] == pytest.approx([contract.spec.best] * 2, abs=contract.best_tol), key
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -434,13 +434,18 @@ def test_empty_texts_score_the_documented_value(name, empty):
 REPETITIVE = ["the " * 60, "猫猫猫猫猫猫猫猫 猫猫猫猫", "go to the store and buy some milk. " * 20, "a"]
 
 
+EXACT_BEST = [name for name in MODULES if SPECS[name].identical == SPECS[name].best]
+"""The metrics whose definition gives a text against itself the best value: all but lazy_emd, whose
+entropic plan costs a little above 0 (pinned to POT's in tests/metrics/test_lazy_emd.py)."""
+
+
 @pytest.mark.parametrize(
     ("name", "kwargs"),
-    [(name, {}) for name in MODULES]
+    [(name, {}) for name in EXACT_BEST]
     # sbertscore encodes sentences, so it has no long_texts
-    + [(name, {"long_texts": "window", "max_length": 16}) for name in MODULES if name != "sbertscore"]
+    + [(name, {"long_texts": "window", "max_length": 16}) for name in EXACT_BEST if name != "sbertscore"]
     # bfloat16 rounds each vector differently from float32 (twmd once gave 1.0000000000000002)
-    + [(name, {"dtype": "bfloat16"}) for name in MODULES],
+    + [(name, {"dtype": "bfloat16"}) for name in EXACT_BEST],
 )
 def test_identical_texts_score_exactly_the_best_value(name, kwargs):
     contract = CONTRACTS[name]
@@ -450,4 +455,4 @@ def test_identical_texts_score_exactly_the_best_value(name, kwargs):
         warnings.simplefilter("ignore")  # truncation and small-batch warnings are tested elsewhere
         result = function(texts, texts, **kwargs)
     for key in contract.spec.outputs:
-        assert result[key] == [contract.spec.identical] * len(texts), key
+        assert result[key] == [contract.spec.best] * len(texts), key

@@ -22,5 +22,13 @@ def test_reference_points_are_what_the_metric_scores(name, wmt17_full):
     translation = statistics.fmean(score(list(wmt17_full.predictions), list(wmt17_full.references))[spec.main])
     assert unrelated == pytest.approx(spec.unrelated, abs=5e-4)
     assert translation == pytest.approx(spec.translation, abs=5e-4)
+    # Identical texts: the distinct references scored against themselves; exactly the best value
+    # where the definition gives it (every metric but lazy_emd), else its mean.
+    distinct = sorted(set(wmt17_full.references))
+    assert len(distinct) == 2191
+    if spec.identical == spec.best:  # exact: 300 of them suffice
+        assert score(distinct[:300], distinct[:300])[spec.main] == [spec.best] * 300
+    else:
+        assert statistics.fmean(score(distinct, distinct)[spec.main]) == pytest.approx(spec.identical, abs=5e-7)
     # The points are ordered as the metric's direction says.
     assert spec.better(spec.identical, spec.translation) and spec.better(spec.translation, spec.unrelated)

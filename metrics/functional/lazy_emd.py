@@ -190,11 +190,11 @@ def masses(weights: torch.Tensor) -> torch.Tensor:
 def solve_pairs(data, pairs: torch.Tensor, params: dict):
     r"""Costs, masses, solution and plan of the pairs ``pairs`` (each with mass on both sides).
 
-    A pair whose two sides are the same text gets the identity coupling :math:`P = \mathrm{diag}(a)`
-    (its sides carry the same masses): the exact transport plan, of cost 0, so that a text scores
-    exactly 0 against itself. The entropic plan of Eq. (11) would blur mass onto near-duplicate
-    tokens (measured: 5e-7 for a short sentence, 0.005 for a 21-token "the the ...", 0.0165 for an
-    8,836-token repetitive text): that blur measures epsilon, not the text."""
+    Every pair, a text against itself included, takes the entropic plan of Eq. (11), as the
+    release's ``sinkhorn_unbalanced`` does: its cost is the metric's value, not the exact transport.
+    A text against itself therefore scores a little above 0 (the plan blurs mass onto similar
+    tokens: 1.7e-4 on average over 40 WMT17 references at the "en" preset, up to 8.7e-4), which
+    measures epsilon as well as the text, and is what the definition gives."""
     pred, ref = data.pad_pairs(pairs)
     same = data.pred_index[pairs] == data.ref_index[pairs]
     cost, a, b = cosine_cost(pred, ref, same), masses(pred.weights), masses(ref.weights)
@@ -202,10 +202,6 @@ def solve_pairs(data, pairs: torch.Tensor, params: dict):
         cost, a, b, params["epsilon"], params["reg_c"], params["reg_r"], max_iter=params["max_iter"]
     )
     plan = unbalanced_plan(cost, a, b, solved, params["epsilon"])
-    if bool(same.any()):
-        diagonal = torch.eye(cost.shape[1], cost.shape[2], dtype=cost.dtype, device=cost.device)
-        identity = a[:, :, None] * diagonal
-        plan = torch.where(same[:, None, None], identity, plan)
     return cost, solved, plan
 
 

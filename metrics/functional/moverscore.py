@@ -451,9 +451,12 @@ def score_pairs(data: PairData, pred: Units, ref: Units, config: Config) -> torc
     """MoverScore of every pair: costs batched (one tensor operation per bucket of pairs of
     similar unit counts, :data:`COST_ELEMENTS` entries at most), then one exact solve per pair.
 
-    A pair whose prediction is the same text as its reference has distance 0, so it scores exactly
-    1: a text matches itself. (Computed, its distance would be about 1e-8 from the rounding of the
-    expanded squared distance, or a little more where IDF weighs its two sides differently.)"""
+    A pair whose two sides are the same text *with the same unit weights* is the identity coupling
+    of cost 0, so it scores exactly 1 (computed, its distance would be about 1e-8: the rounding of the
+    expanded squared distance, clamped here). Where IDF weighs the two sides differently (v2's
+    default: predictions by IDF over the predictions, references over the references), the
+    distributions differ and the pair scores what the exact EMD gives, as the release does (the 9
+    identical WMT17 pairs: 0.945-0.990)."""
     n_pred, n_ref = pred.counts(data.pred_index).cpu(), ref.counts(data.ref_index).cpu()
     same = (data.pred_index == data.ref_index).cpu()
     scores = np.zeros(len(data.pred_index))
@@ -466,7 +469,7 @@ def score_pairs(data: PairData, pred: Units, ref: Units, config: Config) -> torc
             p, r = int(n_pred[k]), int(n_ref[k])
             if not (p and r):
                 distance = None
-            elif same[k]:
+            elif same[k] and np.array_equal(a[row, :p], b[row, :r]):
                 distance = 0.0
             else:
                 distance = exact_transport(a[row, :p], b[row, :r], cost[row, :p, :r])[0]

@@ -84,6 +84,16 @@ def test_function_equals_module(load_metric, pairs):
     assert function == module
 
 
+def test_a_text_against_itself_scores_pots_entropic_plan(raw_vectors, wmt_pairs):
+    # The definition (Eq. 11, the release's POT call) on a text against itself: the entropic plan
+    # blurs mass onto similar tokens, so the score is a little above 0, not the identity coupling's 0.
+    texts = sorted(set(wmt_pairs[1]))[:40] + ["the " * 20, "go to the store and buy some milk. " * 4]
+    ours = lazy_emd(texts, texts)["lazy_emd"]
+    pot = [_pot_lazy_emd(*_cost(raw_vectors, text, text), 0.009, *PRESET_EN) for text in texts]
+    assert np.max(np.abs(np.array(ours) - pot)) <= 1e-5
+    assert min(pot) > 0 and np.mean(pot[:40]) > 1e-5  # the identity coupling would give 0
+
+
 @pytest.mark.slow
 def test_compute_equals_pot_per_pair_on_real_pairs(raw_vectors, pairs):
     predictions, references = pairs

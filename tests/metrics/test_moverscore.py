@@ -104,11 +104,30 @@ def test_v2_equals_the_per_pair_rederivation_on_real_pairs(metric, embedded_refe
     predictions, references = (texts[:24] for texts in wmt_pairs)
     ours = np.array(metric.compute(predictions=predictions, references=references, version="v2")["moverscore"])
     expected = embedded_reference.scores(predictions, references)
-    # A translation identical to its reference scores 1 by definition (the card); computed, the
-    # separate IDF tables weigh its two sides differently and move some mass (0.973 for pair 20).
+    # A translation identical to its reference is scored as any pair (the release's definition):
+    # the separate IDF tables weigh its two sides differently and move some mass (0.973 for pair 20).
     same = np.array([p == r for p, r in zip(predictions, references)])
-    assert same.sum() == 1 and (ours[same] == 1.0).all() and expected[same][0] < 0.99
-    assert np.max(np.abs(ours[~same] - expected[~same])) <= TOL
+    assert same.sum() == 1 and expected[same][0] < 0.99
+    assert np.max(np.abs(ours - expected)) <= TOL
+
+
+def test_a_text_against_itself_scores_1_with_one_idf_table_and_the_emd_with_two(tiny_model_path):
+    # One IDF table for both sides (the same texts as predictions and references, or idf=False):
+    # the same distribution on both sides, the identity coupling of cost 0, exactly 1.
+    texts = ["slow growth ahead .", "the cat sat on the mat", "a dog barked"]
+    for kwargs in ({}, {"idf": False}):
+        assert moverscore(texts, texts, model_type=tiny_model_path, **kwargs)["moverscore"] == [1.0] * 3
+    # Two tables: "slow growth ahead ." weighs its tokens by IDF over the predictions on one side
+    # and over the references on the other, so its EMD is above 0 and it scores below 1, equal to
+    # the exact transport of those two weightings; one changed character moves it continuously.
+    predictions, references = ["slow growth ahead .", "slow dog barked"], ["slow growth ahead .", "the cat sat"]
+    result = moverscore(predictions, references, model_type=tiny_model_path, return_alignment=True)
+    alignment = result["alignment"][0]
+    plan, cost = np.array(alignment["plan"]), np.array(alignment["cost"])
+    assert 0 < result["moverscore"][0] < 1
+    assert result["moverscore"][0] == pytest.approx(1 / (1 + float((plan * cost).sum())), abs=1e-12)
+    changed = moverscore(["slow growth ahead !", "slow dog barked"], references, model_type=tiny_model_path)
+    assert abs(changed["moverscore"][0] - result["moverscore"][0]) < 0.2
 
 
 def test_v1_with_bigrams_equals_the_rederivation_on_the_tiny_model(metric, tiny_reference, tiny_model_path, wmt_pairs):
