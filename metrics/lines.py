@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +21,18 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":  # the final newline (or no text at all)
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def table_label(what: str, value: str) -> str:
+    """``value`` if it can stand in a report's table cell: no ``|`` (a Markdown cell's end), no
+    control character (a newline, NEL U+0085) and no line or paragraph separator (U+2028,
+    U+2029). Every character where ``str.splitlines`` breaks a line is one of these; one in a
+    name split its table row. ``what`` names the value in the message."""
+    if "|" in value or any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
+        raise ValueError(
+            f"{what} {value!r}: a name may hold no '|', no control character (a newline) and no line separator"
+        )
+    return value
 
 
 def read_lines(path: Path) -> list[str]:
