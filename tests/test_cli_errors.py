@@ -33,6 +33,10 @@ def _fails(capsys, argv, message):
     [
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "0"], "--pairs: 0 is below 1"),
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "-3"], "--pairs: -3 is below 1"),
+        (
+            ["fit-baseline", "--texts", "{t}", "--out", "{o}", "--seed", "-1"],
+            "--seed: -1 is below 0",
+        ),  # was seed 1's file
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers"], "--layers: expected at least one argument"),
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "x"], "'x' is not an integer"),
         (
