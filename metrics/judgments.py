@@ -13,6 +13,8 @@ from pathlib import Path
 
 from scipy import stats
 
+from .lines import table_label
+
 
 @dataclass(frozen=True)
 class Judgments:
@@ -42,8 +44,9 @@ def read_judgments(
 
     Errors name the file, the line (the header is line 1) and the column: a row whose number of
     fields is not the header's, a human score that is not a finite number, bytes that are not
-    UTF-8, a field longer than csv's limit (131,072 characters); a missing column is named along
-    with the header's columns.
+    UTF-8, a field longer than csv's limit (131,072 characters), a group that a report table cannot
+    hold (:func:`moverkit.lines.table_label`); a missing column is named along with the header's
+    columns.
     """
     raw = Path(path).read_bytes()
     if raw.startswith(codecs.BOM_UTF8):  # as spreadsheets save "UTF-8" text
@@ -89,7 +92,10 @@ def read_judgments(
             raise ValueError(f"{path} line {line}: column {human!r} is not a number: {cell!r}") from None
         if not math.isfinite(score):
             raise ValueError(f"{path} line {line}: column {human!r} is not a finite number: {cell!r}")
-        groups.append(row[column[group]])
+        try:
+            groups.append(table_label(f"column {group!r}", row[column[group]]))  # it heads report rows
+        except ValueError as err:
+            raise ValueError(f"{path} line {line}: {err}") from None
         predictions.append(row[column[prediction]])
         references.append(row[column[reference]])
         scores.append(score)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +21,18 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":  # the final newline (or no text at all)
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def table_label(what: str, value: str) -> str:
+    """``value`` if it can stand in a report's table cell: no ``|`` (a Markdown cell's end), no
+    control character (a newline, NEL U+0085) and no line or paragraph separator (U+2028,
+    U+2029). Every character where ``str.splitlines`` breaks a line is one of these; one in a
+    name split its table row. ``what`` names the value in the message."""
+    if "|" in value or any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
+        raise ValueError(
+            f"{what} {value!r}: a name may hold no '|', no control character (a newline) and no line separator"
+        )
+    return value
 
 
 def read_lines(path: Path) -> list[str]:
@@ -61,12 +74,23 @@ def check_out(out: Path | None, inputs: Iterable[Path | None], flag: str = "--ou
 def write_atomic(path: Path, data: str | bytes) -> None:
     """Write ``data`` to ``path`` whole or not at all: into a temporary file in the same folder,
     renamed over ``path`` at the end, so a failed or interrupted command leaves no partial file
-    (and an existing file stays as it was)."""
-    path = Path(path)
+    (and an existing file stays as it was). Every file the package writes under a name the user
+    gave goes through here.
+
+    Only a regular file (or a new path) is replaced: a symbolic link is followed, so the file it
+    names is the one written and the link stays; a path that is neither a file nor a folder (a
+    device such as ``/dev/null``, a FIFO, a socket) is opened and written as it is, since renaming
+    over it would replace the node with a plain file."""
+    path = Path(os.path.realpath(path))  # through every link, to the file it names
     mode = "wb" if isinstance(data, bytes) else "w"
+    text = {} if mode == "wb" else {"encoding": "utf-8", "newline": ""}
+    if path.exists() and not path.is_file():
+        with open(path, mode, **text) as f:
+            f.write(data)
+        return
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     try:
-        with os.fdopen(handle, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as f:
+        with os.fdopen(handle, mode, **text) as f:
             f.write(data)
         os.chmod(temporary, _mode_for(path))
         os.replace(temporary, path)

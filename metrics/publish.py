@@ -96,7 +96,7 @@ def assemble(root: str | os.PathLike, out: str | os.PathLike, release: Release) 
 
     Whole or not at all: the folders are assembled in a temporary folder beside ``out``, which
     takes its name at the end; a failure (an unknown placeholder, say) leaves ``out`` as it was."""
-    root, out = Path(root), Path(out)
+    root, out = Path(root), Path(os.path.realpath(out))  # a link to a folder: the folder is filled, the link kept
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} is a file; give a new or empty folder")
     if out.exists() and any(out.iterdir()):

@@ -41,6 +41,11 @@ import numpy as np
 
 OBJECTIVES = ("pearson", "kendall")
 
+MAX_SETTINGS = 2_000
+"""The most settings a grid may hold. Each costs about one scoring pass of the data (and a row of
+every group's correlations); the largest default grid (twmd on a 48-layer model) holds 864. A
+larger grid is refused before any work, naming its count."""
+
 
 @dataclass(frozen=True)
 class Target:
@@ -237,7 +242,7 @@ class Tuning:
     settings: list[dict]  # the grid, each setting as passed to the metric
     correlations: np.ndarray  # (n_settings, n_groups)
     default: int  # index of the metric's default settings in ``settings``
-    folds: list[dict]  # per held-out group: chosen setting, its held-out r, the default's
+    folds: list[dict]  # per held-out group: chosen setting, its held-out r, the default's (None: constant scores)
     seconds: dict[str, float]
 
     @property
@@ -262,7 +267,7 @@ class Tuning:
             "grid_size": len(self.settings),
             "mean_correlation": _mean(self.correlations[self.best]),
             "default_mean_correlation": _mean(self.correlations[self.default]),
-            "folds": [{**f, "tuned": _finite(f["tuned"]), "default": _finite(f["default"])} for f in self.folds],
+            "folds": self.folds,
             "seconds": self.seconds,
         }
         return Settings(self.metric, self.chosen, record)
@@ -294,17 +299,16 @@ class Tuning:
         ]
         for fold in self.folds:
             lines.append(
-                f"| {fold['group']} | {describe(fold['chosen'])} | {fold['tuned']:.4f} | {fold['default']:.4f} |"
+                f"| {fold['group']} | {describe(fold['chosen'])} | {_shown(fold['tuned'])} | {_shown(fold['default'])} |"
             )
         tuned, default = (_mean([f[key] for f in self.folds]) for key in ("tuned", "default"))
-        tuned, default = (math.nan if v is None else v for v in (tuned, default))
-        lines.append(f"| **mean** | | **{tuned:.4f}** | **{default:.4f}** |")
+        lines.append(f"| **mean** | | **{_shown(tuned)}** | **{_shown(default)}** |")
         lines.append("")
         lines.append(
-            f"Chosen on all groups: {describe(self.chosen)} (mean {name} {self.correlations[self.best].mean():.4f};"
+            f"Chosen on all groups: {describe(self.chosen)} (mean {name} {_shown(_mean(self.correlations[self.best]))};"
         )
         lines.append(
-            f"the default {describe(self.settings[self.default])}: {self.correlations[self.default].mean():.4f})."
+            f"the default {describe(self.settings[self.default])}: {_shown(_mean(self.correlations[self.default]))})."
         )
         return "\n".join(lines)
 
@@ -315,8 +319,14 @@ def _finite(value: float) -> float | None:
 
 
 def _mean(values) -> float | None:
-    finite = [float(v) for v in values if not math.isnan(v)]
+    """The mean of the correlations that exist (neither None nor NaN); None if none does."""
+    finite = [float(v) for v in values if v is not None and not math.isnan(v)]
     return math.fsum(finite) / len(finite) if finite else None
+
+
+def _shown(value: float | None) -> str:
+    """A correlation in the report; one that does not exist (constant scores) reads "n/a", not nan."""
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 def describe(setting: Mapping) -> str:
@@ -325,11 +335,12 @@ def describe(setting: Mapping) -> str:
 
 def expand_grid(grid: Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]]) -> list[dict]:
     """Every combination of the grid's values, in order: the product of the lists of a mapping, or
-    of each mapping of a list of them, one after the other (as scikit-learn's ``ParameterGrid``)."""
+    of each mapping of a list of them, one after the other (as scikit-learn's ``ParameterGrid``).
+    Each value is a plain one (a string, number, boolean or null), and the settings are counted
+    before any is made: more than :data:`MAX_SETTINGS` are refused."""
     grids = [grid] if isinstance(grid, Mapping) else grid
     if isinstance(grids, (str, bytes)) or not isinstance(grids, Sequence) or not grids:
         raise ValueError("grid must be a mapping of argument name -> list of values, or a non-empty list of them")
-    settings = []
     for one in grids:
         if not isinstance(one, Mapping) or not one:
             raise ValueError(
@@ -338,9 +349,18 @@ def expand_grid(grid: Mapping[str, Sequence] | Sequence[Mapping[str, Sequence]])
         for key, values in one.items():
             if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not len(values):
                 raise ValueError(f"grid[{key!r}] must be a non-empty list of values, got {values!r}")
-        keys = list(one)
-        settings += [dict(zip(keys, combo)) for combo in itertools.product(*(one[k] for k in keys))]
-    return settings
+            for value in values:
+                if value is not None and not isinstance(value, (str, bool, int, float)):
+                    raise ValueError(
+                        f"grid[{key!r}]: each value must be a string, number, boolean or null, got {value!r}"
+                    )
+    count = sum(math.prod(len(values) for values in one.values()) for one in grids)  # before making any
+    if count > MAX_SETTINGS:
+        raise ValueError(
+            f"grid: {count:,} settings, more than the {MAX_SETTINGS:,} a grid may hold "
+            "(moverkit.tuning.MAX_SETTINGS); list fewer values"
+        )
+    return [dict(zip(one, combo)) for one in grids for combo in itertools.product(*one.values())]
 
 
 def tune(
@@ -366,13 +386,15 @@ def tune(
     import time
 
     from ._core import checks
+    from .lines import table_label
     from .specs import spec
 
     started = time.perf_counter()
     if metric not in TARGETS:
         raise ValueError(f"metric must be one of {', '.join(sorted(TARGETS))}, got {metric!r}")
     checks.one_of("objective", objective, OBJECTIVES)
-    human = np.asarray(human, dtype=np.float64)
+    expanded = None if grid is None else expand_grid(grid)  # a grid too large is refused before any work
+    human = np.asarray([checks.real(f"human[{i}]", h, what="a number (a human score)") for i, h in enumerate(human)])
     n = len(predictions)
     if not (len(references) == len(human) == len(groups) == n):
         raise ValueError(
@@ -382,6 +404,8 @@ def tune(
     if not np.isfinite(human).all():
         raise ValueError("human scores must be finite numbers")
     names = sorted(set(groups))
+    for g in names:
+        table_label("group", str(g))  # it heads a row of the report
     index = {g: np.flatnonzero(np.asarray(groups, dtype=object) == g) for g in names}
     flat = [g for g in names if np.ptp(human[index[g]]) == 0]
     if flat:
@@ -395,7 +419,7 @@ def tune(
             f"{len(names)} group(s)" + (f", too small: {', '.join(map(str, small))}" if small else "")
         )
     target = TARGETS[metric]
-    settings, default = _settings(target, grid, model_type)
+    settings, default = _settings(target, expanded, model_type)
     keys = [_key(target.canonical(s)) for s in settings]
     unique = list(dict.fromkeys(keys))  # settings that resolve alike (such as a temperature cka ignores) run once
     settings = [settings[keys.index(k)] for k in unique]
@@ -414,6 +438,12 @@ def tune(
     correlations = np.array(
         [[_correlate(sign * s[index[g]], human[index[g]], objective) for g in names] for s in scores]
     )
+    unscorable = [g for k, g in enumerate(names) if np.isnan(correlations[:, k]).all()]
+    if unscorable:
+        raise ValueError(
+            f"the {metric} scores of group(s) {', '.join(map(str, unscorable))} are constant under every setting "
+            "of the grid: no setting has a correlation there to tune on"
+        )
     folds = []
     for k, g in enumerate(names):
         others = [j for j in range(len(names)) if j != k]
@@ -422,8 +452,8 @@ def tune(
             {
                 "group": g,
                 "chosen": settings[chosen],
-                "tuned": float(correlations[chosen, k]),
-                "default": float(correlations[default_index, k]),
+                "tuned": _finite(correlations[chosen, k]),
+                "default": _finite(correlations[default_index, k]),
             }
         )
     seconds["total"] = time.perf_counter() - started
@@ -444,9 +474,10 @@ def _key(setting: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in setting.items()))
 
 
-def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
-    """The grid's settings and the metric's default one, each with every argument the grid varies
-    given explicitly (the metric's default where a setting leaves it out), and the layer resolved."""
+def _settings(target: Target, expanded: list[dict] | None, model_type) -> tuple[list[dict], dict]:
+    """The settings of the grid (expanded; None: the metric's default grid) and the metric's default
+    one, each with every argument the grid varies given explicitly (the metric's default where a
+    setting leaves it out), and the layer resolved."""
     from .settings import settable_arguments
 
     defaults = settable_arguments(target.name)
@@ -455,9 +486,8 @@ def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
         # No statistic ships for this model: its default call would be refused; compare with the
         # paper's own centering (the mean of the call's texts) instead.
         defaults = {**defaults, "centering": "batch"}
-    if grid is None:
-        grid = target.default_grid(n_layers, with_corpus)
-    expanded = expand_grid(grid)
+    if expanded is None:
+        expanded = expand_grid(target.default_grid(n_layers, with_corpus))
     grid_keys = list(dict.fromkeys(k for setting in expanded for k in setting))
     for key in grid_keys:
         if key not in target.tunable:
@@ -477,9 +507,14 @@ def _settings(target: Target, grid, model_type) -> tuple[list[dict], dict]:
         full = {k: setting.get(k, defaults[k]) for k in varied}
         if "num_layers" in full and full["num_layers"] is None:
             full["num_layers"] = default_layer
-        layer = full.get("num_layers")
-        if isinstance(layer, int) and not isinstance(layer, bool) and -n_layers - 1 <= layer < 0:
-            full["num_layers"] = n_layers + 1 + layer  # counted from the top: the same layer as its positive number
+        if "num_layers" in full:
+            layer = full["num_layers"]
+            if isinstance(layer, bool) or not isinstance(layer, int) or not -n_layers - 1 <= layer <= n_layers:
+                raise ValueError(
+                    f"grid: num_layers must be an int from {-n_layers - 1} to {n_layers} for {name}, got {layer!r}"
+                )
+            if layer < 0:
+                full["num_layers"] = n_layers + 1 + layer  # counted from the top: the same layer as its positive number
         return full
 
     return [complete(s) for s in expanded], complete({})

@@ -33,6 +33,10 @@ def _fails(capsys, argv, message):
     [
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "0"], "--pairs: 0 is below 1"),
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "-3"], "--pairs: -3 is below 1"),
+        (
+            ["fit-baseline", "--texts", "{t}", "--out", "{o}", "--seed", "-1"],
+            "--seed: -1 is below 0",
+        ),  # was seed 1's file
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers"], "--layers: expected at least one argument"),
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "x"], "'x' is not an integer"),
         (
@@ -276,3 +280,44 @@ def test_bench_precision_and_quantized_take_one_cap(files, capsys):
         _fails(
             capsys, ["bench", command, "--data", str(files / "t.txt"), "--avx2", "--strict-avx2"], "not allowed with"
         )
+
+
+def _read_fifo(fifo):
+    """Read ``fifo`` to its end in a thread (a writer blocks until a reader opens it)."""
+    import threading
+
+    got = []
+
+    def read():
+        with open(fifo, "rb") as f:
+            got.append(f.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader, got
+
+
+def test_outputs_write_through_links_and_nodes_and_never_replace_them(files, capsys):
+    """``score --out link`` replaced the symbolic link with a regular file and left the file it
+    names as it was; ``compare --json node``, where node was a device node, replaced the node with
+    a regular file (a FIFO stands for the node here: the same class, and a test may make one)."""
+    import json
+    import stat
+
+    t = str(files / "t.txt")
+    target = files / "target.jsonl"
+    target.write_text("old\n")
+    link = files / "link.jsonl"
+    link.symlink_to(target)
+    assert main(["score", "--metric", "twmd", "--predictions", t, "--references", t, "--out", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text().count('"twmd"') == 12
+    fifo = files / "node"
+    os.mkfifo(fifo)
+    reader, got = _read_fifo(fifo)
+    argv = ["compare", "--references", t, "--system", f"a={t}", "--metric", "twmd", "--resamples", "20"]
+    assert main([*argv, "--json", str(fifo)]) == 0
+    reader.join(timeout=60)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert "twmd" in json.loads(got[0])["hashcodes"]
+    assert sorted(p.name for p in files.iterdir()) == ["link.jsonl", "node", "t.txt", "target.jsonl"]

@@ -193,6 +193,31 @@ def test_compare_refuses_bad_input_before_scoring(kwargs, message, monkeypatch):
         compare(call.pop("references"), call.pop("systems"), **call)
 
 
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+"""Every character where ``str.splitlines`` breaks a line."""
+
+
+def test_line_breaks_are_every_one_splitlines_honours():
+    assert {c for c in map(chr, range(0x110000)) if len(f"a{c}b".splitlines()) == 2} == set(LINE_BREAKS)
+
+
+@pytest.mark.parametrize("brk", LINE_BREAKS)
+def test_a_system_name_with_a_line_break_is_refused_before_scoring(brk, monkeypatch):
+    """U+2028 or NEL in a name gave the HTML report 3 rows where 2 belonged, of 1 to 8 cells."""
+    from moverkit import functional
+
+    monkeypatch.setattr(functional, "twmd", lambda *a, **k: pytest.fail("scored before refusing"))
+    with pytest.raises(ValueError, match="no line separator"):
+        compare(["a", "b"], {f"A{brk}B": ["a", "b"], "C": ["a", "b"]}, metrics=["twmd"])
+
+
+@pytest.mark.parametrize("brk", LINE_BREAKS)
+def test_a_comparison_built_from_scores_refuses_a_line_break_too(brk):
+    """summarize() makes the Comparison whose to_html() split its table rows at a line break."""
+    with pytest.raises(ValueError, match="no line separator"):
+        summarize({"twmd": {f"A{brk}B": list(A[:20]), "C": list(B[:20])}}, resamples=20, seed=0)
+
+
 def test_a_system_name_with_a_dollar_is_drawn_as_text():
     pytest.importorskip("matplotlib")
     from moverkit.comparison.report import png_bytes

@@ -332,3 +332,13 @@ def test_a_space_file_that_is_not_utf8_is_named(tmp_path):
     with pytest.raises(ValueError, match=r"README.md is not UTF-8 text"):
         assemble(tmp_path / "root", tmp_path / "out", Release(ORG, REPOSITORY, COMMIT))
     assert not (tmp_path / "out").exists()
+
+
+def test_an_out_folder_given_by_a_link_is_filled_and_the_link_kept(tmp_path):
+    """The empty folder a link names takes the Spaces; the link stays a link (``rmdir`` on the
+    link failed with NotADirectoryError before)."""
+    root = _checkout(tmp_path / "root")
+    (tmp_path / "spaces").mkdir()
+    (tmp_path / "out").symlink_to(tmp_path / "spaces")
+    assemble(root, tmp_path / "out", Release(ORG, REPOSITORY, COMMIT))
+    assert (tmp_path / "out").is_symlink() and _files(tmp_path / "spaces" / "m") >= {"m.py", "app.py"}

@@ -106,7 +106,17 @@ def test_a_distance_is_sign_flipped(small):
         ({"num_layers": []}, "non-empty list"),
         ({"num_layers": "6"}, "non-empty list"),
         ([], "non-empty list"),
-        ({"num_layers": [99]}, "layers must be ints"),
+        ({"num_layers": [99]}, "grid: num_layers must be an int from -7 to 6"),
+        ({"num_layers": ["6"]}, "grid: num_layers must be an int from -7 to 6 for .*, got '6'"),
+        (
+            {"num_layers": [[6]]},
+            r"grid\['num_layers'\]: each value must be a string, number, boolean or null, got \[6\]",
+        ),
+        ({"temperature": [{"a": 1}]}, r"grid\['temperature'\]: each value must be"),
+        (
+            {"num_layers": list(range(100)), "temperature": list(range(100))},
+            "grid: 10,000 settings, more than the 2,000",
+        ),
     ],
 )
 def test_bad_grids_are_refused(small, grid, message):
@@ -115,8 +125,75 @@ def test_bad_grids_are_refused(small, grid, message):
         tune(predictions, references, human, groups, "twmd", grid)
 
 
+def test_a_grid_too_large_is_refused_before_any_work(small, monkeypatch):
+    """A grid of 10^6 settings ran unbounded (killed after 120 s at 1.7 GB): it is counted, not
+    expanded, and refused before the model loads."""
+    import itertools
+
+    import moverkit.tuning as tuning
+
+    monkeypatch.setattr(tuning, "_model_facts", lambda *a: pytest.fail("loaded the model before counting"))
+    monkeypatch.setattr(itertools, "product", lambda *a: pytest.fail("expanded before counting"))
+    predictions, references, human, groups = small
+    grid = {k: list(range(10)) for k in ("num_layers", "temperature", "sinkhorn_iterations", "normalize", "centering")}
+    grid["variant"] = list(range(10))
+    with pytest.raises(ValueError, match=r"grid: 1,000,000 settings, more than the 2,000 .*MAX_SETTINGS"):
+        tune(predictions, references, human, groups, "twmd", grid)
+
+
+def _constant_in(monkeypatch, groups, constant_groups, settings_constant=None):
+    """Replace the scoring: random scores, constant in ``constant_groups`` (every segment when
+    None) under the settings whose index is in ``settings_constant`` (all when None)."""
+    import moverkit.tuning as tuning
+
+    def scores(predictions, references, settings, **kwargs):
+        (metric, chosen), rng = next(iter(settings.items())), np.random.default_rng(0)
+        out = []
+        for k in range(len(chosen)):
+            row = rng.normal(size=len(predictions))
+            if settings_constant is None or k in settings_constant:
+                row[[i for i, g in enumerate(groups) if g in constant_groups] if constant_groups else slice(None)] = 0.5
+            out.append(row)
+        return {metric: out}, {"encode": 0.0, "score": 0.0}
+
+    monkeypatch.setattr(tuning, "score_settings", scores)
+
+
+def test_a_group_where_every_setting_is_constant_is_refused_by_name(small, monkeypatch, tmp_path, capsys):
+    """The metric constant in a group printed and wrote "tuned": NaN; constant in every group,
+    tune exited 0 and wrote a settings file."""
+    predictions, references, human, groups = small
+    _constant_in(monkeypatch, groups, {"de-en"})
+    with pytest.raises(ValueError, match=r"twmd scores of group\(s\) de-en are constant under every setting"):
+        tune(predictions, references, human, groups, "twmd", {"num_layers": [5, 6]})
+    _constant_in(monkeypatch, groups, None)
+    out = tmp_path / "s.json"
+    argv = ["tune", "--data", DATA, "--metric", "twmd", "--out", str(out), "--grid", '{"num_layers": [5, 6]}']
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and "constant under every setting" in err and "de-en" in err
+    assert not out.exists()
+
+
+def test_a_correlation_that_does_not_exist_is_never_nan_in_the_output(small, monkeypatch):
+    """The default setting constant in one group (another setting not): that fold's default
+    correlation reads n/a and is null in JSON, never NaN."""
+    predictions, references, human, groups = small
+    _constant_in(monkeypatch, groups, {"de-en"}, settings_constant={2})  # the default, added after the grid's two
+    result = tune(predictions, references, human, groups, "twmd", {"num_layers": [4, 5]})
+    assert result.default == 2 and result.folds[1]["default"] is None
+    json.dumps(result.to_dict(), allow_nan=False)
+    result.to_settings().to_json()  # allow_nan=False
+    text = result.to_markdown()
+    assert "nan" not in text.lower() and "| de-en |" in text and "n/a" in text
+
+
 def test_bad_judgments_are_refused(small):
     predictions, references, human, groups = small
+    with pytest.raises(TypeError, match=r"human\[0\] must be a number \(a human score\), got '0.5'"):
+        tune(predictions, references, ["0.5", *human[1:]], groups, "twmd", {"num_layers": [6]})
+    with pytest.raises(ValueError, match="group 'a.u2028b': a name may hold no"):
+        tune(predictions, references, human, ["a\u2028b", *groups[1:]], "twmd", {"num_layers": [6]})
     with pytest.raises(ValueError, match="at least two groups"):
         tune(predictions, references, human, ["one"] * len(groups), "twmd", {"num_layers": [6]})
     with pytest.raises(ValueError, match="finite"):
@@ -255,3 +332,28 @@ def test_a_layer_counted_from_the_top_is_the_same_setting(small):
     predictions, references, human, groups = small
     result = tune(predictions, references, human, groups, "centered_bertscore", {"num_layers": [-1, 6, 5]})
     assert [s["num_layers"] for s in result.settings] == [6, 5]
+
+
+def test_deeply_nested_json_is_a_message_naming_the_file(tmp_path, capsys):
+    """A settings file or a --grid nested past Python's recursion limit gave a RecursionError
+    traceback (exit 1), from the CLI and from load_settings."""
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "deep.json"
+    path.write_text(deep)
+    with pytest.raises(ValueError, match=f"settings file {path}: its JSON is nested too deeply"):
+        load_settings(path)
+    t = str(tmp_path / "t.txt")
+    (tmp_path / "t.txt").write_text("a cat\n")
+    assert main(["score", "--metric", "twmd", "--predictions", t, "--references", t, "--settings", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"moverkit: error: settings file {path}: its JSON is nested too deeply")
+    out = tmp_path / "s.json"
+    assert main(["tune", "--data", DATA, "--metric", "twmd", "--out", str(out), "--grid", deep]) == 2
+    assert capsys.readouterr().err.startswith("moverkit: error: --grid: its JSON is nested too deeply")
+
+
+def test_a_group_a_report_row_cannot_hold_is_refused_with_its_line(tmp_path):
+    path = tmp_path / "j.tsv"
+    path.write_text("lp\thypothesis\treference\thuman\nde-en\ta\tb\t0.1\nde\u2028en\ta\tb\t0.2\n")
+    with pytest.raises(ValueError, match=f"{path} line 3: column 'lp' 'de.u2028en': a name may hold no"):
+        read_judgments(path)

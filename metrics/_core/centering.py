@@ -31,8 +31,8 @@ References
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import io
 import math
 import numbers
 import os
@@ -110,17 +110,23 @@ class CenteringStats:
         return h.hexdigest()[:10]
 
     def save(self, path: str | os.PathLike | BinaryIO) -> None:
-        """Write to ``path`` (a NumPy ``.npz`` archive; the name is used as given), or into a
-        binary file object."""
-        with open(path, "wb") if isinstance(path, (str, os.PathLike)) else contextlib.nullcontext(path) as f:
-            np.savez(
-                f,
-                mean=self.mean,
-                model=np.array(self.model),
-                layer=np.array(self.layer),
-                n_texts=np.array(self.n_texts),
-                n_tokens=np.array(self.n_tokens),
-            )
+        """Write to ``path`` (a NumPy ``.npz`` archive; the name is used as given) whole or not at
+        all (:func:`moverkit.lines.write_atomic`), or into a binary file object."""
+        if isinstance(path, (str, os.PathLike)):
+            from ..lines import write_atomic
+
+            archive = io.BytesIO()
+            self.save(archive)
+            write_atomic(Path(path), archive.getvalue())
+            return
+        np.savez(
+            path,
+            mean=self.mean,
+            model=np.array(self.model),
+            layer=np.array(self.layer),
+            n_texts=np.array(self.n_texts),
+            n_tokens=np.array(self.n_tokens),
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> CenteringStats:

@@ -130,7 +130,9 @@ def main(argv=None) -> int:
     table = format_table(run(args.data, args.work, args.epochs, args.seed, args.groups))
     print(table)
     if args.out:
-        args.out.write_text(table + "\n", encoding="utf-8")
+        from moverkit.lines import write_atomic
+
+        write_atomic(args.out, table + "\n")
     return 0
 
 

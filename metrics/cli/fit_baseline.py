@@ -37,7 +37,7 @@ def register(commands) -> None:
         "--arg temperature=0.2; --arg idf=true; --arg lang=de)",
     )
     base.add_argument("--pairs", type=positive_int, default=1000, help="random pairs (default: 1000)")
-    base.add_argument("--seed", type=int, default=0, help="seed of the random pairing (default: 0)")
+    base.add_argument("--seed", type=natural_int, default=0, help="seed of the random pairing, >= 0 (default: 0)")
     base.add_argument("--model", help="Hugging Face id or local path (default: the embedded all-MiniLM-L6-v2)")
     base.add_argument(
         "--layers",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from .options import add_encoder_options
@@ -24,7 +23,7 @@ def register(commands) -> None:
 
 def run(args) -> int:
     import moverkit
-    from moverkit.lines import check_out, read_texts, write_atomic
+    from moverkit.lines import check_out, read_texts
 
     if args.lang is not None and args.level != "sentence":
         raise ValueError("--lang is used only with --level sentence (it picks the sentence splitter)")
@@ -39,9 +38,7 @@ def run(args) -> int:
     stats = moverkit.fit_centering(
         texts, model_type=args.model, num_layers=args.num_layers, device=args.device, verbose=True, **kwargs
     )
-    archive = io.BytesIO()
-    stats.save(archive)
-    write_atomic(args.out, archive.getvalue())  # whole or not at all
+    stats.save(args.out)  # whole or not at all
     if args.level == "sentence":
         print(f"{stats.model}: mean of {stats.n_tokens} sentences of {stats.n_texts} texts")
     else:

@@ -44,18 +44,14 @@ def register(commands) -> None:
 def run(args) -> int:
     from moverkit.judgments import read_judgments
     from moverkit.lines import check_out, write_atomic
+    from moverkit.settings import parse_json
     from moverkit.tuning import tune
 
     check_out(args.out, [args.data])
     check_out(args.json, [args.data], "--json")
     if args.json is not None and args.json.resolve() == args.out.resolve():
         raise ValueError("--json and --out name the same file")
-    grid = None
-    if args.grid is not None:
-        try:
-            grid = json.loads(args.grid)
-        except ValueError as err:
-            raise ValueError(f"--grid is not valid JSON: {err}") from None
+    grid = None if args.grid is None else parse_json(args.grid, "--grid")
     data = read_judgments(
         args.data, group=args.group, prediction=args.prediction, reference=args.reference, human=args.human
     )
@@ -79,6 +75,6 @@ def run(args) -> int:
     print(f"settings:{settings.digest[:16]}")
     write_atomic(args.out, settings.to_json())
     if args.json is not None:
-        write_atomic(args.json, json.dumps(result.to_dict(), indent=1) + "\n")
+        write_atomic(args.json, json.dumps(result.to_dict(), indent=1, allow_nan=False) + "\n")
     print(f"settings written to {args.out}", file=sys.stderr)
     return 0

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from ..lines import table_label
 from .resampling import PairedTest, bootstrap_interval, check_resampling, clusters, holm, paired_test
 
 ALPHA = 0.05
@@ -166,7 +167,7 @@ def _check_references(references) -> int:
 
 def _check_systems(systems, n: int) -> None:
     """``systems``: a mapping of name -> one output string per segment. A name shows in table
-    cells and plot labels, so it may hold no ``|`` and no control character (a newline)."""
+    cells and plot labels (:func:`moverkit.lines.table_label`)."""
     if not isinstance(systems, Mapping) or not systems:
         raise ValueError(
             f"systems must be a dict of name -> outputs (one per segment), with at least one system; got {type(systems).__name__}"
@@ -174,8 +175,7 @@ def _check_systems(systems, n: int) -> None:
     for name, outputs in systems.items():
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"a system name must be a non-empty string, got {name!r}")
-        if "|" in name or any(ord(c) < 32 or ord(c) == 127 for c in name):
-            raise ValueError(f"system name {name!r}: a name may hold no '|' and no control character (a newline)")
+        table_label("system name", name)
         if not _is_list(outputs):
             raise ValueError(
                 f"system {name!r}: outputs must be a list of strings (one per segment), got {type(outputs).__name__}"
@@ -195,6 +195,7 @@ def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resample
     for metric, by_system in segments.items():
         higher = higher_is_better(metric)
         for name, scores in by_system.items():
+            table_label("system name", name)  # a Comparison built from scores, not by compare(), is checked too
             score, low, high = bootstrap_interval(scores, resamples=resamples, seed=seed)
             systems.append({"name": name, "metric": metric, "score": score, "ci_low": low, "ci_high": high})
         means = {s["name"]: s["score"] for s in systems if s["metric"] == metric}

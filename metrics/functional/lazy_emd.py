@@ -45,6 +45,11 @@ MAX_EPSILON = 1.0
 than a factor e^2 over all costs, the plan is mostly entropy rather than transport, and its mass (so the
 score) grows towards L_p L_r times the mean cost (epsilon = 1e6 gave 14.45 for a near-identical pair;
 see :func:`score_bound`)."""
+MAX_ITER = 100_000
+"""The most Sinkhorn iterations ``max_iter`` takes, ten times the default, as twmd caps its
+``sinkhorn_iterations``. Each iteration is a pass over every pair's cost matrix, so the time grows
+linearly (20 WMT17 pairs at epsilon 1e-6 on one CPU core: 17.5 s at 10,000 iterations, 96 s at
+100,000, still short of the plan; at the paper's epsilon 10,000 are plenty); 10^12 would never end."""
 EMPTY_SCORE = 1.0  # a pair with no scored token on a side: 1 - (bert-score's precision 0)
 SOLVER_BATCH_ELEMENTS = 1 << 20
 """Entries of one padded (pairs x prediction x reference) float64 cost tensor per solve: the solver
@@ -150,7 +155,13 @@ def resolve_params(lang, reg_c, reg_r, epsilon, max_iter) -> dict:
     reg_c = preset[0] if reg_c is None else checks.nonnegative_float("reg_c", reg_c, allow_inf=True, hint=hint)
     reg_r = preset[1] if reg_r is None else checks.nonnegative_float("reg_r", reg_r, allow_inf=True, hint=hint)
     epsilon = checks.finite_positive_float("epsilon", epsilon, maximum=MAX_EPSILON, hint=" (the paper uses 0.009)")
-    return {"reg_c": reg_c, "reg_r": reg_r, "epsilon": epsilon, "max_iter": checks.positive_int("max_iter", max_iter)}
+    max_iter = checks.positive_int("max_iter", max_iter)
+    if max_iter > MAX_ITER:
+        raise ValueError(
+            f"max_iter must be an int >= 1 and <= {MAX_ITER:,} (the default 10,000 reaches the plan at the paper's "
+            f"epsilon; more only take longer), got {max_iter!r}"
+        )
+    return {"reg_c": reg_c, "reg_r": reg_r, "epsilon": epsilon, "max_iter": max_iter}
 
 
 def score_bound(n_pred: int, n_ref: int, epsilon: float, reg_c: float, reg_r: float) -> float:
@@ -207,14 +218,29 @@ def solve_pairs(data, pairs: torch.Tensor, params: dict):
 
 def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:
     """lazy_emd of every pair, float64, shape (n_pairs,); :data:`EMPTY_SCORE` for the pairs not
-    ``live`` (no mass on a side). Warns once if some pairs stopped at ``max_iter``."""
+    ``live`` (no mass on a side). Warns once if some pairs stopped at ``max_iter``; a score above
+    :func:`score_bound` (which the optimal plan cannot exceed: the iterations stopped far from it,
+    at a tiny epsilon) is an error naming the settings, never a number."""
     scores = torch.full((len(data.pred_index),), EMPTY_SCORE, dtype=torch.float64, device=data.pred_index.device)
-    stalled, worst = 0, 0.0
+    stalled, worst, beyond, highest = 0, 0.0, 0, (0.0, 0.0)
     for pairs in data.batches(pairs=torch.nonzero(live).flatten(), max_elements=SOLVER_BATCH_ELEMENTS):
         cost, solved, plan = solve_pairs(data, pairs, params)
         scores[pairs] = (plan * cost).sum((1, 2))
         stalled += int((~solved.converged).sum())
         worst = max(worst, float(solved.error.max()))
+        # The padded shape bounds every pair's token counts, and the bound grows with them.
+        bound = score_bound(cost.shape[1], cost.shape[2], params["epsilon"], params["reg_c"], params["reg_r"])
+        over = ~(scores[pairs] <= bound)  # NaN included
+        if bool(over.any()):
+            beyond += int(over.sum())
+            highest = max(highest, (float(scores[pairs][over].nan_to_num(math.inf).max()), bound))
+    if beyond:
+        raise ValueError(
+            f"lazy_emd: {beyond} of {int(live.sum())} pairs scored above the bound of the transport plan "
+            f"({highest[0]:.3g} > {highest[1]:.3g}): the Sinkhorn iterations stopped far from the plan at "
+            f"epsilon={params['epsilon']:g}, reg_c={params['reg_c']:g}, reg_r={params['reg_r']:g}, "
+            f"max_iter={params['max_iter']}. Raise epsilon (the paper uses {DEFAULT_EPSILON}) or max_iter."
+        )
     if stalled:
         warn_user(
             f"lazy_emd: the Sinkhorn iterations did not converge for {stalled} of {int(live.sum())} pairs "

@@ -63,8 +63,9 @@ Args:
     epsilon (float, default 0.009): the entropic regularization (> 0) of the Sinkhorn solver, the
         paper's value. Smaller values come closer to the unregularized problem and need more
         iterations.
-    max_iter (int, default 10000): the most Sinkhorn iterations per pair; a pair that has not
-        converged by then keeps its last plan and a warning says how many there were.
+    max_iter (int, default 10000, at most 100,000): the most Sinkhorn iterations per pair; a pair
+        that has not converged by then keeps its last plan and a warning says how many there were
+        (a score above the plan's bound is an error naming epsilon and max_iter).
     {model_type}
     num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th
         block, negative counts from the top). Default: a tuned layer for known models, else the last.

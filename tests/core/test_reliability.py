@@ -286,3 +286,34 @@ def test_sentence_encoder_tokenizes_spelled_special_tokens_as_text():
         encoder, [SPELLED, "[ cls ] hello [ sep ] [ pad ] world [ mask ] [ unk ]"], EncoderRequest()
     )
     torch.testing.assert_close(vectors[0], vectors[1], atol=1e-6, rtol=1e-6)
+
+
+# ------------------------------------------------------------------- scores out of their range
+
+PAIR = (
+    [
+        "he also criticizes the fruitless &quot; check box checks &quot; in voter registration departments at city hall ."
+    ],
+    [
+        "he also criticises the ineffectual &quot; tick-box inspections &quot; of town hall electoral registration "
+        "departments ."
+    ],
+)  # WMT17 segment 19: at epsilon 1e-6 and 100 iterations it scored 4.4e4 (1.69e10 in the hostile pass)
+
+
+def test_lazy_emd_above_the_bound_of_its_plan_is_an_error_naming_the_settings():
+    """A distance far above :func:`score_bound` (the optimal plan's mass bounds it) passed with
+    only a convergence warning."""
+    with pytest.raises(
+        ValueError, match=r"1 of 1 pairs scored above the bound .*epsilon=1e-06, reg_c=0.23, reg_r=0.31"
+    ):
+        functional.lazy_emd(*PAIR, epsilon=1e-6, max_iter=100)
+
+
+def test_lazy_emd_max_iter_is_capped_as_twmds_sinkhorn_iterations():
+    """max_iter=10^12 ran unbounded; refused, as twmd's sinkhorn_iterations past its cap."""
+    from moverkit.functional.lazy_emd import MAX_ITER
+
+    with pytest.raises(ValueError, match=r"max_iter must be an int >= 1 and <= 100,000 .*got 1000000000000"):
+        functional.lazy_emd(*PAIR, max_iter=10**12, epsilon=1e-6)
+    assert MAX_ITER == 100_000
