@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import inspect
 import threading
 
 import datasets
@@ -58,6 +59,24 @@ ARGUMENT_DOCS = {
 """The documentation of the encoder arguments that several modules share, word for word: each
 module's ``_KWARGS_DESCRIPTION`` takes them with ``str.format`` (``{dtype}`` on a line of its own,
 indented as an argument), so the modules cannot drift apart."""
+
+
+def compute_with(function):
+    """A module's ``_compute``: ``function`` (``moverkit.functional.<name>``) called with the inputs
+    and the arguments its caller gave, and no others, under the function's own signature (what
+    ``inspect`` shows and evaluate's docs list). evaluate passes ``_compute`` only the keyword
+    arguments given to ``compute``, so an argument left at its default stays left out, and a
+    settings file can tell it from one given at its default value (``settings=``): restating the
+    signature with defaults would pass every argument as given."""
+
+    def _compute(self, predictions, references, **kwargs):
+        return function(predictions, references, **kwargs)
+
+    signature = inspect.signature(function)
+    itself = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    _compute.__signature__ = signature.replace(parameters=[itself, *signature.parameters.values()])
+    _compute.__doc__ = function.__doc__
+    return _compute
 
 
 def text_pair_features() -> list[datasets.Features]:

@@ -121,7 +121,6 @@ def with_settings(metric: str):
 
     def decorate(function):
         signature = inspect.signature(function)
-        defaults = {name: p.default for name, p in signature.parameters.items()}
 
         @functools.wraps(function)
         def scored(predictions, references, *, settings=None, **kwargs):
@@ -129,10 +128,11 @@ def with_settings(metric: str):
                 return function(predictions, references, **kwargs)
             tuned = load_settings(settings, metric)
             for name, value in tuned.arguments.items():
-                given = kwargs.get(name, defaults[name])
-                if name in kwargs and not _same(given, defaults[name]) and not _same(given, value):
+                # Given is given, the default value included (centering="corpus" against a file's
+                # "none"): only an argument left out takes the file's value.
+                if name in kwargs and not same_value(kwargs[name], value):
                     raise ValueError(
-                        f"{name}={given!r} contradicts the settings file, which sets {name}={value!r}: "
+                        f"{name}={kwargs[name]!r} contradicts the settings file, which sets {name}={value!r}: "
                         f"leave {name} out or drop settings"
                     )
             result = function(predictions, references, **{**kwargs, **tuned.arguments})
@@ -146,7 +146,7 @@ def with_settings(metric: str):
     return decorate
 
 
-def _same(a, b) -> bool:
+def same_value(a, b) -> bool:
     """Equal values, a bool equal only to the same bool (``1 == True`` in Python)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b

@@ -220,6 +220,28 @@ def test_score_arg_mistakes_name_the_argument(files, capsys, arg, message):
     assert err.startswith("moverkit: error: ") and message in err
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            ["--arg", "temperature=0.1", "--arg", "temperature=0.2"],
+            "--arg 'temperature=0.1' and --arg 'temperature=0.2'",
+        ),
+        (["--centering", "batch", "--arg", "centering=none"], "--centering 'batch' and --arg 'centering=none'"),
+        (["--num-layers", "3", "--arg", "num_layers=4"], "--num-layers 3 and --arg 'num_layers=4'"),
+        (["--idf", "--arg", "idf=false"], "--idf True and --arg 'idf=false'"),
+    ],
+)
+def test_score_refuses_an_argument_given_twice_with_two_values(files, capsys, options, message):
+    """One value silently won over the other before (the last --arg, or --arg over the option)."""
+    argv = ["score", "--metric", "twmd", "--predictions", str(files / "t.txt"), "--references", str(files / "t.txt")]
+    assert main([*argv, *options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("moverkit: error: ") and message in err and "given twice" in err
+    # The same value twice says one thing: it is taken.
+    assert main([*argv, "--arg", "temperature=0.1", "--arg", "temperature=0.1", "--out", str(files / "o.jsonl")]) == 0
+
+
 @pytest.mark.parametrize("bad", [float("inf"), float("nan"), float("-inf")])
 def test_score_never_writes_a_score_that_is_not_finite(files, capsys, monkeypatch, bad):
     """A NaN or infinite score (a broken model or baseline) is refused with the line named:

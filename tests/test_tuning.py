@@ -233,6 +233,25 @@ def test_a_settings_file_applies_in_functional_evaluate_and_compare(settings_fil
     assert comparison.hashcodes["twmd"].endswith(f"|settings:{digest[:16]}")
 
 
+def test_an_argument_given_at_its_default_value_contradicting_the_file_is_refused(settings_file, capsys):
+    # The file sets centering="none"; "corpus" is twmd's default, given explicitly: the file won
+    # silently before (functional, the evaluate module and the CLI alike).
+    predictions, references = ["a cat sat on the mat"], ["the cat sat on a mat"]
+    message = "centering='corpus' contradicts the settings file, which sets centering='none'"
+    with pytest.raises(ValueError, match=message):
+        functional.twmd(predictions, references, settings=str(settings_file), centering="corpus")
+    with pytest.raises(ValueError, match=message):
+        moverkit.load("twmd").compute(
+            predictions=predictions, references=references, settings=str(settings_file), centering="corpus"
+        )
+    text = settings_file.parent / "t.txt"
+    text.write_text("a cat sat on the mat\n", encoding="utf-8")
+    argv = ["score", "--settings", str(settings_file), "--predictions", str(text), "--references", str(text)]
+    for extra in (["--arg", "centering=corpus"], ["--centering", "corpus"]):
+        assert main([*argv, *extra]) == 2, extra
+        assert message in capsys.readouterr().err
+
+
 def test_the_digest_follows_the_arguments_only():
     a = Settings("twmd", {"num_layers": 4}, {"data": "x"})
     assert a.digest == Settings("twmd", {"num_layers": 4}, {"data": "y"}).digest

@@ -6,7 +6,7 @@ import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.centered_bertscore import centered_bertscore
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -139,52 +139,4 @@ class CenteredBertscore(TextPairMetric):
             reference_urls=["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1904.09675"],
         )
 
-    def _compute(
-        self,
-        predictions,
-        references,
-        model_type: str | None = None,
-        num_layers: int | None = None,
-        idf: bool | dict = False,
-        batch_size: int = 64,
-        device: str | None = None,
-        verbose: bool = False,
-        centering: str = "corpus",
-        centering_stats=None,
-        max_length: int | None = None,
-        lang: str = "en",
-        rescale_with_baseline: bool = False,
-        baseline_path: str | None = None,
-        use_fast_tokenizer: bool = False,
-        nthreads: int = 4,
-        all_layers: bool = False,
-        long_texts: str = "truncate",
-        dtype: str = "float32",
-        return_alignment: bool = False,
-        return_reference_index: bool = False,
-        settings: str | None = None,
-    ):
-        return centered_bertscore(
-            predictions,
-            references,
-            model_type=model_type,
-            num_layers=num_layers,
-            idf=idf,
-            batch_size=batch_size,
-            device=device,
-            verbose=verbose,
-            centering=centering,
-            centering_stats=centering_stats,
-            max_length=max_length,
-            lang=lang,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            use_fast_tokenizer=use_fast_tokenizer,
-            nthreads=nthreads,
-            all_layers=all_layers,
-            long_texts=long_texts,
-            dtype=dtype,
-            return_alignment=return_alignment,
-            return_reference_index=return_reference_index,
-            settings=settings,
-        )
+    _compute = compute_with(centered_bertscore)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .options import METRICS, key_value, natural_int, positive_int
+from .options import METRICS, given_arguments, natural_int, positive_int
 
 
 def register(commands) -> None:
@@ -57,10 +57,7 @@ def run(args) -> int:
 
     if args.centering_stats is not None and args.centering != "corpus":
         raise ValueError("--centering-stats is used only with --centering corpus")
-    pairs = [key_value(item) for item in args.arg]
-    options = dict(pairs)
-    if len(options) != len(pairs):
-        raise ValueError("--arg: a KEY is given twice")
+    options = given_arguments({}, args.arg)
     check_out(args.out, [args.texts, args.centering_stats])
     rows = fit_baseline(
         read_texts(args.texts),

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from moverkit.lines import write_atomic
+from moverkit.settings import same_value
 
 METRICS = ("centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd")
 """The metrics (``moverkit.METRICS``, spelled out so that building the parser reads no folder)."""
@@ -28,6 +29,21 @@ def key_value(text: str) -> tuple[str, object]:
         return key.strip(), json.loads(value)
     except ValueError:
         return key.strip(), value
+
+
+def given_arguments(options: dict[str, tuple[str, object]], items: list[str]) -> dict:
+    """The arguments a command was given: its named options (``{argument: (flag, value)}``, a value
+    of ``None`` not given) and its ``--arg KEY=VALUE`` items, as one ``{argument: value}``. An
+    argument given twice with two values (``--arg temperature=0.1 --arg temperature=0.2``, or
+    ``--centering batch --arg centering=none``) is a ``ValueError`` naming both: no value silently
+    wins over another."""
+    given = {name: (f"{flag} {value!r}", value) for name, (flag, value) in options.items() if value is not None}
+    for item in items:
+        key, value = key_value(item)
+        if key in given and not same_value(given[key][1], value):
+            raise ValueError(f"{key} is given twice with two values: {given[key][0]} and --arg {item!r}; give it once")
+        given[key] = (f"--arg {item!r}", value)
+    return {name: value for name, (_, value) in given.items()}
 
 
 def positive_int(text: str) -> int:

@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from .options import DTYPES, METRICS, add_encoder_options, key_value
+from .options import DTYPES, METRICS, add_encoder_options, given_arguments
 
 PROGRESS_LINES = 1000
 """Files longer than this get a progress bar without --verbose."""
@@ -173,19 +173,18 @@ def compute_kwargs(args, verbose: bool) -> dict:
 
     parameters = inspect.signature(getattr(functional, args.metric)).parameters
     accepted = set(parameters) - {"predictions", "references"}
-    given = {
-        "model_type": args.model,
-        "num_layers": args.num_layers,
-        "batch_size": args.batch_size,
-        "device": args.device,
-        "centering": args.centering,
-        "centering_stats": str(args.centering_stats) if args.centering_stats else None,
-        "idf": True if args.idf else None,
-        "dtype": args.dtype,
-        "long_texts": args.long_texts,
+    options = {
+        "model_type": ("--model", args.model),
+        "num_layers": ("--num-layers", args.num_layers),
+        "batch_size": ("--batch-size", args.batch_size),
+        "device": ("--device", args.device),
+        "centering": ("--centering", args.centering),
+        "centering_stats": ("--centering-stats", str(args.centering_stats) if args.centering_stats else None),
+        "idf": ("--idf", True if args.idf else None),
+        "dtype": ("--dtype", args.dtype),
+        "long_texts": ("--long-texts", args.long_texts),
     }
-    kwargs = {k: v for k, v in given.items() if v is not None}
-    kwargs.update(key_value(item) for item in args.arg)
+    kwargs = given_arguments(options, args.arg)
     if args.settings is not None:
         kwargs["settings"] = str(args.settings)
     unknown = sorted(set(kwargs) - accepted)

@@ -6,7 +6,7 @@ import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.lazy_emd import lazy_emd
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -137,54 +137,4 @@ class LazyEmd(TextPairMetric):
             reference_urls=["https://doi.org/10.24963/ijcai.2020/516", "https://arxiv.org/abs/1607.05816"],
         )
 
-    def _compute(
-        self,
-        predictions,
-        references,
-        lang: str = "en",
-        reg_c: float | None = None,
-        reg_r: float | None = None,
-        epsilon: float = 0.009,
-        max_iter: int = 10_000,
-        model_type: str | None = None,
-        num_layers: int | None = None,
-        idf: bool | dict = False,
-        batch_size: int = 64,
-        device: str | None = None,
-        verbose: bool = False,
-        centering: str = "none",
-        centering_stats=None,
-        max_length: int | None = None,
-        long_texts: str = "truncate",
-        dtype: str = "float32",
-        rescale_with_baseline: bool = False,
-        baseline_path: str | None = None,
-        return_alignment: bool = False,
-        return_reference_index: bool = False,
-        settings: str | None = None,
-    ):
-        return lazy_emd(
-            predictions,
-            references,
-            lang=lang,
-            reg_c=reg_c,
-            reg_r=reg_r,
-            epsilon=epsilon,
-            max_iter=max_iter,
-            model_type=model_type,
-            num_layers=num_layers,
-            idf=idf,
-            batch_size=batch_size,
-            device=device,
-            verbose=verbose,
-            centering=centering,
-            centering_stats=centering_stats,
-            max_length=max_length,
-            long_texts=long_texts,
-            dtype=dtype,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            return_alignment=return_alignment,
-            return_reference_index=return_reference_index,
-            settings=settings,
-        )
+    _compute = compute_with(lazy_emd)

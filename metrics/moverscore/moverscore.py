@@ -6,7 +6,7 @@ import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.moverscore import moverscore
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -148,66 +148,4 @@ class Moverscore(TextPairMetric):
             reference_urls=["https://aclanthology.org/D19-1053", "https://aclanthology.org/2020.eval4nlp-1.6"],
         )
 
-    def _compute(
-        self,
-        predictions,
-        references,
-        version: str = "v2",
-        variant: str | None = None,
-        n_gram: int | None = None,
-        aggregation: str | None = None,
-        model_type: str | None = None,
-        num_layers: int | None = None,
-        idf: bool | dict | None = None,
-        prediction_idf: bool | dict | None = None,
-        stop_words: list[str] | None = None,
-        remove_subwords: bool | None = None,
-        remove_punctuation: bool | None = None,
-        cost: str | None = None,
-        score_form: str | None = None,
-        centering: str = "none",
-        centering_stats=None,
-        batch_size: int = 64,
-        device: str | None = None,
-        verbose: bool = False,
-        max_length: int | None = None,
-        lang: str = "en",
-        long_texts: str = "truncate",
-        dtype: str = "float32",
-        rescale_with_baseline: bool = False,
-        baseline_path: str | None = None,
-        return_alignment: bool = False,
-        return_reference_index: bool = False,
-        settings: str | None = None,
-    ):
-        return moverscore(
-            predictions,
-            references,
-            version=version,
-            variant=variant,
-            n_gram=n_gram,
-            aggregation=aggregation,
-            model_type=model_type,
-            num_layers=num_layers,
-            idf=idf,
-            prediction_idf=prediction_idf,
-            stop_words=stop_words,
-            remove_subwords=remove_subwords,
-            remove_punctuation=remove_punctuation,
-            cost=cost,
-            score_form=score_form,
-            centering=centering,
-            centering_stats=centering_stats,
-            batch_size=batch_size,
-            device=device,
-            verbose=verbose,
-            max_length=max_length,
-            lang=lang,
-            long_texts=long_texts,
-            dtype=dtype,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            return_alignment=return_alignment,
-            return_reference_index=return_reference_index,
-            settings=settings,
-        )
+    _compute = compute_with(moverscore)

@@ -6,7 +6,7 @@ import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.sbertscore import sbertscore
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -142,38 +142,4 @@ class Sbertscore(TextPairMetric):
             reference_urls=["https://aclanthology.org/D19-1410", "https://aclanthology.org/2020.eval4nlp-1.6"],
         )
 
-    def _compute(
-        self,
-        predictions,
-        references,
-        model_type: str | None = None,
-        batch_size: int = 64,
-        device: str | None = None,
-        verbose: bool = False,
-        centering: str = "none",
-        centering_stats=None,
-        lang: str = "en",
-        dtype: str = "float32",
-        rescale_with_baseline: bool = False,
-        baseline_path: str | None = None,
-        return_alignment: bool = False,
-        return_reference_index: bool = False,
-        settings: str | None = None,
-    ):
-        return sbertscore(
-            predictions,
-            references,
-            model_type=model_type,
-            batch_size=batch_size,
-            device=device,
-            verbose=verbose,
-            centering=centering,
-            centering_stats=centering_stats,
-            lang=lang,
-            dtype=dtype,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            return_alignment=return_alignment,
-            return_reference_index=return_reference_index,
-            settings=settings,
-        )
+    _compute = compute_with(sbertscore)

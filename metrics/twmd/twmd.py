@@ -6,7 +6,7 @@ import evaluate
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.twmd import twmd
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -134,52 +134,4 @@ class Twmd(TextPairMetric):
             reference_urls=["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1306.0895"],
         )
 
-    def _compute(
-        self,
-        predictions,
-        references,
-        variant: str = "twmd",
-        temperature: float | None = None,
-        sinkhorn_iterations: int = 1,
-        normalize: bool = True,
-        model_type: str | None = None,
-        num_layers: int | None = None,
-        batch_size: int = 64,
-        device: str | None = None,
-        verbose: bool = False,
-        centering: str = "corpus",
-        centering_stats=None,
-        max_length: int | None = None,
-        lang: str = "en",
-        long_texts: str = "truncate",
-        dtype: str = "float32",
-        rescale_with_baseline: bool = False,
-        baseline_path: str | None = None,
-        return_alignment: bool = False,
-        return_reference_index: bool = False,
-        settings: str | None = None,
-    ):
-        return twmd(
-            predictions,
-            references,
-            variant=variant,
-            temperature=temperature,
-            sinkhorn_iterations=sinkhorn_iterations,
-            normalize=normalize,
-            model_type=model_type,
-            num_layers=num_layers,
-            batch_size=batch_size,
-            device=device,
-            verbose=verbose,
-            centering=centering,
-            centering_stats=centering_stats,
-            max_length=max_length,
-            lang=lang,
-            long_texts=long_texts,
-            dtype=dtype,
-            rescale_with_baseline=rescale_with_baseline,
-            baseline_path=baseline_path,
-            return_alignment=return_alignment,
-            return_reference_index=return_reference_index,
-            settings=settings,
-        )
+    _compute = compute_with(twmd)
