@@ -1,27 +1,21 @@
 """moverkit.lighteval against the real lighteval (0.13): lighteval's own compute_sample on its Doc
 and ModelResponse gives the function's numbers, and docs/lighteval_tasks.py loads as a custom-tasks
-file whose tasks use these metrics.
-
-lighteval is the ``lighteval`` extra, not part of ``test`` (it brings some 90 packages, inspect-ai,
-openai and boto3 among them): without it these tests are skipped."""
+file whose tasks use these metrics."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from lighteval.metrics.metrics_sample import SampleLevelComputation
+from lighteval.metrics.utils.metric_utils import SampleLevelMetric, SampleLevelMetricGrouping
+from lighteval.models.model_output import ModelResponse
+from lighteval.tasks.registry import Registry
+from lighteval.tasks.requests import Doc
 
-pytest.importorskip("lighteval")
-
-from lighteval.metrics.metrics_sample import SampleLevelComputation  # noqa: E402
-from lighteval.metrics.utils.metric_utils import SampleLevelMetric, SampleLevelMetricGrouping  # noqa: E402
-from lighteval.models.model_output import ModelResponse  # noqa: E402
-from lighteval.tasks.registry import Registry  # noqa: E402
-from lighteval.tasks.requests import Doc  # noqa: E402
-
-from moverkit import functional  # noqa: E402
-from moverkit import lighteval as moverkit_lighteval  # noqa: E402
-from moverkit.specs import SPECS  # noqa: E402
+from moverkit import functional
+from moverkit import lighteval as moverkit_lighteval
+from moverkit.specs import SPECS
 
 TASKS_FILE = Path(__file__).resolve().parents[1] / "docs" / "lighteval_tasks.py"
 PREDICTION = "the cat sat on the mat"
