@@ -467,9 +467,11 @@ def center_rows(
 
 def warn_small_batch(sizes: torch.Tensor, unit: str) -> None:
     """One warning if fewer than :data:`MIN_BATCH_TEXTS` of the ``unit`` (``"texts"``,
-    ``"sentences"``) whose rows counted ``sizes`` (per distinct unit) have a row in the batch mean."""
+    ``"sentences"``) whose rows counted ``sizes`` (per distinct unit) have a row in the batch mean.
+    A call with no text at all has no mean and no score to warn about (moverkit.torchmetrics checks
+    its arguments with such a call)."""
     n = int((sizes > 0).sum())
-    if n < MIN_BATCH_TEXTS:
+    if 0 < n < MIN_BATCH_TEXTS:
         warn_user(
             f"centering='batch' over only {n} distinct {unit.removesuffix('s') if n == 1 else unit} "
             f"(fewer than {MIN_BATCH_TEXTS}): the mean it "

@@ -179,3 +179,11 @@ def test_fit_centering_on_too_few_distinct_texts_warns(tiny_model_path, texts, l
         f"fit_centering over only {distinct} distinct {unit} (fewer than {MIN_FIT_TEXTS})"
     )
     assert warning.filename == __file__  # attributed to the caller (warn_user)
+
+
+def test_batch_centering_of_no_text_does_not_warn():
+    """A call on no pairs (moverkit.torchmetrics checks its arguments with one) has no mean to warn about."""
+    from moverkit import functional
+
+    for name in ("twmd", "sbertscore"):
+        assert getattr(functional, name)([], [], centering="batch")["hashcode"]

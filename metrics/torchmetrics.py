@@ -1,0 +1,201 @@
+"""moverkit's metrics as torchmetrics ``Metric`` classes (``pip install "moverkit[torchmetrics]"``),
+for a PyTorch Lightning ``validation_step``, a ``MetricCollection`` or a plain loop::
+
+    from moverkit.torchmetrics import CenteredBERTScore
+
+    metric = CenteredBERTScore()
+    metric.update(["a cat sat on the mat"], ["the cat sat on the mat"])
+    metric.compute()["f1_mean"]
+
+One class per metric (:class:`CenteredBERTScore`, :class:`TWMD`, :class:`MoverScore`,
+:class:`LazyEMD`, :class:`SBERTScore`), all of them :class:`MoverkitMetric`: the arguments are
+those of ``moverkit.functional.<metric>``, and ``compute()`` gives the numbers that function gives
+for all the pairs at once, whatever the batches and however many processes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torchmetrics import Metric
+from torchmetrics.utilities import dim_zero_cat
+
+from moverkit._core.inputs import check_inputs
+from moverkit._core.wrappers import batch_dependence, metric_parts, scoring_arguments
+
+__all__ = ["TWMD", "CenteredBERTScore", "LazyEMD", "MoverScore", "MoverkitMetric", "SBERTScore"]
+
+METRIC_ARGUMENTS = frozenset(
+    {"compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "distributed_available_fn",
+     "sync_on_compute", "compute_with_cache"}
+)  # fmt: skip
+"""The keyword arguments of torchmetrics' ``Metric`` itself; every other one goes to the moverkit function."""
+
+
+class MoverkitMetric(Metric):
+    """A moverkit metric as a torchmetrics ``Metric``; the subclasses name the metric.
+
+    ``MoverkitMetric(**arguments)``: the arguments of ``moverkit.functional.<metric>`` (its card
+    documents them) but ``return_alignment`` and ``return_reference_index``, and torchmetrics'
+    own (``compute_on_cpu``, ``dist_sync_on_step``, ``process_group``, ``sync_on_compute``, ...).
+    The constructor checks them and loads the encoder once (a call on no pairs), so a bad value
+    fails here rather than at the first batch; ``hashcode`` is that call's hashcode.
+
+    ``update(preds, target)``: ``preds`` a string or a list of strings; ``target`` one reference
+    or a list of references per prediction (for a single string ``preds``, a string or a list of
+    its references). With several references, the best score is kept, as in the function.
+
+    ``compute()``: ``{output: tensor of one score per pair, f"{output}_mean": their mean}`` for
+    each output of the function (``precision``, ``recall`` and ``f1``; or the metric's one score,
+    e.g. ``twmd``), float64, in the order the pairs were given. With no pairs the tensors are
+    empty and the means NaN.
+
+    What the state holds depends on the arguments:
+
+    - where each pair's score is its own (the default of every metric but moverscore: ``corpus``,
+      ``sentence``, ``dim`` or no centering, and no IDF over the call), ``update`` scores its pairs
+      at once and keeps only the scores: memory grows by 8 bytes per output and pair, and
+      ``compute()`` only gathers them;
+    - where a score depends on every text (``centering="batch"``, ``idf=True``, and moverscore's
+      default IDF, :func:`~moverkit._core.wrappers.batch_dependence`), ``update`` keeps the texts
+      (as UTF-8 bytes) and ``compute()`` scores all of them in one call, as the function would.
+      ``keeps_texts`` says which, with the reason.
+
+    Under DDP the states are gathered (``dist_reduce_fx="cat"``) with the rank that scored each
+    pair, and put back in the order of a ``DistributedSampler`` without shuffling (pair ``i`` of
+    rank ``r`` is pair ``i * world_size + r``), so two processes give the single-process tensors;
+    the means do not depend on the order. The sampler's padding (it repeats pairs to even out the
+    ranks) is scored like any pair, as in every torchmetrics metric.
+    """
+
+    is_differentiable = False
+    full_state_update = False
+    metric: str
+
+    def __init_subclass__(cls, metric: str | None = None, **kwargs):
+        """``class TWMD(MoverkitMetric, metric="twmd")``: the direction and the plot range come
+        from the metric's spec (:mod:`moverkit.specs`); an unbounded end is left open."""
+        super().__init_subclass__(**kwargs)
+        if metric is None:
+            return
+        spec, _ = metric_parts(metric)
+        cls.metric = metric
+        cls.higher_is_better = spec.higher_is_better
+        cls.plot_lower_bound = spec.low
+        cls.plot_upper_bound = spec.high if math.isfinite(spec.high) else None
+
+    def __init__(self, **kwargs):
+        torchmetrics_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in METRIC_ARGUMENTS}
+        super().__init__(**torchmetrics_kwargs)
+        _, self._function = metric_parts(self.metric)
+        self._arguments = scoring_arguments(self.metric, kwargs, type(self).__name__)
+        none = self._function([], [], **self._arguments)
+        self.hashcode = none["hashcode"]
+        self.outputs = tuple(key for key in none if key != "hashcode")
+        self.keeps_texts = batch_dependence(self.metric, self._arguments)
+        self.add_state("ranks", [], dist_reduce_fx="cat")
+        if self.keeps_texts:
+            for name in ("pred_bytes", "pred_lengths", "ref_bytes", "ref_lengths", "ref_counts"):
+                self.add_state(name, [], dist_reduce_fx="cat")
+        else:
+            self.add_state("scores", [], dist_reduce_fx="cat")
+
+    def update(self, preds: str | Sequence[str], target: str | Sequence[str] | Sequence[Sequence[str]]) -> None:
+        """Add pairs: score them now, or keep their texts (see the class doc)."""
+        if isinstance(preds, str):
+            preds, target = [preds], [target]
+        predictions, references = check_inputs(preds, target)
+        if not predictions:
+            return
+        rank = torch.distributed.get_rank(self.process_group) if self.distributed_available_fn() else 0
+        self.ranks.append(torch.full((len(predictions),), rank, dtype=torch.long, device=self.device))
+        if self.keeps_texts:
+            self._keep(predictions, "pred")
+            self._keep([ref for refs in references for ref in refs], "ref")
+            self.ref_counts.append(torch.tensor([len(refs) for refs in references], device=self.device))
+        else:
+            self.scores.append(self._score(predictions, references))
+
+    def compute(self) -> dict[str, torch.Tensor]:
+        """Per-pair scores and their means (see the class doc)."""
+        ranks = _cat(self.ranks, torch.long, self.device)
+        order = pair_order(ranks)
+        if self.keeps_texts:
+            predictions = _texts(self.pred_bytes, self.pred_lengths, self.device)
+            flat = _texts(self.ref_bytes, self.ref_lengths, self.device)
+            bounds = [0, *torch.cumsum(_cat(self.ref_counts, torch.long, self.device), 0).tolist()]
+            references = [flat[bounds[i] : bounds[i + 1]] for i in range(len(predictions))]
+            scores = self._score([predictions[i] for i in order], [references[i] for i in order])
+        else:
+            scores = _cat(self.scores, torch.float64, self.device).reshape(len(order), len(self.outputs))[order]
+        result = {name: scores[:, k] for k, name in enumerate(self.outputs)}
+        result.update({f"{name}_mean": scores[:, k].mean() for k, name in enumerate(self.outputs)})
+        return result
+
+    def _score(self, predictions: list[str], references: list[list[str]]) -> torch.Tensor:
+        """The function's scores of the pairs, shape (n_pairs, n_outputs), float64, on the metric's device."""
+        result = self._function(predictions, references, **self._arguments)
+        columns = [result[name] for name in self.outputs]
+        return torch.tensor(columns, dtype=torch.float64, device=self.device).T
+
+    def _keep(self, texts: list[str], side: str) -> None:
+        """Append ``texts`` to the ``{side}_bytes`` and ``{side}_lengths`` states (UTF-8 bytes: a state is a tensor)."""
+        encoded = [text.encode("utf-8") for text in texts]
+        data = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+        getattr(self, f"{side}_bytes").append(torch.from_numpy(data).to(self.device))
+        getattr(self, f"{side}_lengths").append(torch.tensor([len(b) for b in encoded], device=self.device))
+
+
+def pair_order(ranks: torch.Tensor) -> torch.Tensor:
+    """The permutation that puts gathered pairs in the order of a ``DistributedSampler`` without
+    shuffling: pair ``i`` of rank ``r`` (``ranks`` gives each pair's rank, each rank's pairs in its
+    own order) goes to place ``i * world_size + r``. One process: the identity."""
+    position = torch.empty_like(ranks)
+    for rank in ranks.unique():
+        mine = ranks == rank
+        position[mine] = torch.arange(int(mine.sum()), device=ranks.device)
+    world = int(ranks.max()) + 1 if len(ranks) else 1
+    return torch.argsort(position * world + ranks, stable=True)
+
+
+def _cat(state, dtype: torch.dtype, device) -> torch.Tensor:
+    """A list state (or the tensor DDP's gathering left) as one tensor; empty when nothing was added."""
+    if isinstance(state, list) and not state:
+        return torch.empty(0, dtype=dtype, device=device)
+    return dim_zero_cat(state)
+
+
+def _texts(data, lengths, device) -> list[str]:
+    """The texts of a ``*_bytes`` state split by its ``*_lengths`` state."""
+    raw = _cat(data, torch.uint8, device).cpu().numpy().tobytes()
+    bounds = [0, *torch.cumsum(_cat(lengths, torch.long, device), 0).tolist()]
+    return [raw[bounds[i] : bounds[i + 1]].decode("utf-8") for i in range(len(bounds) - 1)]
+
+
+class CenteredBERTScore(MoverkitMetric, metric="centered_bertscore"):
+    """Centered BERTScore (precision, recall, F1): the arguments of
+    ``moverkit.functional.centered_bertscore``; see :class:`MoverkitMetric`."""
+
+
+class TWMD(MoverkitMetric, metric="twmd"):
+    """TWMD and its family (the output is named by ``variant``): the arguments of
+    ``moverkit.functional.twmd``; see :class:`MoverkitMetric`."""
+
+
+class MoverScore(MoverkitMetric, metric="moverscore"):
+    """MoverScore: the arguments of ``moverkit.functional.moverscore``. Its default IDF is taken
+    over the call's texts, so by default it keeps the texts and scores at ``compute()``; with
+    ``idf=False`` or an IDF dict it scores in ``update``. See :class:`MoverkitMetric`."""
+
+
+class LazyEMD(MoverkitMetric, metric="lazy_emd"):
+    """Lazy-EMD, a distance (lower is better): the arguments of ``moverkit.functional.lazy_emd``;
+    see :class:`MoverkitMetric`."""
+
+
+class SBERTScore(MoverkitMetric, metric="sbertscore"):
+    """sBERTScore (precision, recall, F1 over sentences): the arguments of
+    ``moverkit.functional.sbertscore``; see :class:`MoverkitMetric`."""
