@@ -65,13 +65,19 @@ DISTANCE_COLUMNS = ("LAZY_EMD",)
 """Columns of distances (best value 0): rescaled as ``d / b``, their baseline a finite number >=
 :data:`MIN_DISTANCE_BASELINE`."""
 
-MIN_DISTANCE_BASELINE = 1e-6
+MIN_DISTANCE_BASELINE = 1e-3
 """The smallest baseline of a distance taken. A baseline is the mean distance of unrelated
 sentence pairs: Lazy-EMD's is 0.19 with the embedded model (the shipped file), and of that order
 for any encoder, since unrelated texts are far apart; a baseline near 0 says the file is wrong (or
 that the encoder maps every text to one point), and ``d / b`` then blows up (5e-324 made every
-score inf). 1e-6 is five orders of magnitude below the baseline of a real fit, and keeps ``d / b``
-finite for every distance below 1e302."""
+score inf). At 1e-3, two orders of magnitude below a real fit, ``d / b`` stays within 1,000 times
+the raw distance."""
+
+MAX_SIMILARITY_BASELINE = 0.99
+"""The largest baseline of a similarity taken. ``(s - b) / (1 - b)`` divides by ``1 - b``: a
+baseline of 0.9999999 gave F1 down to -1.6e12. Unrelated texts score far below 1 under any useful
+encoder (the embedded model's baselines are 0.03-0.43; bert-score's for roberta-large about 0.83),
+and at 0.99 a rescaled score stays in [(-1 - b) / (1 - b), 1], at least -199."""
 
 SENTENCE_LAYER = -1
 """The layer of sentence vectors (sbertscore), as in hashcodes (``_L-1``)."""
@@ -161,7 +167,7 @@ def read_baseline(
     The whole file is checked first (a short row would otherwise apply P's baseline to R and F):
     UTF-8, the header ``LAYER,<columns>`` (``LAYER,P,R,F`` by default, bert-score's), optionally
     followed by ``SETTINGS``, at least one row, as many fields per row as the header, an integer
-    layer >= -1 (-1: sentence vectors) given once, and finite numbers in (-1, 1) for a similarity (a
+    layer >= -1 (-1: sentence vectors) given once, and finite numbers in (-1, :data:`MAX_SIMILARITY_BASELINE`] for a similarity (a
     baseline of 1 or more makes (s - b) / (1 - b) meaningless, one of -1 or less is below the range
     of the scores it would be the mean of, and one far below it maps every score to about 1) or
     >= :data:`MIN_DISTANCE_BASELINE` for a distance (d / b).
@@ -246,10 +252,11 @@ def _read_row(where: str, number: int, row: list[str], columns: tuple[str, ...],
                     f"{where}, line {number}, field {name}: {cell} is not a finite number >= "
                     f"{MIN_DISTANCE_BASELINE:g} (a distance's baseline, the mean distance of unrelated pairs)"
                 )
-        elif not math.isfinite(value) or not -1 < value < 1:
+        elif not math.isfinite(value) or not -1 < value <= MAX_SIMILARITY_BASELINE:
             raise ValueError(
-                f"{where}, line {number}, field {name}: {cell} is not a finite number below 1 and above -1 "
-                "(a similarity's baseline, the mean similarity of unrelated pairs)"
+                f"{where}, line {number}, field {name}: {cell} is not a finite number in (-1, "
+                f"{MAX_SIMILARITY_BASELINE:g}] (a similarity's baseline, the mean similarity of unrelated pairs; "
+                "nearer 1, (s - b) / (1 - b) would blow the scores up)"
             )
         values.append(value)
     settings = row[len(columns) + 1].strip() if len(row) > len(columns) + 1 else None

@@ -30,9 +30,9 @@ def test_a_good_file_reads_and_round_trips(tmp_path):
         ("LAYER,P,R,F\nsix,0.1,0.1,0.1\n", r"line 2, field LAYER: 'six' is not an integer"),
         ("LAYER,P,R,F\n-2,0.1,0.1,0.1\n", r"line 2, field LAYER: -2 is below -1"),
         ("LAYER,P,R,F\n6,0.1,x,0.1\n", r"line 2, field R: 'x' is not a number"),
-        ("LAYER,P,R,F\n6,0.1,0.1,1.0\n", r"line 2, field F: 1.0 is not a finite number below 1"),
-        ("LAYER,P,R,F\n6,nan,0.1,0.1\n", r"line 2, field P: nan is not a finite number below 1"),
-        ("LAYER,P,R,F\n6,0.1,0.1,inf\n", r"line 2, field F: inf is not a finite number below 1"),
+        ("LAYER,P,R,F\n6,0.1,0.1,1.0\n", r"line 2, field F: 1.0 is not a finite number in \(-1, 0.99\]"),
+        ("LAYER,P,R,F\n6,nan,0.1,0.1\n", r"line 2, field P: nan is not a finite number in \(-1, 0.99\]"),
+        ("LAYER,P,R,F\n6,0.1,0.1,inf\n", r"line 2, field F: inf is not a finite number in \(-1, 0.99\]"),
         ("LAYER,P,R,F\n6,0.1,0.1,0.1\n6,0.2,0.2,0.2\n", r"line 3, field LAYER: layer 6 is given twice"),
         ("P,R,F\n6,0.1,0.1\n", r"line 1: the header must be LAYER,P,R,F"),
         ("LAYER,TWMD\n6,0.1\n", r"line 1: the header must be LAYER,P,R,F.*found LAYER,TWMD"),
@@ -68,26 +68,30 @@ def test_sentence_vectors_read_as_layer_minus_one(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("LAYER,LAZY_EMD\n6,0\n", r"line 2, field LAZY_EMD: 0 is not a finite number >= 1e-06"),
-        ("LAYER,LAZY_EMD\n6,-0.2\n", r"line 2, field LAZY_EMD: -0.2 is not a finite number >= 1e-06"),
-        ("LAYER,LAZY_EMD\n6,inf\n", r"line 2, field LAZY_EMD: inf is not a finite number >= 1e-06"),
-        ("LAYER,LAZY_EMD\n6,5e-324\n", r"line 2, field LAZY_EMD: 5e-324 is not a finite number >= 1e-06"),
-        ("LAYER,LAZY_EMD\n6,9e-7\n", r"line 2, field LAZY_EMD: 9e-7 is not a finite number >= 1e-06"),
-        ("LAYER,TWMD\n6,1.5\n", r"line 2, field TWMD: 1.5 is not a finite number below 1"),
-        ("LAYER,TWMD\n6,-1e308\n", r"line 2, field TWMD: -1e308 is not a finite number below 1 and above -1"),
-        ("LAYER,TWMD\n6,-1\n", r"line 2, field TWMD: -1 is not a finite number below 1 and above -1"),
-        ("LAYER,TWMD\n6,-inf\n", r"line 2, field TWMD: -inf is not a finite number below 1 and above -1"),
+        ("LAYER,LAZY_EMD\n6,0\n", r"line 2, field LAZY_EMD: 0 is not a finite number >= 0.001"),
+        ("LAYER,LAZY_EMD\n6,-0.2\n", r"line 2, field LAZY_EMD: -0.2 is not a finite number >= 0.001"),
+        ("LAYER,LAZY_EMD\n6,inf\n", r"line 2, field LAZY_EMD: inf is not a finite number >= 0.001"),
+        ("LAYER,LAZY_EMD\n6,5e-324\n", r"line 2, field LAZY_EMD: 5e-324 is not a finite number >= 0.001"),
+        ("LAYER,LAZY_EMD\n6,9e-4\n", r"line 2, field LAZY_EMD: 9e-4 is not a finite number >= 0.001"),
+        ("LAYER,TWMD\n6,1.5\n", r"line 2, field TWMD: 1.5 is not a finite number in \(-1, 0.99\]"),
+        ("LAYER,TWMD\n6,0.9999999\n", r"line 2, field TWMD: 0.9999999 is not a finite number in \(-1, 0.99\]"),
+        ("LAYER,TWMD\n6,-1e308\n", r"line 2, field TWMD: -1e308 is not a finite number in \(-1, 0.99\]"),
+        ("LAYER,TWMD\n6,-1\n", r"line 2, field TWMD: -1 is not a finite number in \(-1, 0.99\]"),
+        ("LAYER,TWMD\n6,-inf\n", r"line 2, field TWMD: -inf is not a finite number in \(-1, 0.99\]"),
     ],
 )
-def test_a_distance_baseline_is_at_least_1e_6_and_a_similarity_within_minus_1_and_1(tmp_path, text, message):
+def test_a_distance_baseline_is_at_least_1e_3_and_a_similarity_within_minus_1_and_0_99(tmp_path, text, message):
     # d / b needs b > 0, and a b near 0 sent every score to inf (5e-324); (s - b) / (1 - b) needs
-    # b < 1, and a b of -1e308 rescaled every pair to exactly 1. A distance's baseline may pass 1.
+    # b < 1, and a b of 0.9999999 rescaled F1 down to -1.6e12, one of -1e308 every pair to exactly 1.
+    # A distance's baseline may pass 1. At the bounds a rescaled score stays within 1,000 times the
+    # raw distance, and at least -199 for a similarity.
     columns = (text.splitlines()[0].split(",")[1],)
     with pytest.raises(ValueError, match=rf"^baseline_path=.*{message}"):
         read_baseline(_file(tmp_path, text), 6, columns)
     assert read_baseline(_file(tmp_path, "LAYER,LAZY_EMD\n6,1.7\n"), 6, ("LAZY_EMD",)).tolist() == [1.7]
-    assert read_baseline(_file(tmp_path, "LAYER,LAZY_EMD\n6,1e-6\n"), 6, ("LAZY_EMD",)).tolist() == [1e-6]
+    assert read_baseline(_file(tmp_path, "LAYER,LAZY_EMD\n6,1e-3\n"), 6, ("LAZY_EMD",)).tolist() == [1e-3]
     assert read_baseline(_file(tmp_path, "LAYER,TWMD\n6,-0.99\n"), 6, ("TWMD",)).tolist() == [-0.99]
+    assert read_baseline(_file(tmp_path, "LAYER,TWMD\n6,0.99\n"), 6, ("TWMD",)).tolist() == [0.99]
 
 
 def test_a_tiny_lazy_emd_baseline_is_refused_before_scoring(tmp_path):
