@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._core.cache import set_cache
-    from ._core.centering import fit_centering
+    from ._core.centering_fit import fit_centering
     from ._core.memory import release
     from ._core.streaming import set_memory_budget
     from ._core.user_warnings import MoverkitWarning
@@ -70,7 +70,7 @@ def means(result: dict) -> dict:
 # with bootstrap intervals and paired significance (moverkit.comparison); ``map_scores`` makes a
 # ``datasets.Dataset.map`` function of a metric (moverkit.mapping).
 _LAZY = {
-    "fit_centering": "._core.centering",
+    "fit_centering": "._core.centering_fit",
     "release": "._core.memory",
     "set_memory_budget": "._core.streaming",
     "set_cache": "._core.cache",

@@ -125,14 +125,16 @@ def sbertscore(
             centering=centering,
             lang=lang,
             baseline_path=baseline_path,
-            hashcode=get_hash("sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, **settings),
+            hashcode=get_hash("sbertscore", encoder, idf=False, centering_mode=centering.mode, stats=stats, **settings),
         )
     results = {}
     best = None
     for name, values in zip(OUTPUTS, scores):
         results[name], best = best_per_group(values, texts.group, len(texts.predictions))
         results[name] = results[name].tolist()
-    results["hashcode"] = get_hash("sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, **settings)
+    results["hashcode"] = get_hash(
+        "sbertscore", encoder, idf=False, centering_mode=centering.mode, stats=stats, **settings
+    )
     if return_reference_index:
         results["reference_index"] = reference_index(best, texts.group)  # the reference of the kept F1
     if return_alignment:

@@ -21,8 +21,9 @@ from moverkit._core import (
     fit_centering,
     prepare_pairs,
 )
-from moverkit._core.centering import Centering, shipped_stats_path
+from moverkit._core.centering import Centering
 from moverkit._core.request import EncoderRequest
+from moverkit._core.stats_file import shipped_stats_path
 from moverkit.functional.twmd import family_value, normalized, resolve_params, twmd, variant_plan
 
 VARIANTS = ("twmd", "trwmd", "sbert", "cka")
