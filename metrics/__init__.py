@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._core.cache import set_cache
-    from ._core.centering import fit_centering
+    from ._core.centering_fit import fit_centering
     from ._core.memory import release
     from ._core.streaming import set_memory_budget
     from ._core.user_warnings import MoverkitWarning
     from .comparison import compare
+    from .mapping import map_scores
 
 from ._version import __version__
 
@@ -46,37 +47,6 @@ def load(name: str, **kwargs):
     return evaluate.load(str(module_path(name)), **kwargs)
 
 
-def map_scores(metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
-    """A function for ``datasets.Dataset.map`` that adds the metric's per-example scores as
-    columns (``hashcode``, one string per call, is the function's ``.hashcode`` instead: ``map``
-    needs one value per row)::
-
-        score = moverkit.map_scores(metric, "hyp", "ref", centering="corpus", centering_stats=stats)
-        ds = ds.map(score, batched=True, batch_size=256, num_proc=2)
-        score.hashcode
-
-    ``metric`` is a loaded moverkit metric or its name; ``compute_kwargs`` are its ``compute``
-    arguments. The function is picklable and fork-safe (``num_proc`` works after any ``compute``
-    or ``fit_centering`` in the parent), has a stable fingerprint (an identical second ``map``
-    loads from the datasets cache), works with ``batched=False``, and with ``with_rank=True``
-    puts worker ``k`` on GPU ``k`` (see :class:`moverkit.mapping.MapScores`).
-
-    Each map batch is one call, so ``centering="batch"`` would take the mean of each map batch;
-    use ``"corpus"`` (a statistic fitted once) for scores that do not depend on batching.
-
-    An empty dataset gets no columns from ``ds.map`` (datasets returns it unchanged without calling
-    the function); ``score.map(ds, **map_kwargs)`` is ``ds.map(score, **map_kwargs)`` that also
-    gives an empty dataset the score columns, so the schema does not depend on the row count.
-    Bad rows (``None``, NaN, numbers) are refused with the column and row named.
-    """
-    from .mapping import MapScores
-
-    name = metric if isinstance(metric, str) else getattr(metric, "name", None)
-    if name not in METRICS:
-        raise ValueError(f"map_scores takes a moverkit metric or one of {', '.join(METRICS)}, got {metric!r}")
-    return MapScores(name, predictions, references, compute_kwargs)
-
-
 def means(result: dict) -> dict:
     """The corpus mean of every per-example score of a ``compute`` result, one float per key:
     ``{"precision": 0.91, "recall": 0.90, "f1": 0.90}``. What a training loop logs
@@ -97,14 +67,16 @@ def means(result: dict) -> dict:
 # ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks);
 # ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties;
 # ``MoverkitWarning`` is the class of every warning moverkit gives; ``compare`` compares systems
-# with bootstrap intervals and paired significance (moverkit.comparison).
+# with bootstrap intervals and paired significance (moverkit.comparison); ``map_scores`` makes a
+# ``datasets.Dataset.map`` function of a metric (moverkit.mapping).
 _LAZY = {
-    "fit_centering": "._core.centering",
+    "fit_centering": "._core.centering_fit",
     "release": "._core.memory",
     "set_memory_budget": "._core.streaming",
     "set_cache": "._core.cache",
     "MoverkitWarning": "._core.user_warnings",
     "compare": ".comparison",
+    "map_scores": ".mapping",
 }
 
 

@@ -463,7 +463,7 @@ class OutputFolder:
         return marker
 
     def _write_marker(self, status: str, **extra) -> None:
-        from . import __version__
+        from ._version import __version__
 
         marker = {
             "written_by": "moverkit finetune",

@@ -184,3 +184,36 @@ def reference_row(value, name: str):
     if len(value) == 0:
         raise ValueError(f"{name} is an empty list; give at least one reference per prediction")
     return [check_text(item, f"reference {j} in {name}") for j, item in enumerate(value)]
+
+
+def map_scores(metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
+    """A function for ``datasets.Dataset.map`` that adds the metric's per-example scores as
+    columns (``hashcode``, one string per call, is the function's ``.hashcode`` instead: ``map``
+    needs one value per row)::
+
+        score = moverkit.map_scores(metric, "hyp", "ref", centering="corpus", centering_stats=stats)
+        ds = ds.map(score, batched=True, batch_size=256, num_proc=2)
+        score.hashcode
+
+    ``metric`` is a loaded moverkit metric or its name; ``compute_kwargs`` are its ``compute``
+    arguments. The function is picklable and fork-safe (``num_proc`` works after any ``compute``
+    or ``fit_centering`` in the parent), has a stable fingerprint (an identical second ``map``
+    loads from the datasets cache), works with ``batched=False``, and with ``with_rank=True``
+    puts worker ``k`` on GPU ``k`` (see :class:`moverkit.mapping.MapScores`).
+
+    Each map batch is one call, so ``centering="batch"`` would take the mean of each map batch;
+    use ``"corpus"`` (a statistic fitted once) for scores that do not depend on batching.
+
+    An empty dataset gets no columns from ``ds.map`` (datasets returns it unchanged without calling
+    the function); ``score.map(ds, **map_kwargs)`` is ``ds.map(score, **map_kwargs)`` that also
+    gives an empty dataset the score columns, so the schema does not depend on the row count.
+    Bad rows (``None``, NaN, numbers) are refused with the column and row named.
+    """
+    from . import functional  # the functions MapScores calls, one per metric
+
+    name = metric if isinstance(metric, str) else getattr(metric, "name", None)
+    if name not in functional.__all__:
+        raise ValueError(
+            f"map_scores takes a moverkit metric or one of {', '.join(functional.__all__)}, got {metric!r}"
+        )
+    return MapScores(name, predictions, references, compute_kwargs)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 
-from .mapping import MapScores
+from .mapping import MapScores, map_scores
 
 
 class RayScorer:
@@ -31,8 +31,6 @@ class RayScorer:
     ``compute`` arguments, with a batch-independent ``centering``."""
 
     def __init__(self, metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
-        from . import map_scores
-
         self.score: MapScores = map_scores(metric, predictions, references, **compute_kwargs)
         centering = compute_kwargs.get("centering", _default_centering(self.score))
         if centering == "batch":

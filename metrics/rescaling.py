@@ -14,8 +14,6 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from . import METRICS
-
 EXTRA_OUTPUTS = ("hashcode", "alignment", "reference_index")
 """Result keys that are not scores."""
 
@@ -70,8 +68,8 @@ def fit_baseline(
     from moverkit import functional
     from moverkit._core.baseline import settings_key
 
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {', '.join(METRICS)}; got {metric!r}")
+    if metric not in functional.__all__:
+        raise ValueError(f"metric must be one of {', '.join(functional.__all__)}; got {metric!r}")
     function = getattr(functional, metric)
     call = dict(options or {})
     accepted = set(inspect.signature(function).parameters) - {"predictions", "references"}

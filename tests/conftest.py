@@ -99,3 +99,27 @@ def tiny_centering_stats(tiny_model_path):
     token = fit_centering(corpus, tiny_model_path)
     sentence = fit_centering(corpus, tiny_model_path, level="sentence")
     return lambda name: sentence if name == "sbertscore" else token
+
+
+@pytest.fixture
+def one_thread():
+    """Torch on one thread for the test: tiny tensors and thousands of steps (Sinkhorn), where
+    OpenMP hand-offs cost more than they save (slow on a loaded machine)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def masks():
+    """``masks((n, width), ...)``: boolean masks (B, width) whose row ``b`` has its first ``n``
+    entries True (the token masks of a batch of padded clouds)."""
+    import torch
+
+    def make(*lengths_and_widths):
+        return torch.tensor([[j < n for j in range(width)] for n, width in lengths_and_widths])
+
+    return make

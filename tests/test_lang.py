@@ -104,3 +104,21 @@ def test_english_with_subtags_rescales_with_the_shipped_baseline(name):
     assert function(*PAIRS, lang=lang.upper(), rescale_with_baseline=True) == function(
         *PAIRS, rescale_with_baseline=True
     )
+
+
+def test_the_sentence_splitter_takes_lang_as_every_metric_does():
+    # One language check (issue 33): the splitter's codes are checked by check_lang too, so
+    # split_sentences and sentence-level fit_centering take "DE" as sbertscore does, and refuse a
+    # code pysbd has no splitter for by listing the ones it has.
+    from moverkit._core.sentences import split_sentences, splitter_tag
+
+    text = "Das kostet z. B. 3,50 Euro. Dann ging er."
+    assert (
+        split_sentences(text, "DE") == split_sentences(text, "de") == ["Das kostet z. B. 3,50 Euro.", "Dann ging er."]
+    )
+    assert splitter_tag("EN") == splitter_tag("en")
+    assert check_lang("De", ["de", "en"]) == "de"
+    with pytest.raises(ValueError, match="lang must be one of 'de', 'en'; got 'tlh'"):
+        check_lang("tlh", ["de", "en"])
+    with pytest.raises(ValueError, match="lang must be a non-empty string: a language code"):
+        split_sentences(text, "german")

@@ -8,13 +8,12 @@ encoder per (model, layer, device) across all five metrics.
 from .centering import (
     CENTERING_MODES,
     SENTENCE_CENTERING_MODES,
-    CenteringStats,
     center,
     center_rows,
     check_centering,
-    fit_centering,
     row_mean,
 )
+from .centering_fit import fit_centering
 from .encoder import (
     DEFAULT_MODEL,
     MODEL_LAYERS,
@@ -42,6 +41,7 @@ from .matching import cosine_matrix, f_measure, greedy_match
 from .memory import release
 from .pairs import PaddedClouds, PairData, prepare_pairs
 from .sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, get_sentence_encoder, split_sentences
+from .stats_file import CenteringStats
 
 __all__ = [
     "CENTERING_MODES",

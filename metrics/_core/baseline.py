@@ -97,17 +97,17 @@ def score_columns(outputs) -> tuple[str, ...]:
     return tuple(name.upper() for name in outputs)
 
 
-def baseline_name(metric: str, model: str, centering: str) -> str:
-    """The file name of a shipped baseline (:data:`BASELINE_DIR`)."""
-    name = f"{model.replace('/', '__')}.{centering}.csv"
+def baseline_name(metric: str, model: str, mode: str) -> str:
+    """The file name of a shipped baseline (:data:`BASELINE_DIR`) of centering ``mode``."""
+    name = f"{model.replace('/', '__')}.{mode}.csv"
     return name if metric == "centered_bertscore" else f"{metric}.{name}"
 
 
-def fit_command(metric: str, centering: str | None = None, layer: int | None = None) -> str:
-    """The ``moverkit fit-baseline`` command line that fits a baseline for ``metric``."""
+def fit_command(metric: str, mode: str | None = None, layer: int | None = None) -> str:
+    """The ``moverkit fit-baseline`` command line that fits a baseline for ``metric`` (under centering ``mode``)."""
     command = f"moverkit fit-baseline --metric {metric} --texts CORPUS.txt --out OUT.csv --model ..."
-    if centering is not None:
-        command += f" --centering {centering}"
+    if mode is not None:
+        command += f" --centering {mode}"
     if layer is not None and layer != SENTENCE_LAYER:
         command += f" --layers {layer}"
     return f"`{command}` (add --arg KEY=VALUE for each other setting of the call)"
@@ -125,15 +125,15 @@ def shipped_baselines(metric: str) -> list[str]:
     return [n for n in names if not n.startswith(tuple(f"{m}." for m in PREFIXED))]
 
 
-def default_baseline_path(model: str, centering: str, metric: str = "centered_bertscore") -> Path:
-    """The shipped baseline of ``metric`` for ``model`` (a resolved model name) under ``centering``,
+def default_baseline_path(model: str, mode: str, metric: str = "centered_bertscore") -> Path:
+    """The shipped baseline of ``metric`` for ``model`` (a resolved model name) under centering ``mode``,
     or a ``ValueError`` that says how to make one."""
-    path = BASELINE_DIR / baseline_name(metric, model, centering)
+    path = BASELINE_DIR / baseline_name(metric, model, mode)
     if not path.is_file():
         shipped = ", ".join(shipped_baselines(metric)) or "none"
         raise ValueError(
-            f"rescale_with_baseline=True: no baseline ships for model {model!r} with centering={centering!r} "
-            f"for {metric} (shipped for it: {shipped}); make one with {fit_command(metric, centering)} "
+            f"rescale_with_baseline=True: no baseline ships for model {model!r} with centering={mode!r} "
+            f"for {metric} (shipped for it: {shipped}); make one with {fit_command(metric, mode)} "
             "and pass baseline_path=OUT.csv"
         )
     return path

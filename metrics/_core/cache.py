@@ -28,6 +28,7 @@ The budget is in bytes, not tokens: 200 texts of 140 KB truncated to a few token
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import gc
@@ -36,7 +37,7 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -135,6 +136,22 @@ def set_cache(max_bytes: int | str = DEFAULT_MAX_BYTES) -> None:
     with _CACHE._lock:
         _CACHE.max_bytes = max_bytes
         _CACHE.shrink(max_bytes)
+
+
+@contextlib.contextmanager
+def cache_enabled(max_bytes: int | str | None = None) -> Iterator[None]:
+    """The cache on for the duration of a ``with`` block, then back to the budget it had before
+    (off and emptied if it was off), even on an error. What a loop that scores the same texts
+    with several metrics or settings uses, so that each distinct text is encoded once.
+
+    ``max_bytes`` (as :func:`set_cache`) sets the budget for the block; ``None`` keeps a budget
+    the user already set, else :data:`DEFAULT_MAX_BYTES`."""
+    before = cache_info()["max_bytes"]
+    set_cache(max_bytes if max_bytes is not None else before or DEFAULT_MAX_BYTES)
+    try:
+        yield
+    finally:
+        set_cache(before)
 
 
 def clear_cache() -> None:

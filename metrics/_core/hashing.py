@@ -8,9 +8,9 @@ import torch
 import transformers
 
 from .._version import __version__
-from .centering import CenteringStats
 from .encoder import Encoder
 from .idf import idf_tag
+from .stats_file import CenteringStats
 
 
 def get_hash(
@@ -18,7 +18,7 @@ def get_hash(
     encoder: Encoder,
     *,
     idf: bool | Mapping,
-    centering: str,
+    centering_mode: str,
     stats: CenteringStats | None = None,
     **params,
 ) -> str:
@@ -28,7 +28,7 @@ def get_hash(
     source, the centering mode and the fitted statistic's digest, the metric's own parameters in
     the order given, and the moverkit, transformers and torch versions.
     """
-    center = centering if stats is None else f"{centering}:{stats.digest}"
+    center = centering_mode if stats is None else f"{centering_mode}:{stats.digest}"
     parts = [f"{metric}:{encoder.name}_L{encoder.layer}", idf_tag(idf), f"center={center}"]
     parts += [f"{key}={value}" for key, value in params.items()]
     parts.append(f"version={__version__}(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})")
@@ -42,7 +42,7 @@ def pair_hash(metric: str, data, **params) -> str:
         metric,
         data.encoder,
         idf=data.idf,
-        centering=data.centering,
+        centering_mode=data.centering_mode,
         stats=data.stats,
         max_length=data.max_length,
         long_texts=data.long_texts,

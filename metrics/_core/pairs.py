@@ -15,11 +15,12 @@ import torch
 from . import checks
 from .batching import pad, pair_buckets
 from .cache import cached_encode
-from .centering import Centering, CenteringStats, center
+from .centering import Centering, center
 from .encoder import Encoder, TokenClouds, check_max_length, encoder_for
 from .idf import IdfTable, check_idf, token_weights
 from .inputs import CallTexts, call_texts
 from .request import EncoderRequest
+from .stats_file import CenteringStats
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""
@@ -59,7 +60,7 @@ class PairData:
     ref_index: torch.Tensor
     group: torch.Tensor
     n_predictions: int
-    centering: str
+    centering_mode: str  # the call's centering mode (one of CENTERING_MODES)
     stats: CenteringStats | None
     idf: bool | Mapping
     prediction_idf: bool | Mapping | None
@@ -208,7 +209,7 @@ def prepare_pairs(
         ref_index=ref_index,
         group=texts.group,
         n_predictions=len(texts.predictions),
-        centering=centering.mode,
+        centering_mode=centering.mode,
         stats=stats,
         idf=idf,
         prediction_idf=prediction_idf,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import torch
@@ -39,15 +40,19 @@ LANG_HINT = (
 )
 
 
-def check_lang(lang) -> str:
+def check_lang(lang, codes: Collection[str] | None = None) -> str:
     """``lang`` lower-cased, if it is a language code (:data:`LANG_CODE`) or one of
     :data:`LANG_NAMES`; a name such as ``"klingon"`` or ``"english"`` is an error naming ``lang``
-    (its code is ``"tlh"``, ``"en"``)."""
+    (its code is ``"tlh"``, ``"en"``). With ``codes`` (the languages a tool handles, such as
+    pysbd's sentence splitter), the code must also be one of them, else an error listing them: the
+    one language check, so that every place that takes ``lang`` takes it in any case."""
     if not isinstance(lang, str):
         raise TypeError(f"lang must be {LANG_HINT}; got {lang!r}")
     code = lang.lower()
     if code not in LANG_NAMES and not LANG_CODE.fullmatch(code):
         raise ValueError(f"lang must be {LANG_HINT}; got {lang!r}")
+    if codes is not None:
+        checks.one_of("lang", code, sorted(codes))
     return code
 
 

@@ -16,11 +16,10 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from . import checks
 from .encoder import _quiet_transformers, check_finite, resolve_model
 from .hardware import check_dtype, precision, resolve_device
 from .registry import cached_model
-from .request import EncoderRequest
+from .request import EncoderRequest, check_lang
 from .user_warnings import warn_user
 
 SENTENCE_LAYER = -1
@@ -29,18 +28,18 @@ model's pooled sentence embedding (what ``SentenceTransformer.encode`` returns),
 block. Token-level statistics always carry a block index >= 0, so the two never mix."""
 
 
-def check_lang(lang) -> str:
-    """``lang`` if pysbd splits it, else an error listing pysbd's language codes."""
+def splitter_languages() -> list[str]:
+    """The language codes pysbd splits (``codes`` of :func:`~moverkit._core.request.check_lang`)."""
     from pysbd.languages import LANGUAGE_CODES
 
-    return checks.one_of("lang", lang, sorted(LANGUAGE_CODES))
+    return sorted(LANGUAGE_CODES)
 
 
 def splitter_tag(lang: str) -> str:
     """The splitter and its version, for hashcodes: ``pysbd-0.3.4:en``; checks ``lang``."""
     import pysbd
 
-    return f"pysbd-{pysbd.__version__}:{check_lang(lang)}"
+    return f"pysbd-{pysbd.__version__}:{check_lang(lang, splitter_languages())}"
 
 
 def split_sentences(text: str, lang: str = "en") -> list[str]:
@@ -55,7 +54,7 @@ def split_sentences(text: str, lang: str = "en") -> list[str]:
     A fragment pysbd cuts off without a letter or digit (a lone closing quote, ``&quot;`` as WMT
     texts spell it, a run of ``!``) is no sentence: it joins its neighbour (:func:`join_fragments`).
     """
-    check_lang(lang)
+    lang = check_lang(lang, splitter_languages())
     if not text.strip():
         return []
     return [s.strip() for s in join_fragments(pysbd_segments(text, lang)) if s.strip()]

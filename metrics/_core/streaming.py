@@ -39,12 +39,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .centering import Centering, CenteringStats, row_mean, warn_small_batch
+from .centering import Centering, row_mean, warn_small_batch
 from .encoder import check_max_length, encode, encoder_for, tokenize
 from .idf import IdfTable
 from .inputs import CallTexts, call_texts
 from .request import EncoderRequest
 from .sizes import parse_size, size_from_env
+from .stats_file import CenteringStats
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold when neither :func:`set_memory_budget` nor the

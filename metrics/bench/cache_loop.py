@@ -3,9 +3,9 @@
 A training loop evaluates on the same references again and again with new predictions. Here:
 ``evaluations`` calls of a metric on the first ``n`` references of the judgments, each call with
 ``n`` predictions never scored before (evaluation ``e`` takes hypotheses ``e*n`` onwards, each
-without its ``e``-th word), the model loaded and warm before the first, the cache
-(:func:`moverkit.set_cache`) on and empty at the start of the loop. The loop runs ``rounds`` times
-(the cache emptied before each). Reported: each evaluation's median wall time over the rounds and
+without its ``e``-th word), the model loaded and warm before the first, the cache on (the default
+budget, :func:`~moverkit._core.cache.cache_enabled`: back as it was after the loop) and empty at
+the start of the loop. The loop runs ``rounds`` times (the cache emptied before each). Reported: each evaluation's median wall time over the rounds and
 its speed-up over the first's, the same in CPU time (user + system of this process: with one torch
 thread, what other jobs on the machine change least), and the largest difference from the same
 loop with the cache off.
@@ -44,16 +44,15 @@ def run(
     data: Judgments, metric: str = "centered_bertscore", n: int = 1000, evaluations: int = 5, rounds: int = 1
 ) -> dict:
     import moverkit
-    from moverkit._core.cache import clear_cache
+    from moverkit._core.cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache
 
     references, predictions = loop_inputs(data, n, evaluations)
     module = moverkit.load(metric)
     output = MAIN_OUTPUTS[metric]
     module.compute(predictions=predictions[0][:16], references=references[:16])  # model loaded, warm
     uncached = [module.compute(predictions=p, references=references)[output] for p in predictions]
-    moverkit.set_cache()
-    try:
-        rounds_times = []
+    rounds_times = []
+    with cache_enabled(DEFAULT_MAX_BYTES):
         for _ in range(rounds):
             clear_cache()
             times, cached = [], []
@@ -62,8 +61,6 @@ def run(
                 cached.append(module.compute(predictions=p, references=references)[output])
                 times.append((time.perf_counter() - start, time.process_time() - cpu_start))
             rounds_times.append(times)
-    finally:
-        moverkit.set_cache(0)
     times = [statistics.median(wall for wall, _ in t) for t in zip(*rounds_times)]
     cpu_times = [statistics.median(cpu for _, cpu in t) for t in zip(*rounds_times)]
     delta = max(float(np.abs(np.array(a) - np.array(b)).max()) for a, b in zip(cached, uncached))

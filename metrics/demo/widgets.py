@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._core.centering import MAX_STATS_FILE_BYTES
+from .._core.stats_file import MAX_STATS_FILE_BYTES
 
 MAX_UPLOAD_BYTES = MAX_STATS_FILE_BYTES
 """The largest upload a page takes (1 MiB): its one upload is a corpus statistic, and no statistic
-is larger (``moverkit._core.centering.MAX_STATS_FILE_BYTES``; a real one of a 4,096-dim model is
+is larger (``moverkit._core.stats_file.MAX_STATS_FILE_BYTES``; a real one of a 4,096-dim model is
 34 KB). Checked before the file is read (``Param.convert``), and passed to Gradio as
 ``max_file_size`` by the page's ``launch``, so that a larger upload is cut off while it arrives
 instead of filling the server's disk first."""

@@ -41,7 +41,7 @@ from moverkit._core.centering import Centering
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
 from moverkit._core.request import EncoderRequest, check_lang
-from moverkit._core.sentences import sentence_encoder_for, splitter_tag
+from moverkit._core.sentences import sentence_encoder_for, splitter_languages, splitter_tag
 from moverkit._core.user_warnings import warn_user
 from moverkit.settings import with_settings
 
@@ -73,8 +73,8 @@ def sbertscore(
     ``rescale_with_baseline`` the three scores are rescaled by :func:`~moverkit._core.baseline.rescale`."""
     texts = call_texts(predictions, references)
     centering = Centering(centering, centering_stats, level="sentence")
-    lang = check_lang(lang)  # any case, as the others; a name that is no language code is refused
-    splitter = splitter_tag(lang)  # a language pysbd cannot split is refused before any warning
+    lang = check_lang(lang, splitter_languages())  # any case, as the others; refused before any warning
+    splitter = splitter_tag(lang)
     request = EncoderRequest(model_type, None, device, batch_size, None, "truncate", dtype, lang, verbose)
     rescaled = check_rescaling("sbertscore", rescale_with_baseline, baseline_path, lang=lang, centering=centering)
     checks.boolean("return_alignment", return_alignment)
@@ -125,14 +125,16 @@ def sbertscore(
             centering=centering,
             lang=lang,
             baseline_path=baseline_path,
-            hashcode=get_hash("sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, **settings),
+            hashcode=get_hash("sbertscore", encoder, idf=False, centering_mode=centering.mode, stats=stats, **settings),
         )
     results = {}
     best = None
     for name, values in zip(OUTPUTS, scores):
         results[name], best = best_per_group(values, texts.group, len(texts.predictions))
         results[name] = results[name].tolist()
-    results["hashcode"] = get_hash("sbertscore", encoder, idf=False, centering=centering.mode, stats=stats, **settings)
+    results["hashcode"] = get_hash(
+        "sbertscore", encoder, idf=False, centering_mode=centering.mode, stats=stats, **settings
+    )
     if return_reference_index:
         results["reference_index"] = reference_index(best, texts.group)  # the reference of the kept F1
     if return_alignment:

@@ -13,7 +13,7 @@ import torch
 import moverkit
 from moverkit import MoverkitWarning, functional
 from moverkit._core import cache, encode, get_encoder
-from moverkit._core.cache import cache_info, cached_encode, clear_cache, set_cache
+from moverkit._core.cache import DEFAULT_MAX_BYTES, cache_enabled, cache_info, cached_encode, clear_cache, set_cache
 from moverkit._core.request import EncoderRequest
 
 # Five pairs per evaluation, ten distinct texts: as few as batch centering takes without a warning.
@@ -39,11 +39,9 @@ PREDICTIONS = [
 
 @pytest.fixture
 def cache_on():
-    previous = cache_info()["max_bytes"]
-    set_cache("256MB")
-    clear_cache()
-    yield
-    set_cache(previous)
+    with cache_enabled("256MB"):
+        clear_cache()
+        yield
     clear_cache()
 
 
@@ -145,6 +143,29 @@ def test_release_clears_it(cache_on):
     assert cache_info()["texts"] == len(REFERENCES)
     moverkit.release()
     assert cache_info()["texts"] == 0
+
+
+def test_cache_enabled_turns_it_on_for_a_block_and_restores_the_budget_before():
+    previous = cache_info()["max_bytes"]
+    try:
+        set_cache(0)
+        with cache_enabled():
+            assert cache_info()["max_bytes"] == DEFAULT_MAX_BYTES
+            cached_encode(get_encoder(), REFERENCES, EncoderRequest())
+            assert cache_info()["texts"] == len(REFERENCES)
+        assert (cache_info()["max_bytes"], cache_info()["bytes"], cache_info()["texts"]) == (0, 0, 0)
+        set_cache(12345)
+        with cache_enabled():  # a budget the user set is kept
+            assert cache_info()["max_bytes"] == 12345
+        with pytest.raises(RuntimeError), cache_enabled("1MB"):
+            assert cache_info()["max_bytes"] == 2**20
+            raise RuntimeError
+        assert cache_info()["max_bytes"] == 12345
+        with pytest.raises(ValueError, match="max_bytes"), cache_enabled(-1):
+            pass
+        assert cache_info()["max_bytes"] == 12345
+    finally:
+        set_cache(previous)
 
 
 def test_set_cache_checks_its_argument():

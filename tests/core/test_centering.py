@@ -164,7 +164,7 @@ def test_fit_centering_bad_arguments(kwargs, error, message):
     ],
 )
 def test_fit_centering_on_too_few_distinct_texts_warns(tiny_model_path, texts, level, distinct):
-    from moverkit._core.centering import MIN_FIT_TEXTS
+    from moverkit._core.centering_fit import MIN_FIT_TEXTS
 
     unit = ("text" if level == "token" else "sentence") + ("" if distinct == 1 else "s")
     with warnings.catch_warnings(record=True) as caught:

@@ -19,7 +19,7 @@ import pytest
 from numpy.lib import format as npy_format
 
 from moverkit._core import CenteringStats
-from moverkit._core.centering import MAX_MODEL_CHARS, MAX_STATS_DIM, MAX_STATS_FILE_BYTES
+from moverkit._core.stats_file import MAX_MODEL_CHARS, MAX_STATS_DIM, MAX_STATS_FILE_BYTES
 
 FIELDS = {"model": "m", "layer": 2, "n_texts": 3, "n_tokens": 10}
 MEAN = np.linspace(-1.0, 1.0, 16)

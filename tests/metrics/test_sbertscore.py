@@ -13,8 +13,8 @@ import transformers
 import moverkit
 from moverkit import fit_centering
 from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
-from moverkit._core.centering import shipped_stats_path
 from moverkit._core.request import DEFAULT_MODEL
+from moverkit._core.stats_file import shipped_stats_path
 from moverkit.functional.sbertscore import sbertscore
 
 TOL = 1e-6

@@ -21,8 +21,9 @@ from moverkit._core import (
     fit_centering,
     prepare_pairs,
 )
-from moverkit._core.centering import Centering, shipped_stats_path
+from moverkit._core.centering import Centering
 from moverkit._core.request import EncoderRequest
+from moverkit._core.stats_file import shipped_stats_path
 from moverkit.functional.twmd import family_value, normalized, resolve_params, twmd, variant_plan
 
 VARIANTS = ("twmd", "trwmd", "sbert", "cka")
@@ -32,20 +33,6 @@ VARIANTS = ("twmd", "trwmd", "sbert", "cka")
 def pairs(wmt_pairs):
     predictions, references = wmt_pairs
     return predictions[:40], references[:40]
-
-
-@pytest.fixture
-def one_thread():
-    """Tiny tensors, thousands of steps: one thread avoids OpenMP hand-offs (slow on a loaded machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _masks(*lengths_and_widths):
-    """Boolean masks (B, width) with the first ``n`` entries True, from (n, width) per row."""
-    return torch.tensor([[j < n for j in range(width)] for n, width in lengths_and_widths])
 
 
 def _params(variant, temperature=None, iterations=1, normalize=True, centering="none"):
@@ -72,7 +59,7 @@ def _numpy_sinkhorn_value(x, y, temperature, iterations):
     return (plan * s).sum()
 
 
-def test_hand_example_normalized_by_its_own_sinkhorn_self_similarities():
+def test_hand_example_normalized_by_its_own_sinkhorn_self_similarities(masks):
     # C(p, p): S = [[1, .8], [.8, 1]] is symmetric with equal column sums, so one step gives
     # pi = K / (2 (e^2 + e^1.6)): diagonal 0.5 * sigmoid(0.4) = 0.299344, off-diagonal 0.200656,
     # C(p, p) = 2 * 0.299344 + 2 * 0.8 * 0.200656 = 0.919738. C(r, r) from the numpy reference.
@@ -86,7 +73,7 @@ def test_hand_example_normalized_by_its_own_sinkhorn_self_similarities():
     x1[0, :3], x2[0, :2] = clouds
     x1[1, :3], x2[1, :3] = clouds[0], clouds[0]
     x1[2, :2], x2[2, :2] = clouds[1], clouds[1]
-    rows, cols = _masks((3, 3), (3, 3), (2, 3)), _masks((2, 3), (3, 3), (2, 3))
+    rows, cols = masks((3, 3), (3, 3), (2, 3)), masks((2, 3), (3, 3), (2, 3))
     values = family_value(torch.einsum("brd,bpd->brp", x1, x2), rows, cols, _params("twmd", 0.5))
     np.testing.assert_allclose(values.numpy(), [HAND_C, c_rr, c_pp], atol=1e-6)
     own = torch.tensor([c_rr, c_pp], dtype=torch.float64)
@@ -227,15 +214,15 @@ def test_a_text_against_itself_scores_one(pairs, variant):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("variant", ["twmd", "trwmd"])
-def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant, one_thread):
+def test_no_nan_or_overflow_at_tiny_and_huge_temperatures(dtype, variant, one_thread, masks):
     torch.manual_seed(1)
     x = torch.nn.functional.normalize(torch.randn(5, 9, 16, dtype=dtype), dim=-1)
     y = torch.nn.functional.normalize(torch.randn(5, 7, 16, dtype=dtype), dim=-1)
     x[1], y[1] = x[1, :1], y[1, :1]  # all-equal vectors: every s_ij = 1
     y[2] = -x[2, :7]  # s_ii = -1
     sim = torch.einsum("brd,bpd->brp", x, y)
-    rows = _masks((9, 9), (9, 9), (4, 9), (0, 9), (3, 9))
-    cols = _masks((7, 7), (7, 7), (7, 7), (5, 7), (0, 7))  # pairs 3 and 4 have an empty side
+    rows = masks((9, 9), (9, 9), (4, 9), (0, 9), (3, 9))
+    cols = masks((7, 7), (7, 7), (7, 7), (5, 7), (0, 7))  # pairs 3 and 4 have an empty side
     sim = sim * rows[:, :, None] * cols[:, None, :]
     # 1e-39: 1/T overflows float32 (s/T runs in float64 then); 1.1e-300 and 1e300: the admissible ends.
     for temperature in (1e-3, 1e-6, 1e-39, 1.1e-300, 1e3, 1e300):

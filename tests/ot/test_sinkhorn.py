@@ -16,20 +16,6 @@ from moverkit._core.request import EncoderRequest
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny tensors, thousands of steps: one thread avoids OpenMP hand-offs (slow on a loaded machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def _masks(*lengths_and_widths):
-    """Boolean masks (B, width) with the first ``n`` entries True, from (n, width) per row."""
-    return torch.tensor([[j < n for j in range(width)] for n, width in lengths_and_widths])
-
-
 def _value(sim, rows, cols, temperature, iterations):
     """C = <pi, S> per pair, float64."""
     return (sinkhorn_log_plan(sim, rows, cols, temperature, iterations).exp() * sim).sum((1, 2), dtype=torch.float64)
@@ -100,7 +86,7 @@ def test_many_iterations_give_pots_entropic_transport_value(real_batch, temperat
         assert float(ours[k]) == pytest.approx(-float(pot), abs=1e-9)
 
 
-def test_small_temperature_and_many_iterations_give_the_exact_wmd(one_thread):
+def test_small_temperature_and_many_iterations_give_the_exact_wmd(one_thread, masks):
     # With pi_T the entropic optimum and pi* the exact one (ot.emd2 on M = -S):
     # <pi*, S> - <pi_T, S> <= T (H(pi_T) - H(pi*)) <= T (log(L1 L2) - log max(L1, L2)) = T log min(L1, L2),
     # and <pi_T, S> <= <pi*, S> (up to the marginals' convergence error). Three padded problems of
@@ -109,7 +95,7 @@ def test_small_temperature_and_many_iterations_give_the_exact_wmd(one_thread):
     sizes = [(5, 7), (9, 4), (12, 12)]
     x = torch.nn.functional.normalize(torch.randn(3, 12, 16, generator=generator, dtype=torch.float64) + 0.8, dim=-1)
     y = torch.nn.functional.normalize(torch.randn(3, 12, 16, generator=generator, dtype=torch.float64) + 0.8, dim=-1)
-    rows, cols = _masks(*[(n1, 12) for n1, _ in sizes]), _masks(*[(n2, 12) for _, n2 in sizes])
+    rows, cols = masks(*[(n1, 12) for n1, _ in sizes]), masks(*[(n2, 12) for _, n2 in sizes])
     x, y = x * rows[..., None], y * cols[..., None]
     sim = torch.einsum("brd,bpd->brp", x, y)
     temperature = 0.005
@@ -122,13 +108,13 @@ def test_small_temperature_and_many_iterations_give_the_exact_wmd(one_thread):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_plan_is_finite_with_exact_row_marginals_at_any_temperature(dtype, one_thread):
+def test_plan_is_finite_with_exact_row_marginals_at_any_temperature(dtype, one_thread, masks):
     torch.manual_seed(1)
     x = torch.nn.functional.normalize(torch.randn(4, 9, 16, dtype=dtype), dim=-1)
     y = torch.nn.functional.normalize(torch.randn(4, 7, 16, dtype=dtype), dim=-1)
     sim = torch.einsum("brd,bpd->brp", x, y)
-    rows = _masks((9, 9), (4, 9), (0, 9), (3, 9))
-    cols = _masks((7, 7), (7, 7), (5, 7), (0, 7))  # pairs 2 and 3 have an empty side
+    rows = masks((9, 9), (4, 9), (0, 9), (3, 9))
+    cols = masks((7, 7), (7, 7), (5, 7), (0, 7))  # pairs 2 and 3 have an empty side
     for temperature in (1e-6, 1e-3, 1e3):
         plan = sinkhorn_log_plan(sim, rows, cols, temperature, 20).exp()
         assert torch.isfinite(plan).all()
@@ -141,7 +127,7 @@ def test_plan_is_finite_with_exact_row_marginals_at_any_temperature(dtype, one_t
 # --- TRWMD's closed form -------------------------------------------------------------------------
 
 
-def test_trwmd_is_the_entropic_optimum_of_eq4_less_t_log_l1():
+def test_trwmd_is_the_entropic_optimum_of_eq4_less_t_log_l1(masks):
     # Eq. (4) with the entropy term, over plans whose rows send 1/L1 each (columns free):
     #     F(pi) = <pi, S> - T sum_ij pi_ij log pi_ij.
     # Row by row, max over p >= 0, sum p = m, of <p, s> - T sum p log p is m T LSE(s / T) - T m log m
@@ -151,7 +137,7 @@ def test_trwmd_is_the_entropic_optimum_of_eq4_less_t_log_l1():
     sim = torch.zeros(len(sizes), 6, 5, dtype=torch.float64)
     for k, (n1, n2) in enumerate(sizes):
         sim[k, :n1, :n2] = torch.from_numpy(rng.uniform(-0.3, 1.0, (n1, n2)))
-    rows, cols = _masks(*[(n1, 6) for n1, _ in sizes]), _masks(*[(n2, 5) for _, n2 in sizes])
+    rows, cols = masks(*[(n1, 6) for n1, _ in sizes]), masks(*[(n2, 5) for _, n2 in sizes])
     ours = trwmd_value(sim, rows, cols, temperature)
     assert ours.dtype == torch.float64
     for k, (n1, n2) in enumerate(sizes):
@@ -167,9 +153,9 @@ def test_trwmd_is_the_entropic_optimum_of_eq4_less_t_log_l1():
             assert objective(other) <= objective(best) + 1e-12
 
 
-def test_trwmd_is_zero_for_an_empty_side_and_finite_at_tiny_temperature():
+def test_trwmd_is_zero_for_an_empty_side_and_finite_at_tiny_temperature(masks):
     sim = torch.tensor([[[1.0, -1.0], [0.5, 0.0]]] * 3, dtype=torch.float32)
-    rows, cols = _masks((2, 2), (0, 2), (2, 2)), _masks((2, 2), (2, 2), (0, 2))
+    rows, cols = masks((2, 2), (0, 2), (2, 2)), masks((2, 2), (2, 2), (0, 2))
     for temperature in (1e-6, 1e3):
         values = trwmd_value(sim, rows, cols, temperature)
         assert torch.isfinite(values).all() and values[1] == 0 and values[2] == 0
@@ -178,7 +164,7 @@ def test_trwmd_is_zero_for_an_empty_side_and_finite_at_tiny_temperature():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_temperatures_whose_inverse_overflows_the_dtype_run_in_float64(dtype):
+def test_temperatures_whose_inverse_overflows_the_dtype_run_in_float64(dtype, masks):
     # float32: 1/T = 1e39 overflows (max 3.4e38); float16: 1/T = 1e5 overflows (max 65504). Before,
     # s/T was inf, the TRWMD value NaN and the plan NaN.
     torch.manual_seed(3)
@@ -186,7 +172,7 @@ def test_temperatures_whose_inverse_overflows_the_dtype_run_in_float64(dtype):
     y = torch.nn.functional.normalize(torch.randn(2, 3, 8, dtype=torch.float64), dim=-1)
     sim64 = torch.einsum("brd,bpd->brp", x, y)
     sim = sim64.to(dtype)
-    rows, cols = _masks((4, 4), (2, 4)), _masks((3, 3), (3, 3))
+    rows, cols = masks((4, 4), (2, 4)), masks((3, 3), (3, 3))
     temperature = 1e-39 if dtype == torch.float32 else 1e-5
     # The T -> 0 limit, computed independently: the mean over real rows of each row's best similarity.
     best = [sim[b, : int(rows[b].sum()), :3].double().amax(1).mean().item() for b in range(2)]
