@@ -11,7 +11,6 @@ fits the encoder in use.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import math
