@@ -100,7 +100,7 @@ def segment_features(data, components: Sequence[str], cache: Path | None = None,
         return component_scores(data.predictions, data.references, [metric])[0][metric].tolist()
 
     raw = cached_scores(cache, key, metrics, compute, log)
-    features = {m: _orientation(m) * np.asarray(raw[m], dtype=float) for m in metrics}
+    features = {m: np.asarray(raw[m], dtype=float) for m in metrics}  # component_scores oriented them
     features.update(component_scores(data.predictions, data.references, anchors)[0] if anchors else {})
     return {c: features[c] for c in components}
 
