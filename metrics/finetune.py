@@ -64,8 +64,9 @@ from ._core.centering import Centering
 from ._core.encoder import NonFiniteOutputs, load_encoder
 from ._core.request import EncoderRequest
 from ._core.user_warnings import warn_user
+from .correlation import correlate
 from .functional.twmd import normalized, pair_values, resolve_params, self_values
-from .judgments import Judgments, correlate, read_judgments
+from .judgments import Judgments, read_judgments
 
 TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
 """Centering modes for training. ``corpus`` is refused: a statistic fitted on the base model no
@@ -535,7 +536,7 @@ class Scorer:
 
 def correlations(scores: np.ndarray, targets: np.ndarray, groups: Sequence[str]) -> dict:
     """``{"pearson", "kendall"}``: means over the groups of at least 3 pairs of the per-group
-    correlations (the benchmarks' protocol, :func:`moverkit.judgments.correlate`), and
+    correlations (the benchmarks' protocol, :func:`moverkit.correlation.correlate`), and
     ``"mse"`` over all pairs."""
     by_group: dict[str, list[int]] = {}
     for i, g in enumerate(groups):

@@ -1,6 +1,6 @@
-"""Human judgments: reading a TSV of them (WMT17 segment-level DA and files laid out like it), and
-the agreement of scores with them (the benchmarks' and fine-tuning's protocol). A library module:
-``moverkit.finetune`` and ``moverkit.bench`` both stand on it."""
+"""Human judgments: reading a TSV of them (WMT17 segment-level DA and files laid out like it). A
+library module: ``moverkit.finetune`` and ``moverkit.bench`` both stand on it (the agreement of
+scores with them is :mod:`moverkit.correlation`'s)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
-
-from scipy import stats
 
 from .lines import table_label
 
@@ -121,8 +119,3 @@ class _Rows:
             return next(self.reader)
         except csv.Error as err:
             raise ValueError(f"{self.path} line {self.reader.line_num}: not a row of the TSV ({err})") from None
-
-
-def correlate(scores: list[float], human: list[float]) -> tuple[float, float]:
-    """Pearson r and Kendall tau (tau-b) of one group."""
-    return float(stats.pearsonr(scores, human)[0]), float(stats.kendalltau(scores, human)[0])

@@ -62,19 +62,21 @@ class Settings:
         write_atomic(Path(path), self.to_json())
 
 
-def settable_arguments(metric: str) -> dict[str, object]:
-    """The arguments of ``moverkit.functional.<metric>`` a settings file may set, with their defaults."""
-    from . import functional
-
-    signature = inspect.signature(getattr(functional, metric))
+def settable_arguments(function) -> dict[str, object]:
+    """The arguments of a metric's ``function`` (``moverkit.functional.<metric>``, or what
+    :func:`with_settings` decorates) a settings file may set, with their defaults. It takes the
+    function, not its name: the functions import this module (``with_settings``), so this module
+    never imports them."""
+    signature = inspect.signature(function)
     return {name: p.default for name, p in signature.parameters.items() if name not in UNSETTABLE}
 
 
-def load_settings(path: str | os.PathLike | Settings, metric: str | None = None) -> Settings:
+def load_settings(path: str | os.PathLike | Settings, metric: str | None = None, function=None) -> Settings:
     """Read and check a settings file (or pass a :class:`Settings` through): a JSON object of this
-    format and version, for ``metric`` when given, whose arguments are the metric's own, settable
-    ones (:data:`UNSETTABLE`) with finite JSON values. Errors name the file and the field; the
-    values themselves are checked by the metric, as any argument."""
+    format and version, for ``metric`` when given, whose arguments have finite JSON values and,
+    with the metric's ``function``, are its own settable ones (:data:`UNSETTABLE`; a metric called
+    with ``settings=`` always checks them). Errors name the file and the field; the values
+    themselves are checked by the metric, as any argument."""
     from .specs import SPECS
 
     if isinstance(path, Settings):
@@ -104,9 +106,9 @@ def load_settings(path: str | os.PathLike | Settings, metric: str | None = None)
         raise ValueError(f"{where}: metric {settings.metric!r} is none of {', '.join(sorted(SPECS))}")
     if metric is not None and settings.metric != metric:
         raise ValueError(f"{where} holds settings of {settings.metric}, not of {metric}")
-    settable = settable_arguments(settings.metric)
+    settable = None if function is None else settable_arguments(function)
     for name, value in settings.arguments.items():
-        if name not in settable:
+        if settable is not None and name not in settable:
             raise ValueError(
                 f"{where}: {name!r} is not a setting of {settings.metric} (settable: {', '.join(sorted(settable))})"
             )
@@ -126,7 +128,7 @@ def with_settings(metric: str):
         def scored(predictions, references, *, settings=None, **kwargs):
             if settings is None:
                 return function(predictions, references, **kwargs)
-            tuned = load_settings(settings, metric)
+            tuned = load_settings(settings, metric, function)
             for name, value in tuned.arguments.items():
                 # Given is given, the default value included (centering="corpus" against a file's
                 # "none"): only an argument left out takes the file's value.

@@ -478,9 +478,10 @@ def _settings(target: Target, expanded: list[dict] | None, model_type) -> tuple[
     """The settings of the grid (expanded; None: the metric's default grid) and the metric's default
     one, each with every argument the grid varies given explicitly (the metric's default where a
     setting leaves it out), and the layer resolved."""
+    from . import functional
     from .settings import settable_arguments
 
-    defaults = settable_arguments(target.name)
+    defaults = settable_arguments(getattr(functional, target.name))
     name, n_layers, with_corpus = _model_facts(model_type, target.prepare is not None)
     if not with_corpus and defaults.get("centering") == "corpus":
         # No statistic ships for this model: its default call would be refused; compare with the

@@ -80,20 +80,52 @@ def test_system_level_fit_on_synthetic_test_sets():
         }
         human = {s: 3 * t + a[j] + 0.2 * b[j] for j, s in enumerate(systems)}
         test_sets.append((features, human))
-    names, level = combo.fit_system(test_sets)
-    assert names == ("twmd", "chrF")
-    # Pooled within-set std: 0.1 * std(a), 5 * std(b); weights of a / std(a) and b / std(b): 1 * std(a), 0.2 * std(b).
-    ratio = level.weights[0] / level.weights[1]
-    assert ratio == pytest.approx(5 * level.std[0] / 0.1 / (level.std[1] / 5), rel=1e-6)
-    fitted = combo.Combination(names, system=level)
+    fit = combo.fit_system(test_sets)
+    assert fit.components == ("twmd", "chrF")
+    # Within each test set twmd's z-score is a's, chrF's b's: the humans weigh them 1 : 0.2, so
+    # leaving a test set out favours the NNLS weights, (1, 0.2) / 1.2, over equal ones.
+    assert fit.alpha == 1.0 and fit.held_out[1.0][0] > fit.held_out[0.0][0]
+    assert sum(fit.level.weights) == pytest.approx(1) and 4 < fit.level.weights[0] / fit.level.weights[1] < 8
+    fitted = combo.Combination(fit.components, system=fit.level)
     for features, human in test_sets:
-        scores = {s: combo.system_score(fitted, {m: features[m][s] for m in names}) for s in human}
-        centred = np.array([scores[s] for s in sorted(human)]) - np.mean(list(scores.values()))
-        truth = np.array([human[s] for s in sorted(human)]) - np.mean(list(human.values()))
-        np.testing.assert_allclose(centred, truth, atol=1e-9)
+        scores = combo.system_scores(fitted, {s: {m: features[m][s] for m in fit.components} for s in human})
+        names = sorted(human)
+        assert np.corrcoef([scores[n] for n in names], [human[n] for n in names])[0, 1] > 0.95
     folds = combo.leave_one_test_set_out(dict(enumerate(test_sets)), fit_on=[0, 1, 2])
-    assert folds[3][0] == combo.fit_system(test_sets[:3])[1]
-    assert folds[0][0] == combo.fit_system(test_sets[1:3])[1]
+    assert folds[3][0] == combo.fit_system(test_sets[:3])
+    assert folds[0][0] == combo.fit_system(test_sets[1:3])
+
+
+def test_system_level_stays_at_equal_weights_unless_held_out_pairs_improve():
+    """w(a) = (1 - a) / M + a v / sum(v); a = 0 unless leaving a test set out orders more pairs."""
+    rng = np.random.default_rng(2)
+    test_sets = []
+    for _ in range(5):
+        systems = [f"s{j}" for j in range(6)]
+        a, b = rng.standard_normal(6), rng.standard_normal(6)
+        features = {"twmd": dict(zip(systems, a)), "chrF": dict(zip(systems, b))}
+        test_sets.append((features, dict(zip(systems, a + b))))  # both count alike: nothing to gain
+    fit = combo.fit_system(test_sets)
+    assert sorted(fit.held_out) == list(combo.ALPHAS)
+    best = max(agree for agree, _ in fit.held_out.values())
+    assert fit.alpha == min(a for a, (agree, _) in fit.held_out.items() if agree == best)
+    assert fit.alpha == 0.0 and fit.level.weights == (0.5, 0.5)
+    # One test set: nothing to hold out, equal weights.
+    assert combo.fit_system(test_sets[:1]).alpha == 0.0
+    # Per-test-set z-scores: a test set's scale and offset change nothing.
+    fitted = combo.Combination(fit.components, system=fit.level)
+    features, human = test_sets[0]
+    systems = {s: {m: features[m][s] for m in fit.components} for s in human}
+    scaled = {s: {"twmd": 100 * v["twmd"] + 7, "chrF": v["chrF"] / 3 - 1} for s, v in systems.items()}
+    assert combo.system_scores(fitted, scaled) == pytest.approx(combo.system_scores(fitted, systems))
+    with pytest.raises(ValueError, match="at least two"):
+        combo.system_scores(fitted, {"s0": systems["s0"]})
+
+
+def test_system_level_refuses_a_test_set_that_orders_nothing():
+    features = {"twmd": {"a": 0.1, "b": 0.2}}
+    with pytest.raises(ValueError, match="test set 1: 2 system.*all equal"):
+        combo.fit_system([(features, {"a": 1.0, "b": 2.0}), (features, {"a": 1.0, "b": 1.0})])
 
 
 def fitted_combination():
@@ -125,10 +157,16 @@ def test_save_load_round_trip_and_digest(tmp_path):
     [
         (lambda d: d["segment"]["std"].__setitem__(0, float("nan")), "segment.std of twmd: not a finite number"),
         (lambda d: d["segment"]["weights"].__setitem__(1, -0.5), "segment.weights of chrF: -0.5 is negative"),
-        (lambda d: d["segment"]["std"].__setitem__(2, 0.0), "segment.std of BLEU: 0.0 is not positive"),
+        (lambda d: d["segment"]["std"].__setitem__(2, 0.0), r"segment.std of BLEU: 0.0 is outside \[1e-09, 1e\+09\]"),
+        # Extreme but finite statistics: combined() gave inf / -inf before (issue 32, 3.6).
+        (lambda d: d["segment"]["std"].__setitem__(0, 1e-300), "segment.std of twmd: 1e-300 is outside"),
+        (lambda d: d["segment"]["std"].__setitem__(0, 1e300), "segment.std of twmd: 1e[+]300 is outside"),
+        (lambda d: d["segment"]["mean"].__setitem__(1, -1e300), "segment.mean of chrF: -1e[+]300 is beyond"),
+        (lambda d: d["segment"]["weights"].__setitem__(1, 1e300), "segment.weights of chrF: 1e[+]300 is beyond"),
+        (lambda d: d.update(version=1), "version 1: written by an older moverkit.*fit it again"),
         (lambda d: d["components"].__setitem__(2, "meteor"), "unknown component 'meteor'"),
         (lambda d: d["components"].__setitem__(2, "chrF"), "components: chrF given twice"),
-        (lambda d: d.update(version=2), "version: 2"),
+        (lambda d: d.update(version=3), "version: 3"),
         (lambda d: d.pop("system"), "system: missing"),
         (lambda d: d["segment"].pop("mean"), "segment: an object with exactly mean, std, weights"),
         (lambda d: d["segment"]["mean"].pop(), "segment.mean: 2 values for 3 components"),
@@ -157,6 +195,48 @@ def test_load_refuses_all_zero_weights_and_non_json(tmp_path):
     path.write_text("[1, 2")
     with pytest.raises(ValueError, match="not a JSON file"):
         combo.load(path)
+
+
+def test_load_refuses_deeply_nested_json_and_a_path_that_is_none(tmp_path, capsys):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=f"^{path}: not a JSON file moverkit reads .nested too deeply"):
+        combo.load(path)  # RecursionError before
+    with pytest.raises(ValueError, match="^path: a combination file's path .str or Path., got None"):
+        combo.load(None)  # TypeError from pathlib before
+    with pytest.raises(ValueError, match="^combination: a combination file's path .str or Path., got None"):
+        combo.combined(["a"], ["a"], None)
+    hyp = tmp_path / "hyp.txt"
+    hyp.write_text("a cat\n")
+    argv = ["score", "--combination", str(path), "--predictions", str(hyp), "--references", str(hyp)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "moverkit: error:" in err and str(path) in err and "Traceback" not in err
+
+
+def test_bench_segment_features_are_oriented_once(tmp_path):
+    """lazy_emd is a distance: its oriented scores are negated once (they were negated twice, back
+    to distances, so the combinations' NNLS gave it weight 0)."""
+    from moverkit.bench import combination as bench
+    from moverkit.judgments import Judgments
+
+    data = Judgments(["cs-en"] * 3, [p for p, _ in PAIRS[:3]], [r for _, r in PAIRS[:3]], [1.0, 0.0, -1.0])
+    features = bench.segment_features(data, ["lazy_emd"], tmp_path / "cache.json")
+    oriented = combo.component_scores(data.predictions, data.references, ["lazy_emd"])[0]["lazy_emd"]
+    np.testing.assert_array_equal(features["lazy_emd"], oriented)
+    assert (features["lazy_emd"] <= 0).all()
+
+
+def test_a_combined_score_is_never_infinite():
+    """The file's bounds keep a combined score finite for any sane component score; one near the
+    float range is refused, not returned as inf."""
+    fitted = combo.Combination(("twmd", "chrF"), segment=combo.SegmentLevel((0.0, 0.0), (1e-9, 1e-9), (1e9, 1e9)))
+    assert np.isfinite(combo.segment_scores(fitted, {"twmd": [1e9], "chrF": [-1e9]})).all()
+    with pytest.raises(ValueError, match="combined score of item 0 overflows"):
+        combo.segment_scores(fitted, {"twmd": [1e300], "chrF": [1e300]})
+    system = combo.Combination(("twmd", "chrF"), system=combo.SystemLevel((1e-9, 1e-9), (0.5, 0.5)))
+    with pytest.raises(ValueError, match="overflows"):
+        combo.system_score(system, {"twmd": 1e300, "chrF": 1e300})
 
 
 def test_combined_equals_the_manual_sum_with_the_embedded_model(tmp_path):
@@ -234,6 +314,24 @@ def test_cli_combine_errors_exit_2(tmp_path, capsys):
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ([("de-en", "the cat", "the cat", 1.0)], "group 'de-en' has 1 segment"),
+        (
+            [("de-en", "the cat", "the cat", 0.5), ("de-en", "a dog", "the cat", 0.5)],
+            "group 'de-en' has human scores that are all equal",
+        ),
+    ],
+)
+def test_cli_combine_names_a_group_it_cannot_hold_out(tmp_path, capsys, rows, message):
+    data, out = tmp_path / "judgments.tsv", tmp_path / "combo.json"
+    write_tsv(data, [("cs-en", h, r, q) for q, (h, r) in zip([1.0, 0.5, -0.5, -1.0], PAIRS)] + rows)
+    assert main(["combine", "--data", str(data), "--component", "chrF", "--out", str(out)]) == 2
+    assert f"moverkit: error: --data {data}: {message}" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_cli_combine_system_level_never_fits_on_the_unseen_pairs(tmp_path, capsys, monkeypatch):
     from moverkit.bench import system_level
 
@@ -246,7 +344,10 @@ def test_cli_combine_system_level_never_fits_on_the_unseen_pairs(tmp_path, capsy
     loaded = combo.load(out)
     assert loaded.fitted_on["system"]["groups"] == ["cs-en", "de-en", "ru-en", "tr-en", "zh-en"]
     assert loaded.system is not None and all(w >= 0 for w in loaded.system.weights)
-    assert "| combination |" in capsys.readouterr().out
+    assert loaded.fitted_on["system"]["alpha"] in combo.ALPHAS
+    assert sorted(map(float, loaded.fitted_on["system"]["held_out_pairs"])) == list(combo.ALPHAS)
+    printed = capsys.readouterr().out
+    assert "| combination |" in printed and "system level: a = " in printed
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ from moverkit.bench.system_level import (
     centering_effect,
     format_centering_effect,
     format_table,
-    pairwise,
     per_system_batch,
     read_shipped,
     read_wmt17,
     system_level,
 )
+from moverkit.correlation import pairwise
 
 EXTRACTION = Path(__file__).resolve().parents[1] / "data" / "extract_wmt17_system_level.py"
 
@@ -103,7 +103,8 @@ def test_the_table_orders_these_systems_as_humans_do(wmt17):
     agree, significant = table["chrF"]["significant"]  # sacrebleu's paired bootstrap, 4 segments
     assert 0 <= agree <= significant <= 4
     assert table["twmd"]["pearson"]["cs-en"] == pytest.approx(0.9934, abs=1e-3)
-    assert "| chrF |" in format_table(table)
+    assert table["twmd"]["acc_eq"].accuracy == 1.0 and table["twmd"]["acc_eq"].epsilon == 0.0
+    assert "| chrF |" in format_table(table) and "acc_eq (eps)" in format_table(table)
 
 
 # --- BLEU and chrF: sacrebleu's own paired bootstrap ----------------------------------------------

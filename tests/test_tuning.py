@@ -276,7 +276,9 @@ def test_bad_settings_files_are_refused(tmp_path, record, message):
     base = {"format": "moverkit-settings", "version": 1, "metric": "twmd", "arguments": {}, "tuning": {}}
     path.write_text(json.dumps({**base, **record}))
     with pytest.raises(ValueError, match=message):
-        load_settings(path)
+        load_settings(path, "twmd", functional.twmd)
+    with pytest.raises(ValueError, match=message):  # the metric checks the file it is given
+        functional.twmd(["a cat"], ["a dog"], settings=str(path))
     path.write_text(
         '{"format": "moverkit-settings", "version": 1, "metric": "twmd", "arguments": {"temperature": NaN}, "tuning": {}}'
     )

@@ -24,9 +24,9 @@ import numpy as np
 def evaluate(predictions, references, human, model_type=None) -> dict:
     """Kendall tau and Pearson r of TWMD-b and BERTScore-F1 on one held-out group (one call each:
     batch centering over the group)."""
+    from moverkit.correlation import correlate
     from moverkit.functional.centered_bertscore import centered_bertscore
     from moverkit.functional.twmd import twmd as twmd_scores
-    from moverkit.judgments import correlate
 
     twmd = twmd_scores(predictions, references, model_type=model_type, centering="batch")
     bertscore = centered_bertscore(predictions, references, model_type=model_type, centering="none")

@@ -6,12 +6,15 @@ Leave one language pair out, at both levels:
 * segment level, on a judgments TSV (``data/wmt17_seg_da_to_en.tsv``: 2,800 WMT17 DA segments of
   five to-English pairs): for each pair, the combination fitted on the other pairs' segments
   scores this pair's; Pearson r and Kendall tau with the human scores, per pair, for the
-  combination and for each component alone (oriented: ``lazy_emd`` negated, so higher is better
-  in every row);
+  combination (NNLS weights, and equal weights of the same z-scores beside them) and for each
+  component alone (oriented: ``lazy_emd`` negated, so higher is better in every row);
 * system level, on the shipped WMT17 extract (:mod:`moverkit.bench.system_level`): for each of the
-  five pairs the segment file covers, the combination fitted on the other four; for the unseen
-  pairs (fi-en, lv-en), the one fitted on all five. Pearson per pair and the pairwise accuracy over
-  all system pairs and over the unseen pairs. A single metric's row is computed as ``moverkit
+  five pairs the segment file covers, the combination fitted on the other four (its shrinkage
+  chosen by leaving one of those four out in turn); for the unseen pairs (fi-en, lv-en), the one
+  fitted on all five. Three rows per combination: the shipped default (shrunk towards equal
+  weights, :func:`moverkit.combination.fit_system`), equal weights (no fitting) and NNLS alone
+  (``a = 1``). Pearson per pair and the pairwise accuracy over all system pairs and over the
+  unseen pairs. A single metric's row is computed as ``moverkit
   bench system-level`` computes it (:func:`~moverkit.bench.system_level.score_test_sets`, BLEU on
   the distributed tokens), so its figures are that table's; inside a combination, BLEU is the
   combination's own (sacrebleu's ``13a`` tokenization, :mod:`moverkit.combination`).
@@ -30,23 +33,33 @@ from pathlib import Path
 import numpy as np
 
 from moverkit.combination import (
+    ALPHAS,
     ANCHORS,
+    Combination,
+    SegmentLevel,
     component_scores,
     corpus_features,
     leave_one_group_out,
     leave_one_test_set_out,
+    segment_scores,
 )
 from moverkit.combination import orientation as _orientation
+from moverkit.correlation import correlate, pairwise, pearson
 from moverkit.specs import SPECS
 
-from .system_level import UNSEEN_PAIRS, TestSet, anchor_scores, pairwise, pearson, score_test_sets
+from .system_level import UNSEEN_PAIRS, TestSet, anchor_scores, score_test_sets
 
 COMBINATIONS = {
     "combination (all 7)": (*sorted(SPECS), "chrF", "BLEU"),
     "combination (twmd, lazy_emd, chrF)": ("twmd", "lazy_emd", "chrF"),
+    "combination (twmd, chrF)": ("twmd", "chrF"),
 }
-"""The combinations benchmarked, by label: every component, and a small one fixed in advance
-(two transport metrics of different families and a string metric)."""
+"""The combinations benchmarked, by label: every component, a small one fixed in advance (two
+transport metrics of different families and a string metric), and twmd + chrF (added with issue
+32, whose held-out WMT18 check is of that pair)."""
+
+WAYS = {"": ALPHAS, ", equal weights": (0.0,), ", NNLS (a = 1)": (1.0,)}
+"""System-level rows per combination: label suffix -> the shrinkage grid it is fitted with."""
 
 
 def cached_scores(
@@ -87,7 +100,7 @@ def segment_features(data, components: Sequence[str], cache: Path | None = None,
         return component_scores(data.predictions, data.references, [metric])[0][metric].tolist()
 
     raw = cached_scores(cache, key, metrics, compute, log)
-    features = {m: _orientation(m) * np.asarray(raw[m], dtype=float) for m in metrics}
+    features = {m: np.asarray(raw[m], dtype=float) for m in metrics}  # component_scores oriented them
     features.update(component_scores(data.predictions, data.references, anchors)[0] if anchors else {})
     return {c: features[c] for c in components}
 
@@ -104,9 +117,8 @@ def _fingerprint(*texts: Sequence[str]) -> str:
 
 def segment_bench(data, features: Mapping[str, np.ndarray], combinations: Mapping[str, Sequence[str]]) -> dict:
     """``{"rows": {label: {lp: (pearson, kendall)}}, "weights": {label: {lp: {component: w}}}}``:
-    each component alone, then each combination scored on every pair by the fit on the others."""
-    from moverkit.judgments import correlate
-
+    each component alone, then each combination scored on every pair by the fit on the others, and
+    the same z-scores (the others' mean and std) with equal weights (``"<label>, equal weights"``)."""
     groups = data.by_group()
     human = np.asarray(data.human, dtype=float)
     rows, weights = {}, {}
@@ -116,6 +128,14 @@ def segment_bench(data, features: Mapping[str, np.ndarray], combinations: Mappin
         folds = leave_one_group_out({c: features[c] for c in components}, human, data.groups)
         rows[label] = {lp: correlate(f.scores.tolist(), human[f.index].tolist()) for lp, f in folds.items()}
         weights[label] = {lp: dict(zip(components, f.fit.weights)) for lp, f in folds.items()}
+        equal = (1.0 / len(components),) * len(components)
+        rows[f"{label}, equal weights"] = {}
+        for lp, f in folds.items():
+            level = SegmentLevel(f.fit.mean, f.fit.std, equal)
+            held = segment_scores(
+                Combination(tuple(components), segment=level), {c: features[c][f.index] for c in components}
+            )
+            rows[f"{label}, equal weights"][lp] = correlate(held.tolist(), human[f.index].tolist())
     return {"rows": rows, "weights": weights}
 
 
@@ -135,7 +155,8 @@ def format_segment(result: dict) -> str:
 
 def format_weights(weights: Mapping[str, Mapping[str, Mapping[str, float]]], level: str) -> str:
     """Markdown: each combination's weights, one row per fold (the held-out pair): weights of
-    z-scores at segment level, of system scores divided by their pooled std at system level."""
+    z-scores (the training segments' at segment level, each test set's own at system level, where
+    ``a`` is the shrinkage chosen: module doc of :mod:`moverkit.combination`)."""
     blocks = []
     for label, folds in weights.items():
         components = list(next(iter(folds.values())))
@@ -184,9 +205,9 @@ def system_bench(
     combinations: Mapping[str, Sequence[str]],
 ) -> dict:
     """``{"rows": {label: {"pearson": {lp: r}, "accuracy": (agree, total), "unseen_accuracy":
-    (agree, total)}}, "weights": {label: {lp: {component: w}}}}``. A single metric's system scores
-    are ``moverkit bench system-level``'s; a combination's come from its fit on the five fit pairs
-    other than the scored one (all five for an unseen pair)."""
+    (agree, total)}}, "weights": {label: {lp: {component: w, "a": shrinkage}}}}``. A single metric's
+    system scores are ``moverkit bench system-level``'s; a combination's come from its fit on the
+    five fit pairs other than the scored one (all five for an unseen pair), in each way of :data:`WAYS`."""
     fit_on = [t.lp for t in test_sets if t.lp not in UNSEEN_PAIRS]
     systems: dict[str, dict[str, dict[str, float]]] = {}
     for name in [*segments, *ANCHORS]:
@@ -200,9 +221,13 @@ def system_bench(
     weights = {}
     for label, components in combinations.items():
         sets = {t.lp: (system_features(t, components, segments), t.human) for t in test_sets}
-        folds = leave_one_test_set_out(sets, fit_on)
-        systems[label] = {lp: scores for lp, (_, scores) in folds.items()}
-        weights[label] = {lp: dict(zip(components, level.weights)) for lp, (level, _) in folds.items()}
+        for suffix, alphas in WAYS.items():
+            folds = leave_one_test_set_out(sets, fit_on, alphas)
+            systems[label + suffix] = {lp: scores for lp, (_, scores) in folds.items()}
+            if not suffix:
+                weights[label] = {
+                    lp: {**dict(zip(components, fit.level.weights)), "a": fit.alpha} for lp, (fit, _) in folds.items()
+                }
     rows = {}
     for label, by_lp in systems.items():
         pearsons, accuracy, unseen = {}, [0, 0], [0, 0]

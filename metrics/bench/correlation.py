@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from moverkit.judgments import Judgments, correlate
+from moverkit.correlation import correlate
+from moverkit.judgments import Judgments
 
 from . import CorrelationRow
 

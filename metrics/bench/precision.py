@@ -20,7 +20,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from moverkit.judgments import Judgments, correlate
+from moverkit.correlation import correlate
+from moverkit.judgments import Judgments
 
 from . import MAIN_OUTPUTS, CorrelationRow
 from .correlation import score_row

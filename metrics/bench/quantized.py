@@ -183,7 +183,9 @@ def mean_pearson(scores: np.ndarray, pairs: list[dict]) -> float:
     """Pearson r of ``scores`` with ``human``, averaged over language pairs."""
     lps = np.array([r["lp"] for r in pairs])
     human = np.array([float(r["human"]) for r in pairs])
-    return float(np.mean([np.corrcoef(scores[lps == g], human[lps == g])[0, 1] for g in dict.fromkeys(lps)]))
+    from moverkit.correlation import pearson
+
+    return float(np.mean([pearson(scores[lps == g].tolist(), human[lps == g].tolist()) for g in dict.fromkeys(lps)]))
 
 
 def frontier(data_path: str, n_texts: int = 1200, n_pairs: int = 1400, rounds: int = 2) -> list[dict]:

@@ -16,6 +16,14 @@ on the distributed, already tokenized texts). Reported per metric:
 * the Pearson correlation of system scores with the human scores, per language pair;
 * the pairwise accuracy (Kocmi et al., 2021, "To Ship or Not to Ship"): over every pair of systems
   of a language pair, the share the metric orders as the humans do (a tie counts as wrong);
+* acc_eq, the tie-calibrated pairwise accuracy of the WMT23-25 metrics tasks
+  (:func:`moverkit.correlation.acc_eq`; Deutsch, Foster and Freitag, 2023): one row per language
+  pair, one tie threshold for all of them, the mean over the pairs. WMT17's human system scores
+  have no ties, so it can only equal the (per-pair averaged) accuracy with metric ties wrong;
+* with ``--data`` (a judgments TSV such as ``data/wmt17_seg_da_to_en.tsv``), segment-level acc_eq
+  (mt-metrics-eval's ``KendallWithTiesOpt``, variant ``acc23``, every pair): one row per language
+  pair of the segments (WMT23 groups by item, a source segment's translations by every system;
+  WMT17 DA rates one translation per source segment, so the language pair is the group);
 * among the pairs the metric calls significantly different (p < 0.05), the share ordered as the
   humans order them: for moverkit's metrics by paired bootstrap of the segment scores
   (:func:`moverkit.comparison.paired_test`), for BLEU and chrF by sacrebleu's own paired bootstrap
@@ -38,6 +46,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
+from moverkit.correlation import acc_eq, pairwise, pearson
 from moverkit.lines import read_lines, split_lines
 from moverkit.specs import spec
 
@@ -203,22 +212,6 @@ def anchor_significant_agreement(test_set: TestSet, anchor: str, *, resamples: i
     return agree, significant
 
 
-def pearson(xs: list[float], ys: list[float]) -> float:
-    from scipy import stats
-
-    return float(stats.pearsonr(xs, ys)[0]) if len(xs) > 2 else math.nan
-
-
-def pairwise(system_scores: dict[str, float], human: dict[str, float], higher_is_better: bool) -> tuple[int, int]:
-    """``(agreeing, total)`` over the system pairs of one test set (Kocmi et al., 2021)."""
-    sign = 1.0 if higher_is_better else -1.0
-    agree = total = 0
-    for a, b in combinations(sorted(system_scores), 2):
-        total += 1
-        agree += (sign * (system_scores[a] - system_scores[b])) * (human[a] - human[b]) > 0
-    return agree, total
-
-
 def significant_agreement(
     segments: dict[str, list[float]], human: dict[str, float], metric: str, *, resamples: int, seed: int
 ) -> tuple[int, int]:
@@ -261,10 +254,13 @@ def system_level(
         metric = row not in ANCHORS
         higher = spec(row).higher_is_better if metric else True
         pearsons, accuracy, unseen, significant = {}, [0, 0], [0, 0], [0, 0]
+        rows_human, rows_metric = [], []
         for test_set in test_sets:
             values = by_lp[test_set.lp]
             systems = {s: math.fsum(v) / len(v) for s, v in values.items()} if metric else values
             names = sorted(systems)
+            rows_human.append([test_set.human[s] for s in names])
+            rows_metric.append([systems[s] if higher else -systems[s] for s in names])
             r = pearson([systems[s] for s in names], [test_set.human[s] for s in names])
             pearsons[test_set.lp] = r if higher else -r
             agree, total = pairwise(systems, test_set.human, higher)
@@ -281,15 +277,38 @@ def system_level(
             "accuracy": tuple(accuracy),
             "unseen_accuracy": tuple(unseen),
             "significant": tuple(significant),
+            "acc_eq": acc_eq(rows_human, rows_metric),
         }
     return table
 
 
+def segment_acc_eq(data, metrics: list[str]) -> dict:
+    """``{metric: TieCalibrated}``: segment-level acc_eq of each metric (default settings, one call
+    per language pair) and of BLEU and chrF (sacrebleu's sentence scores) on ``data``
+    (:class:`moverkit.judgments.Judgments`), one row per language pair (module doc)."""
+    from moverkit.combination import component_scores
+
+    groups = data.by_group()
+    result = {}
+    for name in [*metrics, *ANCHORS]:
+        rows_human, rows_metric = [], []
+        for members in groups.values():
+            predictions = [data.predictions[i] for i in members]
+            references = [data.references[i] for i in members]
+            rows_metric.append(component_scores(predictions, references, [name])[0][name].tolist())
+            rows_human.append([data.human[i] for i in members])
+        result[name] = acc_eq(rows_human, rows_metric)
+    return result
+
+
 def format_table(table: dict[str, dict]) -> str:
     """Markdown: Pearson per language pair (distances sign-flipped, so higher is better for all),
-    pairwise accuracy over all pairs and over the unseen ones, agreement of significant decisions."""
+    pairwise accuracy over all pairs and over the unseen ones, agreement of significant decisions,
+    acc_eq with its threshold (and segment-level acc_eq where measured)."""
     lps = list(next(iter(table.values()))["pearson"])
     head = ["metric", *lps, "pairwise accuracy", f"unseen ({', '.join(UNSEEN_PAIRS)})", "significant pairs agreeing"]
+    tied_keys = ["acc_eq", *(["segment_acc_eq"] if any("segment_acc_eq" in v for v in table.values()) else [])]
+    head += [f"{key.replace('_acc', ' acc')} (eps)" for key in tied_keys]
     lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
 
     def share(pair):
@@ -298,6 +317,9 @@ def format_table(table: dict[str, dict]) -> str:
     for row, values in table.items():
         cells = [f"{100 * values['pearson'][lp]:.1f}" for lp in lps]
         cells += [share(values["accuracy"]), share(values["unseen_accuracy"]), share(values["significant"])]
+        for key in tied_keys:
+            tied = values.get(key)
+            cells.append("–" if tied is None else f"{100 * tied.accuracy:.1f}% ({tied.epsilon:.3g})")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -35,7 +35,7 @@ def segment_level(data, metrics, *, model_type=None, **kwargs) -> dict:
 def system_level(tunings: dict, test_sets, *, model_type=None) -> dict:
     """``{metric: {"default"|"tuned": {"pearson": {lp: r}, "accuracy": (agree, total)}}}``, each
     language pair scored with the settings chosen without it (see the module doc)."""
-    from moverkit.bench.system_level import pairwise, pearson
+    from moverkit.correlation import pairwise, pearson
     from moverkit.specs import spec
     from moverkit.tuning import score_settings
 

@@ -276,6 +276,12 @@ def _system_level(which) -> None:
         type=positive_int,
         help="score only the first N segments of each test set (default: all the data holds: 500 in the shipped extract)",
     )
+    system.add_argument(
+        "--data",
+        type=Path,
+        help="also segment-level acc_eq (KendallWithTiesOpt) on this judgments TSV (lp, hypothesis, reference, "
+        "human), e.g. data/wmt17_seg_da_to_en.tsv",
+    )
     system.add_argument("--resamples", type=positive_int, default=1000, help="paired bootstrap resamples")
     system.add_argument("--seed", type=int, default=0, help="seed of moverkit's bootstrap (default: 0)")
     system.add_argument(
@@ -292,7 +298,7 @@ def run_system_level(args) -> int:
     from moverkit.bench import system_level as bench
     from moverkit.lines import check_out
 
-    check_out(args.out, [])
+    check_out(args.out, [] if args.data is None else [args.data])
     if args.wmt17 is None:
         test_sets = bench.read_shipped(segments=args.segments)
         source = "the shipped extract"
@@ -311,6 +317,11 @@ def run_system_level(args) -> int:
         return emit(f"{header}\n\n{report}", args.out)
     scores = bench.score_test_sets(test_sets, list(args.metrics or METRICS))
     table = bench.system_level(scores, test_sets, resamples=args.resamples, seed=args.seed)
+    if args.data is not None:
+        from moverkit.judgments import read_judgments
+
+        for row, tied in bench.segment_acc_eq(read_judgments(args.data), list(args.metrics or METRICS)).items():
+            table[row]["segment_acc_eq"] = tied
     return emit(f"{header}\n\n{bench.format_table(table)}", args.out)
 
 

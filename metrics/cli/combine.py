@@ -84,6 +84,7 @@ def run(args) -> int:
     )
     fitted_on = {"segment": {"file": args.data.name, "groups": sorted(set(data.groups)), "n": len(data.human)}}
     if len(set(data.groups)) > 1:
+        _check_groups(data, args.data)
         folds = bench.segment_bench(data, features, {"combination": components})
         print("Leave one language pair out, segment level: Pearson r / Kendall tau (x100)\n")
         print(bench.format_segment(folds) + "\n")
@@ -117,9 +118,25 @@ def run(args) -> int:
         if fit is not None:
             weights = ", ".join(f"{c} {w:.3g}" for c, w in zip(components, fit.weights))
             print(f"{level} weights (of z-scores): {weights}")
+    if fitted.system is not None:
+        chosen = fitted.fitted_on["system"]
+        tried = ", ".join(f"a={a} {agree}/{total}" for a, (agree, total) in chosen["held_out_pairs"].items())
+        print(f"system level: a = {chosen['alpha']} (held-out system pairs ordered as the humans: {tried})")
     print(f"digest {fitted.digest}")
     print(f"saved to {args.out}")
     return 0
+
+
+def _check_groups(data, path) -> None:
+    """Every group needs two segments whose human scores differ for its held-out correlations."""
+    for group, members in data.by_group().items():
+        human = {data.human[i] for i in members}
+        if len(members) < 2 or len(human) < 2:
+            what = f"{len(members)} segment" if len(members) < 2 else "human scores that are all equal"
+            raise ValueError(
+                f"--data {path}: group {group!r} has {what}: leaving one group out scores each group by its "
+                "correlation with the humans, which needs two segments with different human scores"
+            )
 
 
 def _system_level(components, kwargs, batch_size, device) -> dict:
@@ -145,7 +162,7 @@ def _system_level(components, kwargs, batch_size, device) -> dict:
 
 
 def _pearson(scores: dict[str, float], human: dict[str, float]) -> float:
-    from moverkit.bench.system_level import pearson
+    from moverkit.correlation import pearson
 
     names = sorted(human)
     return pearson([scores[s] for s in names], [human[s] for s in names])
