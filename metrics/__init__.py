@@ -22,11 +22,14 @@ if TYPE_CHECKING:
     from .mapping import map_scores
 
 from ._version import __version__
+from .specs import SPECS
 
 _HERE = Path(__file__).resolve().parent
 
-METRICS = tuple(sorted(p.parent.name for p in _HERE.glob("*/*.py") if p.stem == p.parent.name))
-"""Names of the bundled metric modules: every folder ``<name>/`` holding ``<name>.py``."""
+METRICS = tuple(SPECS)
+"""The metrics' names, those of the registry (:data:`moverkit.registry.REGISTRY`, read here from its
+light table :data:`moverkit.specs.SPECS`, so that ``import moverkit`` loads no torch); each has its
+bundled evaluate module, ``<name>/<name>.py``."""
 
 
 def module_path(name: str) -> Path:

@@ -65,8 +65,9 @@ from ._core.encoder import NonFiniteOutputs, load_encoder
 from ._core.request import EncoderRequest
 from ._core.user_warnings import warn_user
 from .correlation import correlate
-from .functional.twmd import normalized, pair_values, resolve_params, self_values
+from .functional.twmd import resolve_params
 from .judgments import Judgments, read_judgments
+from .registry import get as get_metric
 
 TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
 """Centering modes for training. ``corpus`` is refused: a statistic fitted on the base model no
@@ -519,8 +520,7 @@ class Scorer:
             Centering(self.centering),
             encoder=self.encoder,
         )
-        cross = pair_values(data, self.params)
-        return normalized(cross, self_values(data, self.params), data.ref_index, data.pred_index)
+        return get_metric("twmd").differentiable(data, self.params)
 
     def validate(self, dataset) -> dict:
         """Pearson r and Kendall tau (means over the groups) and MSE of the validation pairs,

@@ -25,7 +25,7 @@ from lighteval.metrics.utils.metric_utils import Metric, SampleLevelMetric, Samp
 from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc, SamplingMethod
 
-from moverkit._core.wrappers import batch_dependence, metric_parts, scoring_arguments
+from moverkit.registry import get
 
 __all__ = ["MoverkitSampleScore", "centered_bertscore", "lazy_emd", "metric", "moverscore", "sbertscore", "twmd"]
 
@@ -42,14 +42,14 @@ class MoverkitSampleScore(SampleLevelComputation):
         self.arguments = arguments
 
     def compute(self, doc: Doc, model_response: ModelResponse, **kwargs) -> dict[str, float] | float:
-        _, function = metric_parts(self.name)
+        function = get(self.name).function
         prediction = model_response.final_text[0]
         result = function([prediction], [list(doc.get_golds())], **self.arguments)
         result.pop("hashcode")
         if self.metric_names is None:
             (scores,) = result.values()
             return scores[0]
-        spec, _ = metric_parts(self.name)
+        spec = get(self.name).spec
         return {name: result[output][0] for name, output in zip(self.metric_names, spec.outputs)}
 
 
@@ -59,9 +59,10 @@ def metric(name: str, **arguments) -> Metric:
     metric with precision, recall and F1 is a grouping named ``<name>_precision``, ``<name>_recall``,
     ``<name>_f1``; the others are named ``<name>``. A setting whose scores depend on other samples
     is refused (see the module doc)."""
-    spec, _ = metric_parts(name)
-    arguments = scoring_arguments(name, arguments, f"moverkit.lighteval.metric({name!r})")
-    reason = batch_dependence(name, arguments)
+    entry = get(name)
+    spec = entry.spec
+    arguments = entry.scoring_arguments(arguments, f"moverkit.lighteval.metric({name!r})")
+    reason = entry.batch_dependence(arguments)
     if reason:
         raise ValueError(
             f"moverkit.lighteval.metric({name!r}): {reason}, but lighteval scores one sample at a time; pass "

@@ -209,11 +209,9 @@ def map_scores(metric, predictions: str = "prediction", references: str = "refer
     gives an empty dataset the score columns, so the schema does not depend on the row count.
     Bad rows (``None``, NaN, numbers) are refused with the column and row named.
     """
-    from . import functional  # the functions MapScores calls, one per metric
+    from .specs import SPECS  # the registry's names, without loading torch here
 
     name = metric if isinstance(metric, str) else getattr(metric, "name", None)
-    if name not in functional.__all__:
-        raise ValueError(
-            f"map_scores takes a moverkit metric or one of {', '.join(functional.__all__)}, got {metric!r}"
-        )
+    if name not in SPECS:
+        raise ValueError(f"map_scores takes a moverkit metric or one of {', '.join(SPECS)}, got {metric!r}")
     return MapScores(name, predictions, references, compute_kwargs)

@@ -65,12 +65,12 @@ def fit_baseline(
     and :func:`baseline_columns`."""
     import inspect
 
-    from moverkit import functional
     from moverkit._core.baseline import settings_key
+    from moverkit.registry import REGISTRY
 
-    if metric not in functional.__all__:
-        raise ValueError(f"metric must be one of {', '.join(functional.__all__)}; got {metric!r}")
-    function = getattr(functional, metric)
+    if metric not in REGISTRY:
+        raise ValueError(f"metric must be one of {', '.join(REGISTRY)}; got {metric!r}")
+    function = REGISTRY[metric].function
     call = dict(options or {})
     accepted = set(inspect.signature(function).parameters) - {"predictions", "references"}
     own = {"model_type", "num_layers", "centering", "centering_stats", "batch_size", "device"}

@@ -26,6 +26,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._core.jsonfile import loads
+
 FORMAT = "moverkit-settings"
 VERSION = 1
 
@@ -91,7 +93,7 @@ def load_settings(path: str | os.PathLike | Settings, metric: str | None = None,
             raise ValueError(f"settings file {where} does not exist") from None
         except UnicodeDecodeError:
             raise ValueError(f"settings file {where} is not UTF-8 text") from None
-        record = parse_json(text, f"settings file {where}")
+        record = loads(text, f"settings file {where}")
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise ValueError(f'settings file {where}: not a moverkit settings file (no "format": "{FORMAT}")')
         if record.get("version") != VERSION:
@@ -161,22 +163,3 @@ def _plain(value) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     return isinstance(value, list) and all(_plain(v) for v in value)
-
-
-def parse_json(text: str, what: str):
-    """``text`` as JSON, the way every JSON the user gives is read (a settings file, ``tune --grid``):
-    a ``ValueError`` naming ``what`` for text that is not JSON, for NaN and Infinity (not JSON,
-    though Python's reader takes them), and for arrays or objects nested deeper than Python's
-    recursion limit (a ``RecursionError`` from the reader otherwise)."""
-    try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except ValueError as err:
-        raise ValueError(f"{what} is not valid JSON: {err}") from None
-    except RecursionError:
-        raise ValueError(
-            f"{what}: its JSON is nested too deeply to read (arrays or objects within each other)"
-        ) from None
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not a number JSON allows")

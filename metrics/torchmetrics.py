@@ -24,7 +24,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 
 from moverkit._core.inputs import check_inputs
-from moverkit._core.wrappers import batch_dependence, metric_parts, scoring_arguments
+from moverkit.registry import get
 
 __all__ = ["TWMD", "CenteredBERTScore", "LazyEMD", "MoverScore", "MoverkitMetric", "SBERTScore"]
 
@@ -60,7 +60,7 @@ class MoverkitMetric(Metric):
       at once and keeps only the scores: memory grows by 8 bytes per output and pair, and
       ``compute()`` only gathers them;
     - where a score depends on every text (``centering="batch"``, ``idf=True``, and moverscore's
-      default IDF, :func:`~moverkit._core.wrappers.batch_dependence`), ``update`` keeps the texts
+      default IDF, :meth:`moverkit.registry.Metric.batch_dependence`), ``update`` keeps the texts
       (as UTF-8 bytes) and ``compute()`` scores all of them in one call, as the function would.
       ``keeps_texts`` says which, with the reason.
 
@@ -81,7 +81,7 @@ class MoverkitMetric(Metric):
         super().__init_subclass__(**kwargs)
         if metric is None:
             return
-        spec, _ = metric_parts(metric)
+        spec = get(metric).spec
         cls.metric = metric
         cls.higher_is_better = spec.higher_is_better
         cls.plot_lower_bound = spec.low
@@ -90,12 +90,13 @@ class MoverkitMetric(Metric):
     def __init__(self, **kwargs):
         torchmetrics_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in METRIC_ARGUMENTS}
         super().__init__(**torchmetrics_kwargs)
-        _, self._function = metric_parts(self.metric)
-        self._arguments = scoring_arguments(self.metric, kwargs, type(self).__name__)
+        entry = get(self.metric)
+        self._function = entry.function
+        self._arguments = entry.scoring_arguments(kwargs, type(self).__name__)
         none = self._function([], [], **self._arguments)
         self.hashcode = none["hashcode"]
         self.outputs = tuple(key for key in none if key != "hashcode")
-        self.keeps_texts = batch_dependence(self.metric, self._arguments)
+        self.keeps_texts = entry.batch_dependence(self._arguments)
         self.add_state("ranks", [], dist_reduce_fx="cat")
         if self.keeps_texts:
             for name in ("pred_bytes", "pred_lengths", "ref_bytes", "ref_lengths", "ref_counts"):

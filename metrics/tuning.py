@@ -34,10 +34,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from .registry import REGISTRY
 
 OBJECTIVES = ("pearson", "kendall")
 
@@ -45,189 +47,6 @@ MAX_SETTINGS = 2_000
 """The most settings a grid may hold. Each costs about one scoring pass of the data (and a row of
 every group's correlations); the largest default grid (twmd on a 48-layer model) holds 864. A
 larger grid is refused before any work, naming its count."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """How one metric is tuned: its default grid, which of its arguments change the prepared
-    clouds (``prepare_keys``), how to prepare them and how to score a setting from them."""
-
-    name: str
-    tunable: frozenset[str]  # the arguments a grid may vary
-    default_grid: Callable[[int, bool], dict[str, list]]  # (number of layers, corpus statistics shipped) -> grid
-    prepare_keys: tuple[str, ...]
-    prepare: Callable | None  # (predictions, references, request, centering, source, setting) -> PairData
-    shared: Callable | None  # PairData -> what every setting of that preparation reuses
-    score: Callable | None  # (data, shared, setting) -> per-pair scores (numpy)
-    canonical: Callable[[dict], dict] = dict  # a setting with its defaults made explicit, for deduplication
-
-
-def _centerings(with_corpus: bool) -> list[str]:
-    return ["none", "batch", "corpus"] if with_corpus else ["none", "batch"]
-
-
-def _twmd_grid(n_layers: int, with_corpus: bool) -> list[dict[str, list]]:
-    """twmd at four temperatures around the paper's (0.02 uncentered, 0.1 centered) and trwmd at the
-    paper's two, each on every layer and centering: 6 x 3 x 6 = 108 settings for the embedded model."""
-    common = {"num_layers": list(range(1, n_layers + 1)), "centering": _centerings(with_corpus)}
-    return [
-        {**common, "variant": ["twmd"], "temperature": [0.02, 0.05, 0.1, 0.2]},
-        {**common, "variant": ["trwmd"], "temperature": [0.02, 0.15]},
-    ]
-
-
-def _twmd_canonical(setting: dict) -> dict:
-    from .functional.twmd import resolve_params
-
-    params = resolve_params(
-        setting.get("variant", "twmd"),
-        setting.get("temperature"),
-        setting.get("sinkhorn_iterations", 1),
-        setting.get("normalize", True),
-        setting.get("centering", "corpus"),
-    )
-    kept = {k: v for k, v in setting.items() if k not in ("variant", "temperature", "sinkhorn_iterations", "normalize")}
-    return {**kept, **params}
-
-
-def _twmd_score(data, shared, setting) -> np.ndarray:
-    from .functional.twmd import pair_scores
-
-    return pair_scores(data, _twmd_params(setting), shared).cpu().numpy()
-
-
-def _twmd_params(setting: dict) -> dict:
-    canonical = _twmd_canonical(setting)
-    return {k: canonical[k] for k in ("variant", "temperature", "sinkhorn_iterations", "normalize") if k in canonical}
-
-
-def _plain_prepare(predictions, references, request, centering, source, setting):
-    from ._core import prepare_pairs
-
-    return prepare_pairs(predictions, references, request, centering, idf=setting.get("idf", False), **source)
-
-
-def _twmd_similarities(data):
-    from .functional.twmd import similarities
-
-    return similarities(data)
-
-
-def _bertscore_score(data, shared, setting) -> np.ndarray:
-    from .functional.centered_bertscore import pair_scores
-
-    return pair_scores(data)[2].numpy()  # F1
-
-
-def _lazy_emd_score(data, shared, setting) -> np.ndarray:
-    from .functional.lazy_emd import pair_scores, resolve_params
-
-    params = resolve_params(
-        "en", setting.get("reg_c"), setting.get("reg_r"), setting.get("epsilon", 0.009), setting.get("max_iter", 10_000)
-    )
-    return pair_scores(data, shared, params).cpu().numpy()
-
-
-def _lazy_emd_live(data):
-    from .functional.lazy_emd import pairs_with_mass
-
-    return pairs_with_mass(data)
-
-
-def _moverscore_config(setting: dict):
-    from .functional.moverscore import resolve_config
-
-    keys = ("variant", "n_gram", "idf", "prediction_idf", "remove_subwords", "remove_punctuation", "cost", "score_form")
-    return resolve_config(setting.get("version", "v2"), **{k: setting[k] for k in keys if k in setting})
-
-
-def _moverscore_canonical(setting: dict) -> dict:
-    """The setting with the preset's values where it leaves an argument to the preset (None)."""
-    config = _moverscore_config(setting)
-    return {k: getattr(config, k) if v is None and hasattr(config, k) else v for k, v in setting.items()}
-
-
-def _moverscore_prepare(predictions, references, request, centering, source, setting):
-    from .functional.moverscore import prepare
-
-    return prepare(predictions, references, request, centering, _moverscore_config(setting), **source)
-
-
-def _moverscore_score(data, shared, setting) -> np.ndarray:
-    from .functional.moverscore import score_pairs, side_units
-
-    config = _moverscore_config(setting)
-    pred, ref = side_units(data, config)
-    return score_pairs(data, pred, ref, config).cpu().numpy()
-
-
-TARGETS = {
-    "twmd": Target(
-        "twmd",
-        frozenset({"num_layers", "centering", "variant", "temperature", "sinkhorn_iterations", "normalize"}),
-        _twmd_grid,
-        ("num_layers", "centering"),
-        _plain_prepare,
-        _twmd_similarities,
-        _twmd_score,
-        _twmd_canonical,
-    ),
-    "centered_bertscore": Target(
-        "centered_bertscore",
-        frozenset({"num_layers", "centering", "idf"}),
-        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": _centerings(corpus), "idf": [False, True]},
-        ("num_layers", "centering", "idf"),
-        _plain_prepare,
-        None,
-        _bertscore_score,
-    ),
-    "lazy_emd": Target(
-        "lazy_emd",
-        frozenset({"num_layers", "centering", "idf", "epsilon", "reg_c", "reg_r", "max_iter"}),
-        lambda n, corpus: {
-            "num_layers": list(range(1, n + 1)),
-            "centering": ["none", "batch"],
-            "idf": [False, True],
-            "epsilon": [0.009, 0.05],
-        },
-        ("num_layers", "centering", "idf"),
-        _plain_prepare,
-        _lazy_emd_live,
-        _lazy_emd_score,
-    ),
-    "moverscore": Target(
-        "moverscore",
-        frozenset(
-            {
-                "num_layers",
-                "centering",
-                "idf",
-                "prediction_idf",
-                "n_gram",
-                "variant",
-                "remove_subwords",
-                "remove_punctuation",
-                "cost",
-                "score_form",
-            }
-        ),  # fmt: skip
-        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": ["none", "batch"], "n_gram": [1, 2]},
-        ("num_layers", "centering", "idf", "prediction_idf", "remove_subwords", "remove_punctuation"),
-        _moverscore_prepare,
-        None,
-        _moverscore_score,
-        _moverscore_canonical,
-    ),
-    "sbertscore": Target(
-        "sbertscore",
-        frozenset({"centering"}),
-        lambda n, corpus: {"centering": ["none", "dim", "batch", *(["corpus"] if corpus else [])]},
-        (),
-        None,
-        None,
-        None,
-    ),
-}
 
 
 @dataclass
@@ -379,7 +198,7 @@ def tune(
     max_length: int | None = None,
     verbose: bool = False,
 ) -> Tuning:
-    """Score every setting of ``grid`` (default: the metric's, see :data:`TARGETS`) on the pairs
+    """Score every setting of ``grid`` (default: the metric's, :attr:`moverkit.registry.Metric.target`) on the pairs
     (``predictions[i]``, ``references[i]``), correlate with ``human`` within each of ``groups``, and
     cross-validate the choice leaving one group out (see the module doc). Needs at least two groups
     of at least three segments each."""
@@ -390,8 +209,8 @@ def tune(
     from .specs import spec
 
     started = time.perf_counter()
-    if metric not in TARGETS:
-        raise ValueError(f"metric must be one of {', '.join(sorted(TARGETS))}, got {metric!r}")
+    if metric not in REGISTRY:
+        raise ValueError(f"metric must be one of {', '.join(sorted(REGISTRY))}, got {metric!r}")
     checks.one_of("objective", objective, OBJECTIVES)
     expanded = None if grid is None else expand_grid(grid)  # a grid too large is refused before any work
     human = np.asarray([checks.real(f"human[{i}]", h, what="a number (a human score)") for i, h in enumerate(human)])
@@ -418,7 +237,7 @@ def tune(
             "tuning needs at least two groups of at least 3 segments each (one is held out in turn); got "
             f"{len(names)} group(s)" + (f", too small: {', '.join(map(str, small))}" if small else "")
         )
-    target = TARGETS[metric]
+    target = REGISTRY[metric].target
     settings, default = _settings(target, expanded, model_type)
     keys = [_key(target.canonical(s)) for s in settings]
     unique = list(dict.fromkeys(keys))  # settings that resolve alike (such as a temperature cka ignores) run once
@@ -474,14 +293,11 @@ def _key(setting: dict) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in setting.items()))
 
 
-def _settings(target: Target, expanded: list[dict] | None, model_type) -> tuple[list[dict], dict]:
+def _settings(target, expanded: list[dict] | None, model_type) -> tuple[list[dict], dict]:
     """The settings of the grid (expanded; None: the metric's default grid) and the metric's default
     one, each with every argument the grid varies given explicitly (the metric's default where a
     setting leaves it out), and the layer resolved."""
-    from . import functional
-    from .settings import settable_arguments
-
-    defaults = settable_arguments(getattr(functional, target.name))
+    defaults = REGISTRY[target.name].settable
     name, n_layers, with_corpus = _model_facts(model_type, target.prepare is not None)
     if not with_corpus and defaults.get("centering") == "corpus":
         # No statistic ships for this model: its default call would be refused; compare with the
@@ -560,7 +376,6 @@ def score_settings(
     (see the module doc). sbertscore's settings are one call of the metric each."""
     import time
 
-    from . import functional
     from ._core.centering import Centering
     from ._core.encoder import encode, get_encoder
     from ._core.inputs import call_texts
@@ -572,16 +387,16 @@ def score_settings(
     scores: dict[str, list] = {metric: [None] * len(chosen) for metric, chosen in settings.items()}
     started = time.perf_counter()
     for metric, chosen in settings.items():  # sbertscore: each setting is one call of the metric
-        if TARGETS[metric].prepare is None:
+        if REGISTRY[metric].target.prepare is None:
             kwargs = {k: v for k, v in common.items() if k != "max_length"}  # sentences are split, not truncated
-            function = getattr(functional, metric)
+            function = REGISTRY[metric].function
             for i, s in enumerate(chosen):
                 scores[metric][i] = np.asarray(
                     function(predictions, references, model_type=model_type, verbose=verbose, **kwargs, **s)["f1"],
                     dtype=np.float64,
                 )
     seconds["score"] += time.perf_counter() - started
-    token = {metric: chosen for metric, chosen in settings.items() if TARGETS[metric].prepare is not None}
+    token = {metric: chosen for metric, chosen in settings.items() if REGISTRY[metric].target.prepare is not None}
     if not any(token.values()):
         return scores, seconds
 
@@ -599,7 +414,7 @@ def score_settings(
     seconds["encode"] = time.perf_counter() - started
     started = time.perf_counter()
     for metric, chosen in token.items():
-        target = TARGETS[metric]
+        target = REGISTRY[metric].target
         prepared: dict[tuple, list[int]] = {}
         for i, setting in enumerate(chosen):
             prepared.setdefault(tuple((k, repr(setting.get(k))) for k in target.prepare_keys), []).append(i)

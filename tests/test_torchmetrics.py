@@ -16,9 +16,11 @@ from torchmetrics import MetricCollection
 import moverkit
 from moverkit import functional
 from moverkit import torchmetrics as moverkit_torchmetrics
-from moverkit._core.wrappers import CLASS_NAMES
+from moverkit.registry import REGISTRY
 from moverkit.specs import SPECS
 from moverkit.torchmetrics import TWMD, CenteredBERTScore, LazyEMD, MoverkitMetric, SBERTScore, pair_order
+
+CLASS_NAMES = {name: metric.class_name for name, metric in REGISTRY.items()}
 
 # One pair given as two strings, one with two references, then the rest: every update form.
 UPDATES = ((0, 1), (1, 4), (4, 12))

@@ -13,9 +13,10 @@ import moverkit
 from moverkit import functional
 from moverkit.cli import main
 from moverkit.judgments import read_judgments
+from moverkit.registry import REGISTRY
 from moverkit.settings import Settings, load_settings
 from moverkit.specs import spec
-from moverkit.tuning import TARGETS, expand_grid, score_settings, tune
+from moverkit.tuning import expand_grid, score_settings, tune
 
 DATA = "data/wmt17_seg_da_to_en.tsv"
 
@@ -45,7 +46,7 @@ GRIDS = {
 }
 
 
-@pytest.mark.parametrize("metric", sorted(TARGETS))
+@pytest.mark.parametrize("metric", sorted(REGISTRY))
 def test_every_setting_scores_what_the_metric_gives(small, metric):
     """One forward pass for all layers, one preparation per layer and centering: the same numbers
     as a call of the metric with those arguments (the encoder cut at that layer)."""
@@ -282,7 +283,7 @@ def test_bad_settings_files_are_refused(tmp_path, record, message):
     path.write_text(
         '{"format": "moverkit-settings", "version": 1, "metric": "twmd", "arguments": {"temperature": NaN}, "tuning": {}}'
     )
-    with pytest.raises(ValueError, match="not valid JSON"):
+    with pytest.raises(ValueError, match="not a JSON file .NaN is not a number JSON allows"):
         load_settings(path)
 
 
@@ -361,16 +362,18 @@ def test_deeply_nested_json_is_a_message_naming_the_file(tmp_path, capsys):
     deep = "[" * 100_000 + "]" * 100_000
     path = tmp_path / "deep.json"
     path.write_text(deep)
-    with pytest.raises(ValueError, match=f"settings file {path}: its JSON is nested too deeply"):
+    with pytest.raises(ValueError, match=f"settings file {path}: not a JSON file moverkit reads .nested too deeply"):
         load_settings(path)
     t = str(tmp_path / "t.txt")
     (tmp_path / "t.txt").write_text("a cat\n")
     assert main(["score", "--metric", "twmd", "--predictions", t, "--references", t, "--settings", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"moverkit: error: settings file {path}: its JSON is nested too deeply")
+    assert err.startswith(f"moverkit: error: settings file {path}: not a JSON file moverkit reads (nested too deeply")
     out = tmp_path / "s.json"
     assert main(["tune", "--data", DATA, "--metric", "twmd", "--out", str(out), "--grid", deep]) == 2
-    assert capsys.readouterr().err.startswith("moverkit: error: --grid: its JSON is nested too deeply")
+    assert capsys.readouterr().err.startswith(
+        "moverkit: error: --grid: not a JSON file moverkit reads (nested too deeply"
+    )
 
 
 def test_a_group_a_report_row_cannot_hold_is_refused_with_its_line(tmp_path):

@@ -24,12 +24,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from moverkit.specs import SPECS
+
 from .speed import interleaved
 
 BAR = 1.2
 """The issue's bar: a comparison costs at most this many times the encoding of its distinct texts."""
 
-METRICS = ("centered_bertscore", "twmd", "moverscore", "lazy_emd", "sbertscore")
+METRICS = tuple(SPECS)
 
 
 @dataclass(frozen=True)

@@ -42,16 +42,16 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
+    from moverkit._core.jsonfile import loads
     from moverkit.judgments import read_judgments
     from moverkit.lines import check_out, write_atomic
-    from moverkit.settings import parse_json
     from moverkit.tuning import tune
 
     check_out(args.out, [args.data])
     check_out(args.json, [args.data], "--json")
     if args.json is not None and args.json.resolve() == args.out.resolve():
         raise ValueError("--json and --out name the same file")
-    grid = None if args.grid is None else parse_json(args.grid, "--grid")
+    grid = None if args.grid is None else loads(args.grid, "--grid")
     data = read_judgments(
         args.data, group=args.group, prediction=args.prediction, reference=args.reference, human=args.human
     )

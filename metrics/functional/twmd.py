@@ -232,6 +232,14 @@ def self_values(data, params, batches: list[SimilarityBatch] | None = None) -> t
     return values
 
 
+def differentiable_similarity(data, params) -> torch.Tensor:
+    """Eq. (1) Sim of every pair of ``data`` (float64, shape (n_pairs,)), with autograd through the
+    encoder that made its clouds: fine-tuning's scorer (:attr:`moverkit.registry.Metric.differentiable`),
+    the same code as :func:`pair_scores` but for the cut back to the documented range, which has no
+    useful gradient."""
+    return normalized(pair_values(data, params), self_values(data, params), data.ref_index, data.pred_index)
+
+
 def normalized(cross: torch.Tensor, own: torch.Tensor, ref_index: torch.Tensor, pred_index: torch.Tensor):
     r"""Eq. (1): :math:`C(X_1, X_2) / \sqrt{C(X_1, X_1) C(X_2, X_2)}`, exactly 1 for a text against
     itself; 0 where a self-similarity is not positive (an empty text; a token that centering turned

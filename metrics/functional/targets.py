@@ -1,0 +1,196 @@
+"""How tuning (:mod:`moverkit.tuning`) scores each metric, beside the metrics themselves: a
+:class:`Target` per metric says which of its arguments a grid may vary, which change the prepared
+token clouds, how to prepare them and how to score a setting from them, with the metric's own
+functions, so that a tuned setting scores exactly what the metric gives under it. The registry
+(:mod:`moverkit.registry`) hands each metric's target to tuning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Target:
+    """How one metric is tuned: its default grid, which of its arguments change the prepared
+    clouds (``prepare_keys``), how to prepare them and how to score a setting from them."""
+
+    name: str
+    tunable: frozenset[str]  # the arguments a grid may vary
+    default_grid: Callable[[int, bool], dict[str, list]]  # (number of layers, corpus statistics shipped) -> grid
+    prepare_keys: tuple[str, ...]
+    prepare: Callable | None  # (predictions, references, request, centering, source, setting) -> PairData
+    shared: Callable | None  # PairData -> what every setting of that preparation reuses
+    score: Callable | None  # (data, shared, setting) -> per-pair scores (numpy)
+    canonical: Callable[[dict], dict] = dict  # a setting with its defaults made explicit, for deduplication
+
+
+def _centerings(with_corpus: bool) -> list[str]:
+    return ["none", "batch", "corpus"] if with_corpus else ["none", "batch"]
+
+
+def _twmd_grid(n_layers: int, with_corpus: bool) -> list[dict[str, list]]:
+    """twmd at four temperatures around the paper's (0.02 uncentered, 0.1 centered) and trwmd at the
+    paper's two, each on every layer and centering: 6 x 3 x 6 = 108 settings for the embedded model."""
+    common = {"num_layers": list(range(1, n_layers + 1)), "centering": _centerings(with_corpus)}
+    return [
+        {**common, "variant": ["twmd"], "temperature": [0.02, 0.05, 0.1, 0.2]},
+        {**common, "variant": ["trwmd"], "temperature": [0.02, 0.15]},
+    ]
+
+
+def _twmd_canonical(setting: dict) -> dict:
+    from .twmd import resolve_params
+
+    params = resolve_params(
+        setting.get("variant", "twmd"),
+        setting.get("temperature"),
+        setting.get("sinkhorn_iterations", 1),
+        setting.get("normalize", True),
+        setting.get("centering", "corpus"),
+    )
+    kept = {k: v for k, v in setting.items() if k not in ("variant", "temperature", "sinkhorn_iterations", "normalize")}
+    return {**kept, **params}
+
+
+def _twmd_score(data, shared, setting) -> np.ndarray:
+    from .twmd import pair_scores
+
+    return pair_scores(data, _twmd_params(setting), shared).cpu().numpy()
+
+
+def _twmd_params(setting: dict) -> dict:
+    canonical = _twmd_canonical(setting)
+    return {k: canonical[k] for k in ("variant", "temperature", "sinkhorn_iterations", "normalize") if k in canonical}
+
+
+def _plain_prepare(predictions, references, request, centering, source, setting):
+    from moverkit._core import prepare_pairs
+
+    return prepare_pairs(predictions, references, request, centering, idf=setting.get("idf", False), **source)
+
+
+def _twmd_similarities(data):
+    from .twmd import similarities
+
+    return similarities(data)
+
+
+def _bertscore_score(data, shared, setting) -> np.ndarray:
+    from .centered_bertscore import pair_scores
+
+    return pair_scores(data)[2].numpy()  # F1
+
+
+def _lazy_emd_score(data, shared, setting) -> np.ndarray:
+    from .lazy_emd import pair_scores, resolve_params
+
+    params = resolve_params(
+        "en", setting.get("reg_c"), setting.get("reg_r"), setting.get("epsilon", 0.009), setting.get("max_iter", 10_000)
+    )
+    return pair_scores(data, shared, params).cpu().numpy()
+
+
+def _lazy_emd_live(data):
+    from .lazy_emd import pairs_with_mass
+
+    return pairs_with_mass(data)
+
+
+def _moverscore_config(setting: dict):
+    from .moverscore import resolve_config
+
+    keys = ("variant", "n_gram", "idf", "prediction_idf", "remove_subwords", "remove_punctuation", "cost", "score_form")
+    return resolve_config(setting.get("version", "v2"), **{k: setting[k] for k in keys if k in setting})
+
+
+def _moverscore_canonical(setting: dict) -> dict:
+    """The setting with the preset's values where it leaves an argument to the preset (None)."""
+    config = _moverscore_config(setting)
+    return {k: getattr(config, k) if v is None and hasattr(config, k) else v for k, v in setting.items()}
+
+
+def _moverscore_prepare(predictions, references, request, centering, source, setting):
+    from .moverscore import prepare
+
+    return prepare(predictions, references, request, centering, _moverscore_config(setting), **source)
+
+
+def _moverscore_score(data, shared, setting) -> np.ndarray:
+    from .moverscore import score_pairs, side_units
+
+    config = _moverscore_config(setting)
+    pred, ref = side_units(data, config)
+    return score_pairs(data, pred, ref, config).cpu().numpy()
+
+
+TARGETS = {
+    "twmd": Target(
+        "twmd",
+        frozenset({"num_layers", "centering", "variant", "temperature", "sinkhorn_iterations", "normalize"}),
+        _twmd_grid,
+        ("num_layers", "centering"),
+        _plain_prepare,
+        _twmd_similarities,
+        _twmd_score,
+        _twmd_canonical,
+    ),
+    "centered_bertscore": Target(
+        "centered_bertscore",
+        frozenset({"num_layers", "centering", "idf"}),
+        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": _centerings(corpus), "idf": [False, True]},
+        ("num_layers", "centering", "idf"),
+        _plain_prepare,
+        None,
+        _bertscore_score,
+    ),
+    "lazy_emd": Target(
+        "lazy_emd",
+        frozenset({"num_layers", "centering", "idf", "epsilon", "reg_c", "reg_r", "max_iter"}),
+        lambda n, corpus: {
+            "num_layers": list(range(1, n + 1)),
+            "centering": ["none", "batch"],
+            "idf": [False, True],
+            "epsilon": [0.009, 0.05],
+        },
+        ("num_layers", "centering", "idf"),
+        _plain_prepare,
+        _lazy_emd_live,
+        _lazy_emd_score,
+    ),
+    "moverscore": Target(
+        "moverscore",
+        frozenset(
+            {
+                "num_layers",
+                "centering",
+                "idf",
+                "prediction_idf",
+                "n_gram",
+                "variant",
+                "remove_subwords",
+                "remove_punctuation",
+                "cost",
+                "score_form",
+            }
+        ),  # fmt: skip
+        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": ["none", "batch"], "n_gram": [1, 2]},
+        ("num_layers", "centering", "idf", "prediction_idf", "remove_subwords", "remove_punctuation"),
+        _moverscore_prepare,
+        None,
+        _moverscore_score,
+        _moverscore_canonical,
+    ),
+    "sbertscore": Target(
+        "sbertscore",
+        frozenset({"centering"}),
+        lambda n, corpus: {"centering": ["none", "dim", "batch", *(["corpus"] if corpus else [])]},
+        (),
+        None,
+        None,
+        None,
+    ),
+}

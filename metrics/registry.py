@@ -1,0 +1,121 @@
+"""Every metric once, as one object: its facts, its function, its defaults, how tuning scores it and
+how fine-tuning differentiates it.
+
+:data:`REGISTRY` maps each metric's name to a :class:`Metric`. Everything that lists or dispatches
+on metrics reads it: the CLI's choices, tuning (:attr:`Metric.target`), fine-tuning
+(:attr:`Metric.differentiable`), the benchmarks, the classes for torchmetrics and lighteval, the
+checks of a metric name. Its names are those of :data:`moverkit.specs.SPECS`, the light table of the
+metrics' facts that code which must not load torch (``import moverkit``, the CLI's argument parser)
+reads instead; the evaluate modules are ``moverkit.load(name)`` of the same names.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from . import functional
+from .functional import targets
+from .functional.twmd import differentiable_similarity
+from .settings import load_settings, settable_arguments
+from .specs import SPECS, MetricSpec
+
+NOT_PASSED_ON = ("predictions", "references", "return_alignment", "return_reference_index")
+"""Arguments of a metric's function that the classes for other libraries do not take: the texts
+come from the library (``update``, a lighteval ``Doc``), and the alignment and the reference index
+are no scores."""
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: ``spec`` (its facts: outputs, direction, range, reference points), ``function``
+    (``moverkit.functional.<name>``), ``class_name`` (its class in torchmetrics' style, as
+    ``BERTScore``), ``target`` (how :mod:`moverkit.tuning` scores a grid of its settings) and
+    ``differentiable`` (``(data, params) -> scores`` with autograd through the encoder, for
+    :mod:`moverkit.finetune`; ``None`` where the metric has none)."""
+
+    spec: MetricSpec
+    function: Callable
+    class_name: str
+    target: targets.Target
+    differentiable: Callable | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def defaults(self) -> dict[str, object]:
+        """Every argument of :attr:`function` but the inputs, with its default."""
+        parameters = inspect.signature(self.function).parameters
+        return {key: p.default for key, p in parameters.items() if key not in ("predictions", "references")}
+
+    @property
+    def settable(self) -> dict[str, object]:
+        """The arguments a settings file may set (:func:`moverkit.settings.settable_arguments`)."""
+        return settable_arguments(self.function)
+
+    def scoring_arguments(self, arguments: Mapping, owner: str) -> dict:
+        """``arguments`` as :attr:`function` takes them, or a ``TypeError`` naming the argument that
+        it does not take (or that ``owner``, a wrapper's name, does not pass on)."""
+        accepted = set(self.defaults) - set(NOT_PASSED_ON)
+        for key in arguments:
+            if key in NOT_PASSED_ON:
+                raise TypeError(f"{owner} does not take {key}: it scores the texts it is given and keeps scores only")
+            if key not in accepted:
+                raise TypeError(
+                    f"{owner} got an unknown argument {key!r}; it takes those of moverkit.functional.{self.name}: "
+                    f"{', '.join(sorted(accepted))}"
+                )
+        return dict(arguments)
+
+    def batch_dependence(self, arguments: Mapping) -> str | None:
+        """Why a pair's score under ``arguments`` depends on the other pairs of the call, or None when
+        it does not (each pair could then be scored on its own, in any batch, with the same result).
+
+        Two settings look at every text of a call: ``centering="batch"`` (the mean vector of the
+        call's texts) and ``idf=True`` (document frequencies over the call's references; moverscore's
+        ``idf=None``, its presets' default, is ``True``, and so is its ``prediction_idf``, which
+        follows ``idf`` when left out). A settings file's arguments count as if passed."""
+        resolved = {**self.defaults, **arguments}
+        if resolved.get("settings") is not None:
+            resolved.update(load_settings(resolved["settings"], self.name, self.function).arguments)
+        if resolved.get("centering") == "batch":
+            return "centering='batch' centers by the mean vector of every text of the call"
+        if "prediction_idf" in resolved and resolved["prediction_idf"] is None:
+            resolved["prediction_idf"] = resolved.get("idf")
+        for key in ("idf", "prediction_idf"):
+            if key in resolved and not (resolved[key] is False or isinstance(resolved[key], Mapping)):
+                shown = "None (the preset's True)" if resolved[key] is None else repr(resolved[key])
+                return f"{key}={shown} weighs tokens by their document frequency over the texts of the call"
+        return None
+
+
+_CLASS_NAMES = {
+    "centered_bertscore": "CenteredBERTScore",
+    "lazy_emd": "LazyEMD",
+    "moverscore": "MoverScore",
+    "sbertscore": "SBERTScore",
+    "twmd": "TWMD",
+}
+_DIFFERENTIABLE = {"twmd": differentiable_similarity}
+
+REGISTRY: dict[str, Metric] = {
+    name: Metric(
+        spec,
+        getattr(functional, name),
+        _CLASS_NAMES[name],
+        targets.TARGETS[name],
+        _DIFFERENTIABLE.get(name),
+    )
+    for name, spec in SPECS.items()
+}
+"""Every metric, by name (the names of :data:`moverkit.specs.SPECS`, in its order)."""
+
+
+def get(name: str) -> Metric:
+    """The :class:`Metric` named ``name``; an unknown name is a ``ValueError`` listing the metrics."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown metric {name!r}; choose one of {', '.join(REGISTRY)}")
+    return REGISTRY[name]
