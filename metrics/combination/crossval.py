@@ -1,5 +1,6 @@
 """Cross-validation of a combination (:mod:`moverkit.combination`): the segment level leaving one
-group out, the system level leaving one test set out."""
+group out, the system level leaving one test set out; the segment-level report that ``moverkit
+combine`` prints (:func:`segment_report`, :func:`format_segment`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
+
+from moverkit.correlation import correlate
 
 from .file import Combination, SegmentLevel
 from .fitting import ALPHAS, SystemFit, fit_segment, fit_system
@@ -62,3 +65,41 @@ def leave_one_test_set_out(
             system_scores(combination, {s: {m: features[m][s] for m in chosen.components} for s in systems}),
         )
     return folds
+
+
+def segment_report(data, features: Mapping[str, np.ndarray], combinations: Mapping[str, Sequence[str]]) -> dict:
+    """``{"rows": {label: {lp: (pearson, kendall)}}, "weights": {label: {lp: {component: w}}}}``:
+    each component alone, then each combination scored on every pair by the fit on the others, and
+    the same z-scores (the others' mean and std) with equal weights (``"<label>, equal weights"``)."""
+    groups = data.by_group()
+    human = np.asarray(data.human, dtype=float)
+    rows, weights = {}, {}
+    for name, values in features.items():
+        rows[name] = {lp: correlate(values[i].tolist(), human[i].tolist()) for lp, i in groups.items()}
+    for label, components in combinations.items():
+        folds = leave_one_group_out({c: features[c] for c in components}, human, data.groups)
+        rows[label] = {lp: correlate(f.scores.tolist(), human[f.index].tolist()) for lp, f in folds.items()}
+        weights[label] = {lp: dict(zip(components, f.fit.weights)) for lp, f in folds.items()}
+        equal = (1.0 / len(components),) * len(components)
+        rows[f"{label}, equal weights"] = {}
+        for lp, f in folds.items():
+            level = SegmentLevel(f.fit.mean, f.fit.std, equal)
+            held = segment_scores(
+                Combination(tuple(components), segment=level), {c: features[c][f.index] for c in components}
+            )
+            rows[f"{label}, equal weights"][lp] = correlate(held.tolist(), human[f.index].tolist())
+    return {"rows": rows, "weights": weights}
+
+
+def format_segment(result: dict) -> str:
+    """Markdown: Pearson r and Kendall tau (x100) per held-out pair and their averages."""
+    rows = result["rows"]
+    lps = list(next(iter(rows.values())))
+    head = ["segment level", *(f"{lp} r / tau" for lp in lps), "avg r", "avg tau"]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+    for label, by_lp in rows.items():
+        cells = [f"{100 * r:.1f} / {100 * tau:.1f}" for r, tau in by_lp.values()]
+        cells += [f"{100 * np.mean([r for r, _ in by_lp.values()]):.1f}"]
+        cells += [f"{100 * np.mean([tau for _, tau in by_lp.values()]):.1f}"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

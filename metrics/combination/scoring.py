@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moverkit.judgments import TestSet
 from moverkit.specs import spec
 
 from .components import ANCHORS, _check_component, orientation
@@ -195,3 +196,19 @@ def combined(
         "components": {name: values.tolist() for name, values in features.items()},
         "hashcode": hashcode,
     }
+
+
+def system_features(
+    test_set: TestSet, components: Sequence[str], segments: Mapping[str, Mapping[str, Mapping[str, list[float]]]]
+) -> dict[str, dict[str, float]]:
+    """One test set's oriented system scores of each component (``{component: {system: score}}``),
+    by :func:`moverkit.combination.corpus_features`, as a combination computes them, from
+    ``segments`` (:func:`system_segment_scores`; chrF and BLEU need no segment scores there)."""
+    by_system = {}
+    for system, outputs in test_set.outputs.items():
+        oriented = {
+            name: [] if name in ANCHORS else orientation(name) * np.asarray(segments[name][test_set.lp][system])
+            for name in components
+        }
+        by_system[system] = corpus_features(oriented, outputs, test_set.references)
+    return {name: {system: features[name] for system, features in by_system.items()} for name in components}

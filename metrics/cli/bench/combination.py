@@ -28,8 +28,8 @@ def run(args) -> int:
     import json
 
     from moverkit.bench import combination as bench
-    from moverkit.bench.system_level import read_shipped
-    from moverkit.judgments import read_judgments
+    from moverkit.combination.crossval import format_segment, segment_report
+    from moverkit.judgments import read_judgments, read_shipped
     from moverkit.lines import check_out, write_atomic
 
     require_data(args)
@@ -39,7 +39,7 @@ def run(args) -> int:
     components = bench.COMBINATIONS["combination (all 7)"]
     data = read_judgments(args.data)
     features = bench.segment_features(data, components, args.scores_cache, log=progress)
-    segment = bench.segment_bench(data, features, bench.COMBINATIONS)
+    segment = segment_report(data, features, bench.COMBINATIONS)
     test_sets = read_shipped()
     metrics = [c for c in components if c not in bench.ANCHORS]
     segments = bench.system_segment_scores(test_sets, metrics, args.scores_cache, log=progress)
@@ -47,7 +47,7 @@ def run(args) -> int:
     report = [
         f"Segment level: {args.data.name} ({len(data.human)} segments), each language pair scored by the "
         "combination fitted on the others",
-        bench.format_segment(segment),
+        format_segment(segment),
         bench.format_weights(segment["weights"], "segment"),
         f"System level: the shipped WMT17 extract ({sum(len(t.outputs) for t in test_sets)} systems, the first "
         f"{len(test_sets[0].references)} segments of each test set); a fit pair scored by the combination fitted on "

@@ -31,7 +31,7 @@ def run(args) -> int:
     import torch
 
     from moverkit.bench import compare_cost
-    from moverkit.bench.system_level import read_shipped
+    from moverkit.judgments import read_shipped
     from moverkit.lines import check_out
 
     check_out(args.out, [])

@@ -49,14 +49,15 @@ def register(which) -> None:
 
 def run(args) -> int:
     from moverkit.bench import system_level as bench
+    from moverkit.judgments import read_judgments, read_shipped, read_wmt17
     from moverkit.lines import check_out
 
     check_out(args.out, [] if args.data is None else [args.data])
     if args.wmt17 is None:
-        test_sets = bench.read_shipped(segments=args.segments)
+        test_sets = read_shipped(segments=args.segments)
         source = "the shipped extract"
     else:
-        test_sets = bench.read_wmt17(args.wmt17, segments=args.segments)
+        test_sets = read_wmt17(args.wmt17, segments=args.segments)
         source = str(args.wmt17)
     n = {len(t.references) for t in test_sets}
     header = (
@@ -64,15 +65,15 @@ def run(args) -> int:
         f"{'all' if args.segments is None and args.wmt17 is not None else f'the first {max(n)}'} segments of each test set"
     )
     if args.per_system_batch:
-        metrics = list(args.metrics or bench.PER_SYSTEM_METRICS)
-        runs = bench.per_system_batch(test_sets, metrics, log=progress)
-        report = bench.format_centering_effect(bench.centering_effect(runs, test_sets))
+        from moverkit.bench import per_system
+
+        metrics = list(args.metrics or per_system.PER_SYSTEM_METRICS)
+        runs = per_system.per_system_batch(test_sets, metrics, log=progress)
+        report = per_system.format_centering_effect(per_system.centering_effect(runs, test_sets))
         return emit(f"{header}\n\n{report}", args.out)
     scores = bench.score_test_sets(test_sets, list(args.metrics or METRICS))
     table = bench.system_level(scores, test_sets, resamples=args.resamples, seed=args.seed)
     if args.data is not None:
-        from moverkit.judgments import read_judgments
-
         for row, tied in bench.segment_acc_eq(read_judgments(args.data), list(args.metrics or METRICS)).items():
             table[row]["segment_acc_eq"] = tied
     return emit(f"{header}\n\n{bench.format_table(table)}", args.out)

@@ -62,7 +62,7 @@ def run(args) -> int:
     ]
     record = {"segment": {metric: tuning.to_dict() for metric, tuning in tunings.items()}}
     if args.system_level:
-        from moverkit.bench.system_level import read_shipped
+        from moverkit.judgments import read_shipped
 
         test_sets = read_shipped(segments=args.segments)
         system = bench.system_level(tunings, test_sets, model_type=args.model)
