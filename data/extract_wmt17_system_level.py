@@ -16,7 +16,7 @@ only and the systems with a human system-level DA score:
   which is the number as written there for every WMT17 score) of every rated system. These are
   scores of the full test sets, not of the cut.
 
-The folder is read by ``moverkit.bench.system_level.read_wmt17``, the bench's own reader, so run it
+The folder is read by ``moverkit.judgments.read_wmt17``, the reader moverkit scores with, so run it
 where moverkit is installed (a checkout installed with ``pip install -e .``).
 
 Usage (from the repository root; the output folder is the one the bench reads by default)::
@@ -40,8 +40,8 @@ REFERENCE = "reference"
 
 def extract(folder: Path, segments: int) -> tuple[list[tuple[str, str, int, str]], list[tuple[str, str, float]]]:
     """The rows of the two files (see the module doc), from the folder as the bench reads it
-    (:func:`moverkit.bench.system_level.read_wmt17`: the same parsing, the same checks)."""
-    from moverkit.bench.system_level import read_wmt17
+    (:func:`moverkit.judgments.read_wmt17`: the same parsing, the same checks)."""
+    from moverkit.judgments import read_wmt17
 
     texts, scores = [], []
     for test_set in read_wmt17(folder):

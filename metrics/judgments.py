@@ -1,6 +1,14 @@
-"""Human judgments: reading a TSV of them (WMT17 segment-level DA and files laid out like it). A
-library module: ``moverkit.finetune`` and ``moverkit.bench`` both stand on it (the agreement of
-scores with them is :mod:`moverkit.correlation`'s)."""
+"""Human judgments: reading a TSV of them (WMT17 segment-level DA and files laid out like it), and
+WMT17's to-English system-level test sets (:class:`TestSet`: references, every rated system's
+output, the human system-level DA scores), read from the extract shipped with moverkit
+(:data:`SHIPPED`: the first 500 segments of each test set, the 65 rated systems of the 7
+to-English pairs, their human scores; made by ``data/extract_wmt17_system_level.py``, provenance
+in ``data/README.md``) or from the full ``WMT17/`` folder of the public repository
+AIPHES/ACL20-Reference-Free-MT-Evaluation (``references/``, ``system-outputs/<lp>/``,
+``DA-syslevel.csv``). Only WMT17 is read: the other years are kept for independent checks.
+
+A library module: ``moverkit.finetune``, ``moverkit combine`` and ``moverkit.bench`` stand on it
+(the agreement of scores with them is :mod:`moverkit.correlation`'s)."""
 
 from __future__ import annotations
 
@@ -11,7 +19,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lines import table_label
+from .lines import read_lines, split_lines, table_label
+from .specs import spec
 
 
 @dataclass(frozen=True)
@@ -119,3 +128,119 @@ class _Rows:
             return next(self.reader)
         except csv.Error as err:
             raise ValueError(f"{self.path} line {self.reader.line_num}: not a row of the TSV ({err})") from None
+
+
+UNSEEN_PAIRS = ("fi-en", "lv-en")
+"""Language pairs outside the five that moverkit's shipped statistics were fitted on."""
+
+
+SHIPPED = Path(__file__).parent / "bench" / "data" / "wmt17_system_level_to_en.tsv.gz"
+"""The shipped extract's texts: ``lp, system, sid, text`` (``system`` is ``reference`` for the
+references), written by ``data/extract_wmt17_system_level.py``."""
+
+
+SHIPPED_HUMAN = SHIPPED.with_name("wmt17_system_level_to_en_human.tsv")
+"""The shipped extract's human system-level scores: ``lp, system, human``."""
+
+
+REFERENCE = "reference"
+"""The ``system`` of the reference rows in :data:`SHIPPED`."""
+
+
+@dataclass(frozen=True)
+class TestSet:
+    """One language pair: the references and, aligned with them, each system's output and its
+    human system-level score."""
+
+    lp: str
+    references: list[str]
+    outputs: dict[str, list[str]]
+    human: dict[str, float]
+
+
+def read_wmt17(folder: str | Path, segments: int | None = None) -> list[TestSet]:
+    """The to-English test sets of a ``WMT17/`` folder (see the module doc), each cut to its first
+    ``segments`` segments when given (the same segments for every system). Systems without a human
+    score are left out; an output whose length is not the reference's is an error naming it."""
+    folder = Path(folder)
+    human: dict[str, dict[str, float]] = {}
+    for line in read_lines(folder / "DA-syslevel.csv")[1:]:
+        if not line.strip():
+            continue
+        lp, score, system = line.split()
+        if lp.endswith("-en"):
+            human.setdefault(lp, {})[system] = float(score)
+    sets = []
+    for lp in sorted(human):
+        source = lp.split("-")[0]
+        references = read_lines(folder / "references" / f"newstest2017-{source}en-ref.en")
+        outputs = {}
+        for path in sorted((folder / "system-outputs" / lp).glob(f"newstest2017.*.{lp}")):
+            system = path.name[len("newstest2017.") : -len(f".{lp}")]
+            if system not in human[lp]:
+                continue
+            lines = read_lines(path)
+            if len(lines) != len(references):
+                raise ValueError(f"{path} has {len(lines)} lines, the references {len(references)}")
+            outputs[system] = lines[:segments]
+        missing = sorted(set(human[lp]) - set(outputs))
+        if missing:
+            raise ValueError(f"{lp}: no system output for {', '.join(missing)} in {folder / 'system-outputs' / lp}")
+        sets.append(TestSet(lp, references[:segments], outputs, {s: human[lp][s] for s in outputs}))
+    return sets
+
+
+def read_shipped(
+    texts: str | Path = SHIPPED, human: str | Path = SHIPPED_HUMAN, segments: int | None = None
+) -> list[TestSet]:
+    """The test sets of the shipped extract (or of files in its format), as :func:`read_wmt17`
+    reads them from the full folder, each cut to its first ``segments`` segments when given; more
+    segments than the extract holds is an error. Every system of ``human`` must have the same
+    segments as the references of its language pair."""
+    import gzip
+
+    scores: dict[str, dict[str, float]] = {}
+    for line in read_lines(Path(human))[1:]:
+        lp, system, score = line.split("\t")
+        scores.setdefault(lp, {})[system] = float(score)
+    with gzip.open(texts, "rt", encoding="utf-8", newline="") as f:
+        rows = split_lines(f.read())
+    by_lp: dict[str, dict[str, list[tuple[int, str]]]] = {}
+    for row in rows[1:]:
+        lp, system, sid, text = row.split("\t")
+        by_lp.setdefault(lp, {}).setdefault(system, []).append((int(sid), text))
+    if sorted(by_lp) != sorted(scores):
+        raise ValueError(f"{texts} and {human} hold different language pairs")
+    sets = []
+    for lp in sorted(by_lp):
+        systems = by_lp[lp]
+        sids = [sid for sid, _ in systems.get(REFERENCE, [])]
+        if not sids:
+            raise ValueError(f"{texts}: no references for {lp}")
+        if segments is not None and segments > len(sids):
+            raise ValueError(
+                f"{texts} holds the first {len(sids)} segments of {lp}, fewer than the {segments} asked for; "
+                "read the full WMT17 folder (--wmt17) for more"
+            )
+        if sorted(set(systems) - {REFERENCE}) != sorted(scores[lp]):
+            raise ValueError(f"{lp}: the systems of {texts} are not those of {human}")
+        outputs = {}
+        for system in sorted(scores[lp]):
+            if [sid for sid, _ in systems[system]] != sids:
+                raise ValueError(f"{lp}: {system} does not have the segments of the references")
+            outputs[system] = [text for _, text in systems[system]][:segments]
+        references = [text for _, text in systems[REFERENCE]][:segments]
+        sets.append(TestSet(lp, references, outputs, {s: scores[lp][s] for s in outputs}))
+    return sets
+
+
+def segment_scores(test_set: TestSet, metric: str, **kwargs) -> dict[str, list[float]]:
+    """Each system's segment scores (the metric's main output): one call over all systems."""
+    from moverkit import functional
+
+    systems = list(test_set.outputs)
+    predictions = [text for s in systems for text in test_set.outputs[s]]
+    references = test_set.references * len(systems)
+    scores = getattr(functional, metric)(predictions, references, **kwargs)[spec(metric).main]
+    n = len(test_set.references)
+    return {s: scores[i * n : (i + 1) * n] for i, s in enumerate(systems)}

@@ -8,7 +8,7 @@ import itertools
 import pytest
 
 from moverkit.bench import compare_cost
-from moverkit.bench.system_level import TestSet as Set
+from moverkit.judgments import TestSet as Set
 
 
 def sets():

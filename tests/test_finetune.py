@@ -576,13 +576,13 @@ def nan_labels(monkeypatch):
     """Training targets of NaN, as a diverging run gets: the loss is NaN, the weights turn NaN."""
     import moverkit.finetune
 
-    collate = moverkit.finetune._collate
+    collate = moverkit.finetune.trainer._collate
 
     def with_nan(rows):
         batch = collate(rows)
         return {**batch, "labels": torch.full_like(batch["labels"], math.nan)}
 
-    monkeypatch.setattr(moverkit.finetune, "_collate", with_nan)
+    monkeypatch.setattr(moverkit.finetune.trainer, "_collate", with_nan)
 
 
 def test_a_diverged_run_writes_no_model_into_a_new_folder(tiny_model_path, tmp_path, nan_labels):
@@ -620,9 +620,9 @@ def test_a_diverged_run_leaves_an_earlier_model_as_it_was(tiny_model_path, tmp_p
     assert code == 0, err
     before = {p.relative_to(out): p.read_bytes() if p.is_file() else None for p in out.rglob("*")}
 
-    collate = moverkit.finetune._collate
+    collate = moverkit.finetune.trainer._collate
     monkeypatch.setattr(
-        moverkit.finetune,
+        moverkit.finetune.trainer,
         "_collate",
         lambda rows: {**collate(rows), "labels": torch.full((len(rows),), math.nan, dtype=torch.float64)},
     )

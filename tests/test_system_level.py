@@ -11,18 +11,10 @@ from pathlib import Path
 import pytest
 
 from moverkit.bench import system_level as bench
-from moverkit.bench.system_level import (
-    SHIPPED,
-    SHIPPED_HUMAN,
-    centering_effect,
-    format_centering_effect,
-    format_table,
-    per_system_batch,
-    read_shipped,
-    read_wmt17,
-    system_level,
-)
+from moverkit.bench.per_system import centering_effect, format_centering_effect, per_system_batch
+from moverkit.bench.system_level import format_table, system_level
 from moverkit.correlation import pairwise
+from moverkit.judgments import SHIPPED, SHIPPED_HUMAN, TestSet, read_shipped, read_wmt17
 
 EXTRACTION = Path(__file__).resolve().parents[1] / "data" / "extract_wmt17_system_level.py"
 
@@ -118,13 +110,13 @@ def test_sacrebleu_paired_bootstrap_finds_a_clearly_better_system_and_agrees_wit
         "bad.2": [f"a dog ran {i}" for i in range(40)],
         "same.3": references,
     }
-    test_set = bench.TestSet("cs-en", references, outputs, {"good.1": 0.5, "bad.2": -0.5, "same.3": 0.4})
+    test_set = TestSet("cs-en", references, outputs, {"good.1": 0.5, "bad.2": -0.5, "same.3": 0.4})
     for anchor in bench.ANCHORS:
         # good vs bad and same vs bad are significant and ordered as humans do; good vs same is a tie
         # (sacrebleu's p-value of identical outputs is 1/201, but a tie orders nothing).
         assert bench.anchor_significant_agreement(test_set, anchor, resamples=200) == (2, 2)
         # Humans reversed: the same two decisions, both against them.
-        reversed_human = bench.TestSet("cs-en", references, outputs, {k: -v for k, v in test_set.human.items()})
+        reversed_human = TestSet("cs-en", references, outputs, {k: -v for k, v in test_set.human.items()})
         assert bench.anchor_significant_agreement(reversed_human, anchor, resamples=200) == (0, 2)
 
 
@@ -204,7 +196,7 @@ def test_per_system_batch_scores_each_system_alone_and_all_together(wmt17, monke
 
 def test_centering_effect_reports_shifts_reorderings_and_both_tables():
     human = {"a": 3.0, "b": 2.0, "c": 1.0}
-    sets = [bench.TestSet("cs-en", ["r"], {s: ["x"] for s in human}, human)]
+    sets = [TestSet("cs-en", ["r"], {s: ["x"] for s in human}, human)]
     runs = {
         "pooled": {"twmd": {"cs-en": {"a": [0.9], "b": [0.5], "c": [0.1]}}},
         "per_system": {"twmd": {"cs-en": {"a": [0.8], "b": [0.5], "c": [0.6]}}},

@@ -35,19 +35,16 @@ import numpy as np
 from moverkit.combination import (
     ALPHAS,
     ANCHORS,
-    Combination,
-    SegmentLevel,
     component_scores,
-    corpus_features,
-    leave_one_group_out,
     leave_one_test_set_out,
-    segment_scores,
 )
 from moverkit.combination import orientation as _orientation
-from moverkit.correlation import correlate, pairwise, pearson
+from moverkit.combination.scoring import system_features
+from moverkit.correlation import pairwise, pearson
+from moverkit.judgments import UNSEEN_PAIRS, TestSet
 from moverkit.specs import SPECS
 
-from .system_level import UNSEEN_PAIRS, TestSet, anchor_scores, score_test_sets
+from .system_level import anchor_scores, score_test_sets
 
 COMBINATIONS = {
     "combination (all 7)": (*sorted(SPECS), "chrF", "BLEU"),
@@ -115,44 +112,6 @@ def _fingerprint(*texts: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def segment_bench(data, features: Mapping[str, np.ndarray], combinations: Mapping[str, Sequence[str]]) -> dict:
-    """``{"rows": {label: {lp: (pearson, kendall)}}, "weights": {label: {lp: {component: w}}}}``:
-    each component alone, then each combination scored on every pair by the fit on the others, and
-    the same z-scores (the others' mean and std) with equal weights (``"<label>, equal weights"``)."""
-    groups = data.by_group()
-    human = np.asarray(data.human, dtype=float)
-    rows, weights = {}, {}
-    for name, values in features.items():
-        rows[name] = {lp: correlate(values[i].tolist(), human[i].tolist()) for lp, i in groups.items()}
-    for label, components in combinations.items():
-        folds = leave_one_group_out({c: features[c] for c in components}, human, data.groups)
-        rows[label] = {lp: correlate(f.scores.tolist(), human[f.index].tolist()) for lp, f in folds.items()}
-        weights[label] = {lp: dict(zip(components, f.fit.weights)) for lp, f in folds.items()}
-        equal = (1.0 / len(components),) * len(components)
-        rows[f"{label}, equal weights"] = {}
-        for lp, f in folds.items():
-            level = SegmentLevel(f.fit.mean, f.fit.std, equal)
-            held = segment_scores(
-                Combination(tuple(components), segment=level), {c: features[c][f.index] for c in components}
-            )
-            rows[f"{label}, equal weights"][lp] = correlate(held.tolist(), human[f.index].tolist())
-    return {"rows": rows, "weights": weights}
-
-
-def format_segment(result: dict) -> str:
-    """Markdown: Pearson r and Kendall tau (x100) per held-out pair and their averages."""
-    rows = result["rows"]
-    lps = list(next(iter(rows.values())))
-    head = ["segment level", *(f"{lp} r / tau" for lp in lps), "avg r", "avg tau"]
-    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-    for label, by_lp in rows.items():
-        cells = [f"{100 * r:.1f} / {100 * tau:.1f}" for r, tau in by_lp.values()]
-        cells += [f"{100 * np.mean([r for r, _ in by_lp.values()]):.1f}"]
-        cells += [f"{100 * np.mean([tau for _, tau in by_lp.values()]):.1f}"]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 def format_weights(weights: Mapping[str, Mapping[str, Mapping[str, float]]], level: str) -> str:
     """Markdown: each combination's weights, one row per fold (the held-out pair): weights of
     z-scores (the training segments' at segment level, each test set's own at system level, where
@@ -181,22 +140,6 @@ def system_segment_scores(
     texts = [text for t in test_sets for s in sorted(t.outputs) for text in t.outputs[s]]
     key = f"system:{max(n)}:{_fingerprint(texts, [r for t in test_sets for r in t.references])}"
     return cached_scores(cache, key, metrics, lambda m: score_test_sets(test_sets, [m])[m], log)
-
-
-def system_features(
-    test_set: TestSet, components: Sequence[str], segments: Mapping[str, Mapping[str, Mapping[str, list[float]]]]
-) -> dict[str, dict[str, float]]:
-    """One test set's oriented system scores of each component (``{component: {system: score}}``),
-    by :func:`moverkit.combination.corpus_features`, as a combination computes them, from
-    ``segments`` (:func:`system_segment_scores`; chrF and BLEU need no segment scores there)."""
-    by_system = {}
-    for system, outputs in test_set.outputs.items():
-        oriented = {
-            name: [] if name in ANCHORS else _orientation(name) * np.asarray(segments[name][test_set.lp][system])
-            for name in components
-        }
-        by_system[system] = corpus_features(oriented, outputs, test_set.references)
-    return {name: {system: features[name] for system, features in by_system.items()} for name in components}
 
 
 def system_bench(

@@ -1,7 +1,7 @@
 """``moverkit bench compare-cost``: what :func:`moverkit.compare` costs against encoding its texts once.
 
 The workload is the one the issue names: 10 systems of 500 segments, taken from the shipped WMT17
-system-level extract (:data:`moverkit.bench.system_level.SHIPPED`): the first language pair (by
+system-level extract (:data:`moverkit.judgments.SHIPPED`): the first language pair (by
 name) with at least that many rated systems, its first systems by name, the first segments. Per
 metric, two contenders are timed side by side in interleaved rounds (each round runs each
 contender once in turn, so drift in machine load hits both alike; medians reported):
@@ -50,7 +50,7 @@ class Workload:
 def pick_workload(test_sets: Sequence, systems: int = 10, segments: int = 500) -> Workload:
     """The first test set (by language pair) with at least ``systems`` systems and ``segments``
     segments: its first ``systems`` systems by name, cut to the first ``segments`` segments.
-    ``test_sets`` are :class:`~moverkit.bench.system_level.TestSet` objects (or alike)."""
+    ``test_sets`` are :class:`~moverkit.judgments.TestSet` objects (or alike)."""
     for test_set in sorted(test_sets, key=lambda t: t.lp):
         if len(test_set.outputs) >= systems and len(test_set.references) >= segments:
             names = sorted(test_set.outputs)[:systems]

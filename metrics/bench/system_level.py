@@ -2,12 +2,12 @@
 
 WMT17 to-English (newstest2017): every rated system's output against the reference, and the human
 system-level DA score of each system (the WMT17 metrics task's ``DA-syslevel.csv``). By default the
-bench reads the extract shipped with moverkit (:data:`SHIPPED`: the first 500 segments of each test
-set, the 65 rated systems of the 7 to-English pairs, their human scores; made by
-``data/extract_wmt17_system_level.py``, provenance in ``data/README.md``). ``--wmt17`` reads the
-full ``WMT17/`` folder of the public repository AIPHES/ACL20-Reference-Free-MT-Evaluation
-(``references/``, ``system-outputs/<lp>/``, ``DA-syslevel.csv``) instead. Only WMT17 is read: the
-other years are kept for independent checks.
+bench reads the extract shipped with moverkit (:data:`moverkit.judgments.SHIPPED`: the first 500
+segments of each test set, the 65 rated systems of the 7 to-English pairs, their human scores;
+made by ``data/extract_wmt17_system_level.py``, provenance in ``data/README.md``). ``--wmt17``
+reads the full ``WMT17/`` folder of the public repository AIPHES/ACL20-Reference-Free-MT-Evaluation
+(``references/``, ``system-outputs/<lp>/``, ``DA-syslevel.csv``) instead; :mod:`moverkit.judgments`
+reads both. Only WMT17 is read: the other years are kept for independent checks.
 
 A system's score is the mean of its segment scores (one ``compute`` per language pair over all of
 its systems, so every system is centered alike), BLEU and chrF are sacrebleu's corpus scores (BLEU
@@ -34,136 +34,21 @@ on the distributed, already tokenized texts). Reported per metric:
 fi-en and lv-en are not among the five pairs moverkit's defaults were fitted on (the shared WMT17
 segment file): they are reported as unseen pairs as well as in the totals.
 
-:func:`per_system_batch` measures what scoring each system in its own call with
-``centering="batch"`` (each system then centered with its own batch mean) changes against one call
-over all systems of a language pair with ``centering="batch"``.
+:mod:`moverkit.bench.per_system` (``--per-system-batch``) measures what scoring each system in its
+own call with ``centering="batch"`` changes.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from itertools import combinations
-from pathlib import Path
 
 from moverkit.correlation import acc_eq, pairwise, pearson
-from moverkit.lines import read_lines, split_lines
+from moverkit.judgments import UNSEEN_PAIRS, TestSet, segment_scores
 from moverkit.specs import spec
-
-UNSEEN_PAIRS = ("fi-en", "lv-en")
-"""Language pairs outside the five that moverkit's shipped statistics were fitted on."""
 
 ANCHORS = ("BLEU", "chrF")
 """sacrebleu's corpus scores, beside the metrics: the anchors users know."""
-
-SHIPPED = Path(__file__).parent / "data" / "wmt17_system_level_to_en.tsv.gz"
-"""The shipped extract's texts: ``lp, system, sid, text`` (``system`` is ``reference`` for the
-references), written by ``data/extract_wmt17_system_level.py``."""
-
-SHIPPED_HUMAN = SHIPPED.with_name("wmt17_system_level_to_en_human.tsv")
-"""The shipped extract's human system-level scores: ``lp, system, human``."""
-
-REFERENCE = "reference"
-"""The ``system`` of the reference rows in :data:`SHIPPED`."""
-
-
-@dataclass(frozen=True)
-class TestSet:
-    """One language pair: the references and, aligned with them, each system's output and its
-    human system-level score."""
-
-    lp: str
-    references: list[str]
-    outputs: dict[str, list[str]]
-    human: dict[str, float]
-
-
-def read_wmt17(folder: str | Path, segments: int | None = None) -> list[TestSet]:
-    """The to-English test sets of a ``WMT17/`` folder (see the module doc), each cut to its first
-    ``segments`` segments when given (the same segments for every system). Systems without a human
-    score are left out; an output whose length is not the reference's is an error naming it."""
-    folder = Path(folder)
-    human: dict[str, dict[str, float]] = {}
-    for line in read_lines(folder / "DA-syslevel.csv")[1:]:
-        if not line.strip():
-            continue
-        lp, score, system = line.split()
-        if lp.endswith("-en"):
-            human.setdefault(lp, {})[system] = float(score)
-    sets = []
-    for lp in sorted(human):
-        source = lp.split("-")[0]
-        references = read_lines(folder / "references" / f"newstest2017-{source}en-ref.en")
-        outputs = {}
-        for path in sorted((folder / "system-outputs" / lp).glob(f"newstest2017.*.{lp}")):
-            system = path.name[len("newstest2017.") : -len(f".{lp}")]
-            if system not in human[lp]:
-                continue
-            lines = read_lines(path)
-            if len(lines) != len(references):
-                raise ValueError(f"{path} has {len(lines)} lines, the references {len(references)}")
-            outputs[system] = lines[:segments]
-        missing = sorted(set(human[lp]) - set(outputs))
-        if missing:
-            raise ValueError(f"{lp}: no system output for {', '.join(missing)} in {folder / 'system-outputs' / lp}")
-        sets.append(TestSet(lp, references[:segments], outputs, {s: human[lp][s] for s in outputs}))
-    return sets
-
-
-def read_shipped(
-    texts: str | Path = SHIPPED, human: str | Path = SHIPPED_HUMAN, segments: int | None = None
-) -> list[TestSet]:
-    """The test sets of the shipped extract (or of files in its format), as :func:`read_wmt17`
-    reads them from the full folder, each cut to its first ``segments`` segments when given; more
-    segments than the extract holds is an error. Every system of ``human`` must have the same
-    segments as the references of its language pair."""
-    import gzip
-
-    scores: dict[str, dict[str, float]] = {}
-    for line in read_lines(Path(human))[1:]:
-        lp, system, score = line.split("\t")
-        scores.setdefault(lp, {})[system] = float(score)
-    with gzip.open(texts, "rt", encoding="utf-8", newline="") as f:
-        rows = split_lines(f.read())
-    by_lp: dict[str, dict[str, list[tuple[int, str]]]] = {}
-    for row in rows[1:]:
-        lp, system, sid, text = row.split("\t")
-        by_lp.setdefault(lp, {}).setdefault(system, []).append((int(sid), text))
-    if sorted(by_lp) != sorted(scores):
-        raise ValueError(f"{texts} and {human} hold different language pairs")
-    sets = []
-    for lp in sorted(by_lp):
-        systems = by_lp[lp]
-        sids = [sid for sid, _ in systems.get(REFERENCE, [])]
-        if not sids:
-            raise ValueError(f"{texts}: no references for {lp}")
-        if segments is not None and segments > len(sids):
-            raise ValueError(
-                f"{texts} holds the first {len(sids)} segments of {lp}, fewer than the {segments} asked for; "
-                "read the full WMT17 folder (--wmt17) for more"
-            )
-        if sorted(set(systems) - {REFERENCE}) != sorted(scores[lp]):
-            raise ValueError(f"{lp}: the systems of {texts} are not those of {human}")
-        outputs = {}
-        for system in sorted(scores[lp]):
-            if [sid for sid, _ in systems[system]] != sids:
-                raise ValueError(f"{lp}: {system} does not have the segments of the references")
-            outputs[system] = [text for _, text in systems[system]][:segments]
-        references = [text for _, text in systems[REFERENCE]][:segments]
-        sets.append(TestSet(lp, references, outputs, {s: scores[lp][s] for s in outputs}))
-    return sets
-
-
-def segment_scores(test_set: TestSet, metric: str, **kwargs) -> dict[str, list[float]]:
-    """Each system's segment scores (the metric's main output): one call over all systems."""
-    from moverkit import functional
-
-    systems = list(test_set.outputs)
-    predictions = [text for s in systems for text in test_set.outputs[s]]
-    references = test_set.references * len(systems)
-    scores = getattr(functional, metric)(predictions, references, **kwargs)[spec(metric).main]
-    n = len(test_set.references)
-    return {s: scores[i * n : (i + 1) * n] for i, s in enumerate(systems)}
 
 
 def anchor_metric(anchor: str, references: list[str] | None = None):
@@ -321,111 +206,4 @@ def format_table(table: dict[str, dict]) -> str:
             tied = values.get(key)
             cells.append("–" if tied is None else f"{100 * tied.accuracy:.1f}% ({tied.epsilon:.3g})")
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-PER_SYSTEM_METRICS = ("centered_bertscore", "twmd")
-"""The metrics :func:`per_system_batch` measures by default: the two centered by default."""
-
-
-def per_system_batch(
-    test_sets: list[TestSet], metrics: list[str], *, cache_bytes: str = "2GB", log=None, **kwargs
-) -> dict[str, dict[str, dict]]:
-    """``{"pooled": {metric: {lp: {system: segment scores}}}, "per_system": {...}}``: each metric
-    with ``centering="batch"`` (plus ``kwargs``), once in one call over all systems of a language
-    pair (every system centered with one mean, as :func:`segment_scores`) and once in one call per
-    system (each system centered with the mean of its own outputs and the references, as a user
-    who scores one system at a time gets). The cache of token clouds is on (``cache_bytes``, emptied
-    after each language pair), so both ways use the same vectors: the difference is the centering."""
-    from moverkit import functional
-    from moverkit._core.cache import cache_info, clear_cache, set_cache
-
-    kwargs = {**kwargs, "centering": "batch"}
-    runs = {"pooled": {m: {} for m in metrics}, "per_system": {m: {} for m in metrics}}
-    was = cache_info()["max_bytes"]
-    set_cache(cache_bytes)
-    try:
-        for test_set in test_sets:
-            for metric in metrics:
-                runs["pooled"][metric][test_set.lp] = segment_scores(test_set, metric, **kwargs)
-                main = spec(metric).main
-                runs["per_system"][metric][test_set.lp] = {
-                    system: getattr(functional, metric)(outputs, test_set.references, **kwargs)[main]
-                    for system, outputs in test_set.outputs.items()
-                }
-                if log is not None:
-                    log(f"done: {test_set.lp} {metric}")
-            clear_cache()
-    finally:
-        set_cache(was)
-    return runs
-
-
-def centering_effect(runs: dict[str, dict[str, dict]], test_sets: list[TestSet]) -> dict[str, dict]:
-    """From :func:`per_system_batch`, per metric: for each way (``"pooled"``, ``"per_system"``)
-    the Pearson per language pair (a distance sign-flipped) and the pairwise accuracy
-    ``(agree, total)``; and how the system scores move from the pooled way to the per-system way:
-    ``mean_shift`` and ``max_shift`` (absolute change of a system score), ``mean_gap`` (the mean
-    absolute difference between two systems of one language pair, pooled: the scale the shifts
-    compare to) and ``reordered`` ``(pairs ordered differently, pairs)``."""
-    effect = {}
-    for metric in runs["pooled"]:
-        higher = spec(metric).higher_is_better
-        row = {}
-        systems = {}
-        for way in ("pooled", "per_system"):
-            pearsons, accuracy = {}, [0, 0]
-            systems[way] = {}
-            for test_set in test_sets:
-                values = runs[way][metric][test_set.lp]
-                means = {s: math.fsum(v) / len(v) for s, v in values.items()}
-                systems[way][test_set.lp] = means
-                names = sorted(means)
-                r = pearson([means[s] for s in names], [test_set.human[s] for s in names])
-                pearsons[test_set.lp] = r if higher else -r
-                agree, total = pairwise(means, test_set.human, higher)
-                accuracy = [accuracy[0] + agree, accuracy[1] + total]
-            row[way] = {"pearson": pearsons, "accuracy": tuple(accuracy)}
-        shifts, gaps, reordered, pairs = [], [], 0, 0
-        for test_set in test_sets:
-            pooled, alone = systems["pooled"][test_set.lp], systems["per_system"][test_set.lp]
-            shifts += [abs(alone[s] - pooled[s]) for s in pooled]
-            for a, b in combinations(sorted(pooled), 2):
-                gaps.append(abs(pooled[a] - pooled[b]))
-                pairs += 1
-                reordered += (pooled[a] - pooled[b]) * (alone[a] - alone[b]) <= 0
-        row.update(
-            mean_shift=math.fsum(shifts) / len(shifts),
-            max_shift=max(shifts),
-            mean_gap=math.fsum(gaps) / len(gaps) if gaps else math.nan,
-            reordered=(reordered, pairs),
-        )
-        effect[metric] = row
-    return effect
-
-
-def format_centering_effect(effect: dict[str, dict]) -> str:
-    """Markdown: per metric and way, Pearson per language pair, its average and the pairwise
-    accuracy; then per metric the shifts of system scores and the pairs reordered."""
-    lps = list(next(iter(effect.values()))["pooled"]["pearson"])
-    head = ['metric (centering="batch")', *lps, "avg r", "pairwise accuracy"]
-    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
-    ways = {"pooled": "one call per language pair", "per_system": "one call per system"}
-    for metric, row in effect.items():
-        for way, label in ways.items():
-            r = row[way]["pearson"]
-            agree, total = row[way]["accuracy"]
-            cells = [f"{100 * r[lp]:.1f}" for lp in lps]
-            cells += [f"{100 * math.fsum(r.values()) / len(r):.1f}", f"{100 * agree / total:.1f}% ({agree}/{total})"]
-            lines.append(f"| {metric}, {label} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "| metric | mean shift of a system score | max shift | mean gap between two systems | pairs reordered |",
-    ]
-    lines.append("|---|---:|---:|---:|---:|")
-    for metric, row in effect.items():
-        moved, pairs = row["reordered"]
-        lines.append(
-            f"| {metric} | {row['mean_shift']:.4f} | {row['max_shift']:.4f} | {row['mean_gap']:.4f} | {moved}/{pairs} |"
-        )
     return "\n".join(lines)

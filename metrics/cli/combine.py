@@ -67,7 +67,7 @@ def metric_kwargs(items: list[str], components: list[str]) -> dict[str, dict]:
 
 def run(args) -> int:
     from moverkit import combination
-    from moverkit.bench import combination as bench
+    from moverkit.combination.crossval import format_segment, segment_report
     from moverkit.judgments import read_judgments
     from moverkit.lines import check_out
 
@@ -85,9 +85,9 @@ def run(args) -> int:
     fitted_on = {"segment": {"file": args.data.name, "groups": sorted(set(data.groups)), "n": len(data.human)}}
     if len(set(data.groups)) > 1:
         _check_groups(data, args.data)
-        folds = bench.segment_bench(data, features, {"combination": components})
+        folds = segment_report(data, features, {"combination": components})
         print("Leave one language pair out, segment level: Pearson r / Kendall tau (x100)\n")
-        print(bench.format_segment(folds) + "\n")
+        print(format_segment(folds) + "\n")
     system = None
     if args.system_level:
         system = _system_level(components, kwargs, args.batch_size, args.device)
@@ -142,8 +142,8 @@ def _check_groups(data, path) -> None:
 def _system_level(components, kwargs, batch_size, device) -> dict:
     """``{lp: (features, human)}`` of the shipped extract's fit pairs, as :func:`moverkit.combination.fit_system` takes."""
     from moverkit._core.cache import cache_info, set_cache
-    from moverkit.bench import combination as bench
-    from moverkit.bench.system_level import UNSEEN_PAIRS, read_shipped, segment_scores
+    from moverkit.combination.scoring import system_features
+    from moverkit.judgments import UNSEEN_PAIRS, read_shipped, segment_scores
 
     test_sets = [t for t in read_shipped() if t.lp not in UNSEEN_PAIRS]
     passthrough = {k: v for k, v in (("batch_size", batch_size), ("device", device)) if v is not None}
@@ -158,7 +158,7 @@ def _system_level(components, kwargs, batch_size, device) -> dict:
     finally:
         if not was_cached:
             set_cache(0)
-    return {t.lp: (bench.system_features(t, components, segments), t.human) for t in test_sets}
+    return {t.lp: (system_features(t, components, segments), t.human) for t in test_sets}
 
 
 def _pearson(scores: dict[str, float], human: dict[str, float]) -> float:
