@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._core.jsonfile import loads
+from .jsonfile import loads
 
 FORMAT = "moverkit-settings"
 VERSION = 1

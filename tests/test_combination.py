@@ -155,7 +155,10 @@ def test_save_load_round_trip_and_digest(tmp_path):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda d: d["segment"]["std"].__setitem__(0, float("nan")), "not a JSON file .NaN is not a number JSON allows"),
+        (
+            lambda d: d["segment"]["std"].__setitem__(0, float("nan")),
+            "not a JSON file .NaN is not a number JSON allows",
+        ),
         (lambda d: d["segment"]["weights"].__setitem__(1, -0.5), "segment.weights of chrF: -0.5 is negative"),
         (lambda d: d["segment"]["std"].__setitem__(2, 0.0), r"segment.std of BLEU: 0.0 is outside \[1e-09, 1e\+09\]"),
         # Extreme but finite statistics: combined() gave inf / -inf before (issue 32, 3.6).

@@ -42,7 +42,7 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from moverkit._core.jsonfile import loads
+    from moverkit.jsonfile import loads
     from moverkit.judgments import read_judgments
     from moverkit.lines import check_out, write_atomic
     from moverkit.tuning import tune

@@ -149,7 +149,7 @@ def load(path: str | Path) -> Combination:
     checked (as :class:`Combination` checks, plus: a JSON object of :data:`FORMAT` and
     :data:`VERSION`, no field missing or unknown, ``digest`` matching the numbers); an error is a
     ``ValueError`` naming the file and the field."""
-    from moverkit._core.jsonfile import loads
+    from moverkit.jsonfile import loads
 
     _check_path(path, "path")
     try:
