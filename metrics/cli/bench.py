@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import bench_device
 from .options import METRICS, emit, positive_int, progress, require_data
 
 
@@ -24,6 +25,7 @@ def register(commands) -> None:
         _compare_cost,
         _combination,
         _tune,
+        bench_device.overhead,
     ):
         add(which)
 
