@@ -26,6 +26,7 @@ def register(commands) -> None:
         _combination,
         _tune,
         bench_device.overhead,
+        bench_device.gpu,
     ):
         add(which)
 
