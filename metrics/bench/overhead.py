@@ -12,12 +12,13 @@ distinct texts, then forward passes in batches sorted by length of about
 :data:`FLOOR_TOKEN_BUDGET` padded tokens; plain transformers and torch, no moverkit code. Each
 metric scores the pairs of a judgments TSV (2,800 WMT17 to-English pairs), its model loaded and
 warmed before; floor and metrics are timed in one process in interleaved rounds
-(:func:`~moverkit.bench.speed.interleaved`), and the report gives each median and its ratio to the
+(:func:`~moverkit.bench.speed.interleaved`; the garbage collector off, as in ``timeit``), and the report gives each median and its ratio to the
 floor's.
 """
 
 from __future__ import annotations
 
+import gc
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,7 +118,14 @@ def measure(
     texts = list(dict.fromkeys(list(predictions) + list(references)))
     runs = {"floor": floor(model_path, texts)}
     runs.update({name: metric_run(name, model_path, predictions, references) for name in metrics})
-    times = interleaved(runs, rounds)
+    # Python's cyclic garbage collector off while timing, as timeit does: a full collection
+    # triggered by one contender's garbage would land in another's time.
+    gc.collect()
+    gc.disable()
+    try:
+        times = interleaved(runs, rounds)
+    finally:
+        gc.enable()
     return {
         "n_pairs": len(predictions),
         "n_texts": len(texts),
