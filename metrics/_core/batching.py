@@ -10,7 +10,7 @@ metric's math is a few tensor operations per batch and little of it is spent on 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -28,19 +28,25 @@ a few float64 and float32 copies of a pair's matrix (similarities, the plan, its
 
 
 def pad(
-    offsets: torch.Tensor, items: torch.Tensor, *values: torch.Tensor, rows: torch.Tensor | None = None
+    offsets: torch.Tensor,
+    items: torch.Tensor,
+    *values: torch.Tensor,
+    rows: torch.Tensor | None = None,
+    width: int | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """The rows of ``items`` padded to one width: ``(mask, *padded)``.
 
     ``offsets`` (n_items + 1,) says which rows each item owns; ``items`` (B,) picks the items.
     Each tensor of ``values`` (n_rows, ...) is gathered to (B, W, ...), zero at padding; ``mask``
-    (B, W) is True at real rows, and W is the longest item's row count (at least 1). ``rows``, if
-    given, maps the positions that ``offsets`` counts to rows of ``values`` (a subset of the rows,
-    such as the non-special tokens, without copying ``values``).
+    (B, W) is True at real rows, and W is the longest item's row count (at least 1), or ``width``
+    if given (at least that count: the encoder's padded widths on a GPU, :func:`cuda_width`).
+    ``rows``, if given, maps the positions that ``offsets`` counts to rows of ``values`` (a subset
+    of the rows, such as the non-special tokens, without copying ``values``).
     """
     starts = offsets[items]
     lengths = offsets[items + 1] - starts
-    width = max(int(lengths.max()) if len(items) else 0, 1)
+    if width is None:
+        width = max(int(lengths.max()) if len(items) else 0, 1)
     steps = torch.arange(width, device=starts.device)
     mask = steps[None, :] < lengths[:, None]
     position = torch.where(mask, starts[:, None] + steps[None, :], 0)
@@ -109,20 +115,44 @@ Measured on the embedded model, one thread, texts sorted by length, 2 interleave
 8,192 tokens gave 1.04x, 1.03x and 0.89x the speed of 64 texts a batch; on 140 long-document texts cut to 512 tokens,
 4,096 was 1.54x faster than 64 texts a batch (2,048: 1.40x, 8,192: 1.02x): a 64 x 512 batch's
 attention and activations outgrow the CPU caches. On a GPU, ``batch_size`` alone bounds a batch
-(large batches keep the device busy)."""
+(large batches keep the device busy); on a CUDA device, :data:`CUDA_TOKENS_PER_TEXT` sets it."""
+
+CUDA_TOKENS_PER_TEXT = 256
+"""On a CUDA device a batch is cut by padded tokens, not texts: ``batch_size`` x this many (16,384
+for the default 64 texts, 65,536 for 256), whatever the number of texts. A GPU's forward pass costs
+per call more than per token at these sizes (issue 34: 161 forward calls of 64 WMT17 texts,
+about 30 tokens each, left the device mostly idle), while the padded tokens bound its memory as a
+number of texts does not. Not measured on a GPU yet (``moverkit bench gpu`` measures it): the
+issue suggests 16k-64k tokens."""
+
+CUDA_WIDTHS = (16, 32, 64, 128, 256, 512)
+"""Padded lengths of a batch on a CUDA device (:func:`cuda_width`): attention kernels build a plan
+per input shape (cuDNN's, for float16 and bfloat16), and batches padded to each text's own length
+made hundreds of shapes, which cost most of a float16 call (issue 34's profile: 4.4 of 6.0 s)."""
 
 
-def length_batches(lengths: list[int], batch_size: int, max_tokens: int | None) -> list[list[int]]:
+def cuda_width(length: int, limit: int) -> int:
+    """The padded length of a CUDA batch whose longest row has ``length`` tokens: the least of
+    :data:`CUDA_WIDTHS` that holds it, capped by the model's ``limit`` (its position table),
+    never below ``length``."""
+    wider = next((w for w in CUDA_WIDTHS if w >= length), length)
+    return max(length, min(wider, limit))
+
+
+def length_batches(
+    lengths: list[int], batch_size: int, max_tokens: int | None, width: Callable[[int], int] | None = None
+) -> list[list[int]]:
     """Indices of ``lengths`` sorted longest first and cut into batches of at most ``batch_size``
-    items whose padded size (items x the first's, i.e. longest, length) stays within
-    ``max_tokens`` (``None``: no token bound); an item longer than ``max_tokens`` is a batch of
-    its own."""
+    items whose padded size (items x the first's, i.e. longest, length, or ``width`` of it) stays
+    within ``max_tokens`` (``None``: no token bound); an item longer than ``max_tokens`` is a batch
+    of its own."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    width = width or (lambda n: n)
     batches: list[list[int]] = []
     for i in order:
         if batches:
             batch = batches[-1]
-            fits = max_tokens is None or (len(batch) + 1) * lengths[batch[0]] <= max_tokens
+            fits = max_tokens is None or (len(batch) + 1) * width(lengths[batch[0]]) <= max_tokens
             if len(batch) < batch_size and fits:
                 batch.append(i)
                 continue

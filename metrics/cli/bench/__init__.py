@@ -22,6 +22,8 @@ SUBCOMMANDS = (
     "compare_cost",
     "combination",
     "tune",
+    "overhead",
+    "gpu",
 )
 """The subcommand modules, in the order ``moverkit bench --help`` lists them."""
 

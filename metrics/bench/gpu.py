@@ -1,0 +1,200 @@
+"""``moverkit bench gpu``: the metrics on a CUDA device, as issue 34's table measures them.
+
+Per metric (centered_bertscore and twmd with ``centering="batch"``, lazy_emd, sbertscore) and per
+precision of the forward pass (float32, float16, bfloat16): the median seconds and pairs per
+second of one call over the pairs of a judgments TSV (2,800 WMT17 pairs), after a warm-up call of
+the same metric and precision; the bert-score package on the same weights and layer beside, when
+it is installed; one call on :data:`SCALE_PAIRS` distinct pairs
+(:func:`~moverkit.bench.scale.distinct_texts`) with ``batch_size=256``; the peak GPU memory of
+each (``torch.cuda.max_memory_allocated``); the device's name; and the largest difference of a
+main score between the GPU and the CPU, both in float32, on the first pairs.
+
+Every timed call ends with ``torch.cuda.synchronize()``, so the time is the device's work, not its
+queue. The device's facts (availability, name, synchronization, peak memory) are read through
+:func:`device_api`, the ``torch.cuda`` module, which the unit tests replace by a fake to run the
+whole path on a CPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+
+def device_api():
+    """The device's facts: the ``torch.cuda`` module (imported here, so that building the command
+    line's parser loads no torch; the tests replace this function by a fake)."""
+    import torch
+
+    return torch.cuda
+
+
+RUNS = {
+    "centered_bertscore": {"centering": "batch"},
+    "twmd": {"centering": "batch"},
+    "lazy_emd": {},
+    "sbertscore": {},
+}
+"""The metrics timed, and their arguments (issue 34's table)."""
+
+DTYPES = ("float32", "float16", "bfloat16")
+SCALE_PAIRS = 100_000
+SCALE_BATCH_SIZE = 256
+SCALE_METRICS = ("centered_bertscore", "twmd")
+CHECK_PAIRS = 200
+"""Pairs scored on both the GPU and the CPU in float32 for the largest score difference."""
+
+
+def require_cuda() -> None:
+    """A ``ValueError`` (``moverkit: error: ...`` on the command line) unless a CUDA device is there."""
+    if not device_api().is_available():
+        raise ValueError(
+            "bench gpu needs a CUDA device (torch.cuda.is_available() is False); "
+            "'moverkit bench overhead' is its CPU proxy"
+        )
+
+
+def timed(run: Callable[[], object], rounds: int, device: str) -> tuple[float, int]:
+    """Median seconds of ``rounds`` calls of ``run`` after one untimed warm-up call, each ended by
+    a synchronization of ``device``, and the peak memory (bytes) allocated on it meanwhile."""
+    cuda = device_api()
+    run()
+    cuda.synchronize(device)
+    cuda.reset_peak_memory_stats(device)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run()
+        cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), int(cuda.max_memory_allocated(device))
+
+
+def metric_call(name: str, predictions, references, **kwargs) -> Callable[[], dict]:
+    import moverkit.functional as functional
+
+    score = getattr(functional, name)
+    return lambda: score(predictions, references, **{**RUNS[name], **kwargs})
+
+
+def bert_score_call(predictions, references, model_path: str, device: str) -> tuple[Callable[[], object], str] | None:
+    """The bert-score package's scorer on the same weights and layer, and its version; ``None``
+    when it is not installed."""
+    try:
+        import bert_score
+    except ImportError:
+        return None
+    from transformers import AutoConfig
+
+    from moverkit._core.encoder import default_layer, resolve_model
+
+    name, path = resolve_model(model_path)
+    layer = default_layer(name, AutoConfig.from_pretrained(path).num_hidden_layers)
+    scorer = bert_score.BERTScorer(model_type=path, num_layers=layer, device=device)
+    return (lambda: scorer.score(predictions, references, batch_size=64)), bert_score.__version__
+
+
+def measure(
+    predictions: list[str],
+    references: list[str],
+    segments: list[str],
+    *,
+    model_type: str | None = None,
+    device: str = "cuda",
+    dtypes: Sequence[str] = DTYPES,
+    rounds: int = 3,
+    scale_pairs: int = SCALE_PAIRS,
+    scale_dtype: str = "float16",
+    check_pairs: int = CHECK_PAIRS,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
+    """Everything the report shows (see the module doc); ``segments`` make the distinct texts
+    of the scale run."""
+    import torch
+
+    from moverkit._core.encoder import resolve_model
+
+    from . import MAIN_OUTPUTS
+    from .scale import distinct_texts
+
+    require_cuda()
+    path = resolve_model(model_type)[1]
+    common = {"model_type": path, "device": device}
+    table = {}
+    for name in RUNS:
+        for dtype in dtypes:
+            seconds, peak = timed(metric_call(name, predictions, references, dtype=dtype, **common), rounds, device)
+            table[name, dtype] = {"seconds": seconds, "pairs_per_s": len(predictions) / seconds, "peak": peak}
+            log(f"done: {name} {dtype}")
+    peer = bert_score_call(predictions, references, path, device)
+    if peer is not None:
+        seconds, peak = timed(peer[0], rounds, device)
+        peer = {"version": peer[1], "seconds": seconds, "pairs_per_s": len(predictions) / seconds, "peak": peak}
+    scale = {}
+    if scale_pairs:
+        texts = distinct_texts(segments, 2 * scale_pairs)
+        scale_kwargs = {"dtype": scale_dtype, "batch_size": SCALE_BATCH_SIZE, **common}
+        for name in SCALE_METRICS:
+            run = metric_call(name, texts[:scale_pairs], texts[scale_pairs:], **scale_kwargs)
+            seconds, peak = timed(run, 1, device)
+            scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
+            log(f"done: {name} on {scale_pairs:,} pairs")
+    differences = {}
+    few = predictions[:check_pairs], references[:check_pairs]
+    for name in RUNS:
+        on = {where: metric_call(name, *few, model_type=path, device=where)() for where in (device, "cpu")}
+        main = MAIN_OUTPUTS[name]
+        differences[name] = max(abs(a - b) for a, b in zip(on[device][main], on["cpu"][main]))
+    return {
+        "device": device_api().get_device_name(device),
+        "torch": torch.__version__,
+        "n_pairs": len(predictions),
+        "rounds": rounds,
+        "dtypes": list(dtypes),
+        "table": table,
+        "peer": peer,
+        "scale": scale,
+        "scale_pairs": scale_pairs,
+        "scale_dtype": scale_dtype,
+        "check_pairs": len(few[0]),
+        "differences": differences,
+    }
+
+
+def format_report(report: dict) -> str:
+    """Issue 34's table: seconds and pairs/s per metric and precision, then the peer, the scale
+    run, the peak memory and the GPU-CPU differences."""
+    dtypes = report["dtypes"]
+    gib = 2**30
+    lines = [
+        f"Metrics on {report['device']} (torch {report['torch']}), {report['n_pairs']:,} pairs, after a warm-up "
+        f"call, median of {report['rounds']} calls",
+        "",
+        "| metric | " + " | ".join(dtypes) + " | peak GPU memory |",
+        "|---|" + "---:|" * len(dtypes) + "---:|",
+    ]
+    for name, kwargs in RUNS.items():
+        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+        cells = [report["table"][name, d] for d in dtypes]
+        speeds = [f"{c['seconds']:.2f} s ({c['pairs_per_s']:,.0f} pairs/s)" for c in cells]
+        peak = max(c["peak"] for c in cells) / gib
+        lines.append(f"| {name}{f' ({args})' if args else ''} | " + " | ".join(speeds) + f" | {peak:.2f} GiB |")
+    lines.append("")
+    peer = report["peer"]
+    if peer is None:
+        lines.append("- bert-score: not installed, not timed")
+    else:
+        lines.append(
+            f"- bert-score {peer['version']} (same weights and layer, batch_size=64, float32): {peer['seconds']:.2f} s "
+            f"({peer['pairs_per_s']:,.0f} pairs/s), peak {peer['peak'] / gib:.2f} GiB"
+        )
+    for name, row in report["scale"].items():
+        lines.append(
+            f"- {name} on {report['scale_pairs']:,} distinct pairs, {report['scale_dtype']}, "
+            f"batch_size={SCALE_BATCH_SIZE}: {row['seconds']:.1f} s ({row['pairs_per_s']:,.0f} pairs/s), "
+            f"peak {row['peak'] / gib:.2f} GiB"
+        )
+    diffs = ", ".join(f"{name} {value:.1e}" for name, value in report["differences"].items())
+    lines.append(f"- max |GPU float32 - CPU float32| of the main score on {report['check_pairs']} pairs: {diffs}")
+    return "\n".join(lines)

@@ -1,0 +1,158 @@
+"""``moverkit bench overhead``: each metric's time over its encoder's, with an encoder that is
+nearly free (a CPU proxy of the GPU regime).
+
+On a GPU the forward pass of a small encoder takes tens of milliseconds for thousands of texts, so
+what a metric costs there is its own pipeline: tokenizing, batching, copying, matching. A CPU shows
+the same overhead when the encoder is made nearly free: a 2-layer, 32-wide BERT of random weights
+(:func:`tiny_encoder`; the vocabulary and tokenizer of the embedded model, seeded, saved to a
+folder so that every metric loads it as a local model).
+
+The floor (:func:`floor`) is what no metric can beat: one fast-tokenizer call over the call's
+distinct texts, then forward passes in batches sorted by length of about
+:data:`FLOOR_TOKEN_BUDGET` padded tokens; plain transformers and torch, no moverkit code. Each
+metric scores the pairs of a judgments TSV (2,800 WMT17 to-English pairs), its model loaded and
+warmed before; floor and metrics are timed in one process in interleaved rounds
+(:func:`~moverkit.bench.speed.interleaved`; the garbage collector off, as in ``timeit``), and the report gives each median and its ratio to the
+floor's.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+RUNS = {
+    "centered_bertscore": {"centering": "batch"},
+    "twmd": {"centering": "batch"},
+    "lazy_emd": {},
+    "sbertscore": {},
+    "moverscore": {},
+}
+"""The metrics timed and their arguments: centered_bertscore and twmd with batch centering (a
+random encoder has no fitted corpus statistic), the others with their defaults."""
+
+TARGETED = ("centered_bertscore", "twmd", "lazy_emd")
+"""The metrics held to :data:`TARGET`; sbertscore (sentence-transformers' own pipeline) and
+moverscore (an exact solver per pair, on the CPU) are reported for information."""
+
+TARGET = 1.25
+"""The ratio to the floor a targeted metric must stay within (issue 34)."""
+
+FLOOR_TOKEN_BUDGET = 16_384
+"""Padded tokens per forward pass of the floor: large batches, as a GPU runs them."""
+
+TINY_SHAPE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128}
+
+
+def tiny_encoder(folder: str | Path, seed: int = 0) -> str:
+    """Save a random BERT of :data:`TINY_SHAPE` (``seed``), with the embedded model's WordPiece
+    tokenizer, to ``folder``; returns the folder, a local ``model_type``."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from moverkit._core.encoder import embedded_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=512, **TINY_SHAPE)
+    BertModel(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def floor(model_path: str, texts: Sequence[str], token_budget: int = FLOOR_TOKEN_BUDGET) -> Callable[[], None]:
+    """The floor's run: ``texts`` tokenized in one fast-tokenizer call (truncated at the
+    tokenizer's limit), then encoded in batches sorted by length, longest first, of at most
+    ``token_budget`` padded tokens. The model is loaded (and run once) here, untimed."""
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = AutoModel.from_pretrained(model_path).eval()
+    limit = min(tokenizer.model_max_length, model.config.max_position_embeddings)
+    texts = list(texts)
+
+    def run() -> None:
+        ids = tokenizer(texts, truncation=True, max_length=limit)["input_ids"]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter((t for row in ids for t in row), dtype=np.int64, count=int(lengths.sum()))
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        order = np.argsort(-lengths, kind="stable")
+        at = 0
+        while at < len(order):
+            width = int(lengths[order[at]])
+            batch = order[at : at + max(token_budget // width, 1)]
+            steps = np.arange(width)
+            mask = steps[None, :] < lengths[batch, None]
+            input_ids = np.where(mask, flat[np.minimum(starts[batch, None] + steps, len(flat) - 1)], 0)
+            with torch.inference_mode():
+                model(input_ids=torch.from_numpy(input_ids), attention_mask=torch.from_numpy(mask.astype(np.int64)))
+            at += len(batch)
+
+    run()
+    return run
+
+
+def metric_run(name: str, model_path: str, predictions: list[str], references: list[str]) -> Callable[[], object]:
+    """``moverkit.functional.<name>`` on the pairs with :data:`RUNS`' arguments and the tiny
+    encoder; one warm-up call on 16 pairs here (loads the model)."""
+    import moverkit.functional as functional
+
+    score = getattr(functional, name)
+    kwargs = {"model_type": model_path, **RUNS[name]}
+    score(predictions[:16], references[:16], **kwargs)
+    return lambda: score(predictions, references, **kwargs)
+
+
+def measure(
+    predictions: list[str], references: list[str], metrics: Sequence[str], rounds: int, folder: str | Path
+) -> dict:
+    """Median seconds of the floor and of each of ``metrics`` over ``rounds`` interleaved rounds,
+    with the tiny encoder saved in ``folder``."""
+    from .speed import interleaved
+
+    model_path = tiny_encoder(folder)
+    texts = list(dict.fromkeys(list(predictions) + list(references)))
+    runs = {"floor": floor(model_path, texts)}
+    runs.update({name: metric_run(name, model_path, predictions, references) for name in metrics})
+    # Python's cyclic garbage collector off while timing, as timeit does: a full collection
+    # triggered by one contender's garbage would land in another's time.
+    gc.collect()
+    gc.disable()
+    try:
+        times = interleaved(runs, rounds)
+    finally:
+        gc.enable()
+    return {
+        "n_pairs": len(predictions),
+        "n_texts": len(texts),
+        "rounds": rounds,
+        "seconds": {label: statistics.median(t) for label, t in times.items()},
+    }
+
+
+def format_report(report: dict, isa: str) -> str:
+    """A Markdown table of each metric's median time and its ratio to the floor, the targeted
+    ones marked against :data:`TARGET`, with the ISA line (:func:`~moverkit.bench.precision.machine_isa`)."""
+    seconds = report["seconds"]
+    base = seconds["floor"]
+    lines = [
+        f"Overhead over the encoder: a {TINY_SHAPE['num_hidden_layers']}-layer, {TINY_SHAPE['hidden_size']}-wide "
+        f"random BERT, {report['n_pairs']:,} pairs ({report['n_texts']:,} distinct texts), median of "
+        f"{report['rounds']} interleaved rounds",
+        "",
+        "| run | seconds | / floor | target |",
+        "|---|---:|---:|---|",
+        f"| floor (one tokenizer call, forward in {FLOOR_TOKEN_BUDGET:,}-token batches) | {base:.3f} | 1.00 | |",
+    ]
+    for name, value in seconds.items():
+        if name == "floor":
+            continue
+        ratio = value / base
+        target = f"<= {TARGET} ({'met' if ratio <= TARGET else 'NOT met'})" if name in TARGETED else "information"
+        args = ", ".join(f"{k}={v!r}" for k, v in RUNS[name].items())
+        lines.append(f"| {name}{f' ({args})' if args else ''} | {value:.3f} | {ratio:.2f} | {target} |")
+    return "\n".join([*lines, "", isa])
