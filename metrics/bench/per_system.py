@@ -26,13 +26,11 @@ def per_system_batch(
     references, as a user who scores one system at a time gets). The cache of token clouds is on (``cache_bytes``, emptied
     after each language pair), so both ways use the same vectors: the difference is the centering."""
     from moverkit import functional
-    from moverkit._core.cache import cache_info, clear_cache, set_cache
+    from moverkit._core.cache import cache_enabled, clear_cache
 
     kwargs = {**kwargs, "centering": "batch"}
     runs = {"pooled": {m: {} for m in metrics}, "per_system": {m: {} for m in metrics}}
-    was = cache_info()["max_bytes"]
-    set_cache(cache_bytes)
-    try:
+    with cache_enabled(cache_bytes):
         for test_set in test_sets:
             for metric in metrics:
                 runs["pooled"][metric][test_set.lp] = segment_scores(test_set, metric, **kwargs)
@@ -44,8 +42,6 @@ def per_system_batch(
                 if log is not None:
                     log(f"done: {test_set.lp} {metric}")
             clear_cache()
-    finally:
-        set_cache(was)
     return runs
 
 

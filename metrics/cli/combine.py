@@ -141,23 +141,17 @@ def _check_groups(data, path) -> None:
 
 def _system_level(components, kwargs, batch_size, device) -> dict:
     """``{lp: (features, human)}`` of the shipped extract's fit pairs, as :func:`moverkit.combination.fit_system` takes."""
-    from moverkit._core.cache import cache_info, set_cache
+    from moverkit._core.cache import cache_enabled
     from moverkit.combination.scoring import system_features
     from moverkit.judgments import UNSEEN_PAIRS, read_shipped, segment_scores
 
     test_sets = [t for t in read_shipped() if t.lp not in UNSEEN_PAIRS]
     passthrough = {k: v for k, v in (("batch_size", batch_size), ("device", device)) if v is not None}
     segments = {}
-    was_cached = cache_info()["max_bytes"] > 0
-    if not was_cached:
-        set_cache()
-    try:
+    with cache_enabled():
         for metric in (c for c in components if c in METRICS):
             options = {**kwargs.get(metric, {}), **passthrough}
             segments[metric] = {t.lp: segment_scores(t, metric, **options) for t in test_sets}
-    finally:
-        if not was_cached:
-            set_cache(0)
     return {t.lp: (system_features(t, components, segments), t.human) for t in test_sets}
 
 

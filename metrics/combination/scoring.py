@@ -104,15 +104,12 @@ def component_scores(
     plus ``metric_kwargs[name]`` (the cache of token clouds is on meanwhile, so the token metrics
     encode each text once); chrF and BLEU are sacrebleu's sentence scores."""
     from moverkit import functional
-    from moverkit._core.cache import cache_info, set_cache
+    from moverkit._core.cache import cache_enabled
 
     _check_texts(predictions, references)
     passthrough = {k: v for k, v in (("batch_size", batch_size), ("device", device)) if v is not None}
     scores, hashcodes = {}, {}
-    was_cached = cache_info()["max_bytes"] > 0
-    if not was_cached:
-        set_cache()
-    try:
+    with cache_enabled():
         for name in components:
             _check_component(name)
             if name in ANCHORS:
@@ -123,9 +120,6 @@ def component_scores(
                 result = getattr(functional, name)(list(predictions), list(references), **kwargs)
                 values, hashcodes[name] = result[spec(name).main], result["hashcode"]
             scores[name] = orientation(name) * np.asarray(values, dtype=float) + 0.0  # no -0.0
-    finally:
-        if not was_cached:
-            set_cache(0)
     return scores, hashcodes
 
 

@@ -89,7 +89,7 @@ def compare(
     combination of its components (its segment level), scored over all systems in one call; ``metrics``
     may then be empty."""
     from moverkit import functional
-    from moverkit._core.cache import cache_info, set_cache
+    from moverkit._core.cache import cache_enabled
     from moverkit._version import __version__
     from moverkit.specs import spec
 
@@ -117,10 +117,7 @@ def compare(
     names = list(systems)
     predictions = [text for name in names for text in systems[name]]
     all_references = list(references) * len(names)
-    was_cached = cache_info()["max_bytes"] > 0
-    if not was_cached:
-        set_cache()  # the token metrics share one encoding of each distinct text
-    try:
+    with cache_enabled():  # the token metrics share one encoding of each distinct text
         segments, hashcodes = {}, {}
         for metric in metrics:
             result = getattr(functional, metric)(predictions, all_references, **kwargs[metric])
@@ -134,9 +131,6 @@ def compare(
             scores = result["combined"]
             segments[COMBINED] = {name: scores[i * n : (i + 1) * n] for i, name in enumerate(names)}
             hashcodes[COMBINED] = result["hashcode"]
-    finally:
-        if not was_cached:
-            set_cache(0)
     comparison = summarize(segments, resamples=resamples, seed=seed)
     comparison.settings.update({"metric_kwargs": kwargs, "segments": n, "version": __version__})
     if combination is not None:

@@ -13,7 +13,6 @@ pair of histograms); MoverScore batches the cost matrices and loops over the sol
 from __future__ import annotations
 
 import numpy as np
-import ot
 
 EMD_MAX_ITER = 10_000_000
 """The network simplex stops at this many iterations (POT's default, 1e5, can be too few for two
@@ -23,6 +22,8 @@ EMD_MAX_ITER = 10_000_000
 def exact_transport(a: np.ndarray, b: np.ndarray, cost: np.ndarray, with_plan: bool = False):
     """``(wmd, plan)`` between the weights ``a`` (n,) and ``b`` (m,), each normalised here to sum 1,
     under ``cost`` (n, m), in float64; the plan (n, m) only ``with_plan`` (else ``None``)."""
+    import ot  # POT, imported where it is used: the other metrics run without it (a GPU machine may lack it)
+
     a, b, cost = a / a.sum(), b / b.sum(), np.ascontiguousarray(cost)
     if with_plan:
         plan = ot.emd(a, b, cost, numItermax=EMD_MAX_ITER)
