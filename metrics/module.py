@@ -50,6 +50,35 @@ ARGUMENT_DOCS = {
         "        on a GPU, float16 on a GPU without bfloat16, float32 otherwise). Similarities and transport\n"
         "        stay in float32/float64. The precision that ran is in the hashcode."
     ),
+    "num_layers": (
+        "num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th\n"
+        "        block, negative counts from the top). Default: a tuned layer for known models, else the last."
+    ),
+    "centering_stats": (
+        'centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",\n'
+        "        from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved\n"
+        "        to); default: the one shipped for the embedded model (fitted on WMT17 news references)."
+    ),
+    "rescale_with_baseline": (
+        "rescale_with_baseline (bool, default False): rescale each score against b, the mean score of\n"
+        "        random unrelated sentence pairs under the same model, layer and settings (bert-score's method):\n"
+        "        (s - b) / (1 - b) for a similarity, d / b for a distance (lazy_emd), so that unrelated texts\n"
+        "        score about 0 (1 for a distance) and the order of scores does not change. The embedded\n"
+        "        model's baseline at the default settings ships; other settings, another model, a statistic of\n"
+        "        your own or lang other than English need baseline_path. See rescale_with_baseline in the card."
+    ),
+    "baseline_path": (
+        "baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric <this metric>`\n"
+        "        (a file fitted under other settings than the call's is refused); used with rescale_with_baseline."
+    ),
+    "return_reference_index": (
+        'return_reference_index (bool, default False): also return "reference_index", per prediction the\n'
+        "        position (from 0) of the reference among its references that gave the kept score."
+    ),
+    "reference_index": (
+        "reference_index (list of int, only with return_reference_index): per prediction, the position of\n"
+        "        the reference whose score was kept (0 with a single reference)."
+    ),
     "settings": (
         "settings (str, optional): the path of a settings file written by `moverkit tune` for this metric:\n"
         "        its arguments apply as if passed (an argument also given must agree with it), and the\n"
@@ -59,6 +88,29 @@ ARGUMENT_DOCS = {
 """The documentation of the encoder arguments that several modules share, word for word: each
 module's ``_KWARGS_DESCRIPTION`` takes them with ``str.format`` (``{dtype}`` on a line of its own,
 indented as an argument), so the modules cannot drift apart."""
+
+
+def evaluate_module(class_name: str, function, module: str, texts: tuple[str, str, str], links: dict):
+    """The ``evaluate.Metric`` class of a bundled module (``<name>/<name>.py``, named ``module``):
+    ``texts`` (its description, inputs description and citation) and ``links`` (``homepage``,
+    ``codebase_urls``, ``reference_urls``) in ``_info``, and ``function`` as ``_compute``
+    (:func:`compute_with`). evaluate takes the first concrete Metric class of the module file, and
+    names the metric after ``class_name`` (``LazyEmd`` -> ``lazy_emd``)."""
+    description, inputs_description, citation = texts
+
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=description,
+            citation=citation,
+            inputs_description=inputs_description,
+            features=text_pair_features(),
+            **links,
+        )
+
+    body = {"_info": _info, "_compute": compute_with(function), "__module__": module}
+    return evaluate.utils.file_utils.add_start_docstrings(description, inputs_description)(
+        type(class_name, (TextPairMetric,), body)
+    )
 
 
 def compute_with(function):

@@ -2,11 +2,11 @@
 # Licensed under the Apache License, Version 2.0.
 """Centered BERTScore: BERTScore on batch-, corpus-, sentence- or dimension-centered token vectors."""
 
-import evaluate
+import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.centered_bertscore import centered_bertscore
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -57,8 +57,7 @@ Args:
         references per prediction; each prediction is then scored against each of its references
         and the best precision, recall and F1 are kept (each maximised on its own, as bert-score).
     {model_type}
-    num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th
-        block, negative counts from the top). Default: a tuned layer for known models, else the last.
+    {num_layers}
     idf (bool or dict, default False): weight tokens by IDF fitted on the references (BERTScore's
         log((N+1)/(df+1))), or by a given dict from token id (or token string) to weight.
     {batch_size}
@@ -69,9 +68,7 @@ Args:
         this compute call: the paper's method) or "corpus" (a mean fitted once on a corpus, so a
         pair scores the same in any call: the statistic shipped for the embedded model, or
         centering_stats; any other model needs centering_stats or another mode).
-    centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
-        from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved
-        to); default: the one shipped for the embedded model (fitted on WMT17 news references).
+    {centering_stats}
     {max_length}
     lang (str, default "en"): the language of the texts, as in evaluate's bertscore: a language
         code, ISO 639-1 or 639-3 ("en", "de", "zh", "yue"), any case (bertscore lower-cases it too),
@@ -80,16 +77,8 @@ Args:
         (not in the hashcode): bertscore picks a default model per language, moverkit always
         defaults to the English embedded model, so any other language with model_type None warns:
         pass a multilingual model_type.
-    rescale_with_baseline (bool, default False): rescale P, R and F1 as bertscore does,
-        (s - b) / (1 - b) with b the mean score of random unrelated pairs for this model, layer and
-        centering: identical texts stay 1, unrelated ones score about 0. Baselines of the embedded
-        model ship (WMT17 to-English sentences, 1,000 random pairs, layers 0-6, every centering;
-        "corpus" with the shipped statistic); other models, a statistic of your own and lang other
-        than English take baseline_path (`moverkit fit-baseline`). As bertscore, the baseline fitted
-        without IDF also rescales IDF-weighted scores. Rescaled scores are no longer bounded by
-        [-1, 1] below (about -1.32 at worst for the default's baseline).
-    baseline_path (str, optional): a baseline file in bert-score's format (header LAYER,P,R,F, one
-        row per layer), e.g. from `moverkit fit-baseline`; used only with rescale_with_baseline.
+    {rescale_with_baseline}
+    {baseline_path}
     use_fast_tokenizer (bool, default False): accepted for bertscore compatibility and ignored:
         moverkit always tokenizes with the model's fast (Rust) tokenizer.
     nthreads (int, default 4): accepted for bertscore compatibility and ignored (bertscore's
@@ -111,8 +100,7 @@ Returns:
     hashcode (str): model, layer, idf, centering, token limit and versions, to reproduce the numbers.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",
         "similarity" (rows: prediction tokens; columns: reference tokens).
-    reference_index (list of int, only with return_reference_index): per prediction, the position of
-        the reference whose score was kept (0 with a single reference).
+    {reference_index}
     An empty (or whitespace-only) prediction or reference scores 0.0 for all three.
 
 Examples:
@@ -126,17 +114,11 @@ Examples:
 """.format(**ARGUMENT_DOCS)
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class CenteredBertscore(TextPairMetric):
-    def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            homepage="https://aclanthology.org/2020.eval4nlp-1.6",
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=text_pair_features(),
-            codebase_urls=["https://github.com/Tiiiger/bert_score"],
-            reference_urls=["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1904.09675"],
-        )
-
-    _compute = compute_with(centered_bertscore)
+_LINKS = {
+    "homepage": "https://aclanthology.org/2020.eval4nlp-1.6",
+    "codebase_urls": ["https://github.com/Tiiiger/bert_score"],
+    "reference_urls": ["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1904.09675"],
+}
+CenteredBertscore = evaluate_module(
+    "CenteredBertscore", centered_bertscore, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS
+)

@@ -2,11 +2,11 @@
 # Licensed under the Apache License, Version 2.0.
 """Lazy Earth Mover's Distance: unbalanced optimal transport between contextual token clouds."""
 
-import evaluate
+import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.lazy_emd import lazy_emd
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -67,8 +67,7 @@ Args:
         that has not converged by then keeps its last plan and a warning says how many there were
         (a score above the plan's bound is an error naming epsilon and max_iter).
     {model_type}
-    num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th
-        block, negative counts from the top). Default: a tuned layer for known models, else the last.
+    {num_layers}
     idf (bool or dict, default False): token masses from IDF fitted on the references
         (log((N+1)/(df+1)), for both sides), or from a given dict from token id (or token string)
         to weight; then normalized to sum 1 per text. False: uniform masses (the paper's setting).
@@ -83,19 +82,11 @@ Args:
     {max_length}
     {long_texts}
     {dtype}
-    rescale_with_baseline (bool, default False): rescale each distance d to d / b, b the mean distance
-        of random unrelated sentence pairs under the same model, layer, centering and penalties (bert-score's
-        baseline, for a distance): identical texts stay 0, unrelated ones score about 1, and it is still a
-        distance (lower is closer, >= 0; the order of scores does not change). The embedded model's baseline
-        at the default settings (lang "en") ships with moverkit; any other setting, another model, a statistic
-        of your own or lang other than English needs baseline_path (a call whose settings the file was not
-        fitted under is refused).
-    baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric lazy_emd` (CSV:
-        LAYER,LAZY_EMD,SETTINGS); used only with rescale_with_baseline.
+    {rescale_with_baseline}
+    {baseline_path}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cost matrix and the optimal plan P*.
-    return_reference_index (bool, default False): also return "reference_index", per prediction the
-        position (from 0) of the reference among its references that gave the kept score.
+    {return_reference_index}
     {settings}
 
 Returns:
@@ -108,8 +99,7 @@ Returns:
         max_iter and versions.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",
         "cost" (1 - cosine) and "plan" (rows: prediction tokens; columns: reference tokens).
-    reference_index (list of int, only with return_reference_index): per prediction, the position of
-        the reference whose score was kept (0 with a single reference).
+    {reference_index}
 
 Examples:
     >>> metric = evaluate.load("metrics/lazy_emd")
@@ -124,17 +114,9 @@ Examples:
 """.format(**ARGUMENT_DOCS)
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class LazyEmd(TextPairMetric):
-    def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            homepage="https://doi.org/10.24963/ijcai.2020/516",
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=text_pair_features(),
-            codebase_urls=["https://github.com/Beastlyprime/lazy_emd"],
-            reference_urls=["https://doi.org/10.24963/ijcai.2020/516", "https://arxiv.org/abs/1607.05816"],
-        )
-
-    _compute = compute_with(lazy_emd)
+_LINKS = {
+    "homepage": "https://doi.org/10.24963/ijcai.2020/516",
+    "codebase_urls": ["https://github.com/Beastlyprime/lazy_emd"],
+    "reference_urls": ["https://doi.org/10.24963/ijcai.2020/516", "https://arxiv.org/abs/1607.05816"],
+}
+LazyEmd = evaluate_module("LazyEmd", lazy_emd, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)

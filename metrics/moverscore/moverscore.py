@@ -2,11 +2,11 @@
 # Licensed under the Apache License, Version 2.0.
 """MoverScore: word mover (n-grams) and sentence mover distances on contextual embeddings."""
 
-import evaluate
+import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.moverscore import moverscore
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -92,20 +92,12 @@ Args:
     {lang}
     {long_texts}
     {dtype}
-    rescale_with_baseline (bool, default False): rescale each score s to (s - b) / (1 - b), bert-score's
-        method, b the mean score of random unrelated sentence pairs under the same model, layer, centering
-        and configuration: identical texts stay 1, unrelated ones score about 0, and a pair less alike
-        than unrelated text is negative (v2: down to -b / (1 - b), about -0.75 for the shipped baseline;
-        the order of scores does not change). The embedded model's baseline at the default settings (v2)
-        ships with moverkit; any other setting, another model, a statistic of your own or lang other
-        than English needs baseline_path (a call whose settings the file was not fitted under is refused).
-    baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric moverscore`
-        (CSV: LAYER,MOVERSCORE,SETTINGS); used only with rescale_with_baseline.
+    {rescale_with_baseline}
+    {baseline_path}
     return_alignment (bool, default False): also return, per prediction, the transport units
         (tokens or n-grams with positive weight) of the prediction and of its best reference,
         the optimal plan (the release's "flow") and the cost matrix (the release's plot_example picture).
-    return_reference_index (bool, default False): also return "reference_index", per prediction the
-        position (from 0) of the reference among its references that gave the kept score.
+    {return_reference_index}
     {settings}
 
 Returns:
@@ -117,8 +109,7 @@ Returns:
     alignment (list of dict, only with return_alignment): "prediction_tokens",
         "reference_tokens", "plan" (rows: prediction units, columns: reference units; sums to 1)
         and "cost" (same shape).
-    reference_index (list of int, only with return_reference_index): per prediction, the position of
-        the reference whose score was kept (0 with a single reference).
+    {reference_index}
 
 Examples:
     >>> metric = evaluate.load("metrics/moverscore")
@@ -135,17 +126,9 @@ Examples:
 """.format(**ARGUMENT_DOCS)
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Moverscore(TextPairMetric):
-    def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            homepage="https://github.com/AIPHES/emnlp19-moverscore",
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=text_pair_features(),
-            codebase_urls=["https://github.com/AIPHES/emnlp19-moverscore"],
-            reference_urls=["https://aclanthology.org/D19-1053", "https://aclanthology.org/2020.eval4nlp-1.6"],
-        )
-
-    _compute = compute_with(moverscore)
+_LINKS = {
+    "homepage": "https://github.com/AIPHES/emnlp19-moverscore",
+    "codebase_urls": ["https://github.com/AIPHES/emnlp19-moverscore"],
+    "reference_urls": ["https://aclanthology.org/D19-1053", "https://aclanthology.org/2020.eval4nlp-1.6"],
+}
+Moverscore = evaluate_module("Moverscore", moverscore, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)

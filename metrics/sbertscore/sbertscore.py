@@ -2,11 +2,11 @@
 # Licensed under the Apache License, Version 2.0.
 """sBERTScore: BERTScore's greedy matching over sentence embeddings instead of token embeddings."""
 
-import evaluate
+import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.sbertscore import sbertscore
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -84,15 +84,8 @@ Args:
         name that is no code, "klingon", one naming lang). With another language than English,
         rescale_with_baseline needs baseline_path (the shipped baseline is English).
     {dtype}
-    rescale_with_baseline (bool, default False): rescale P, R and F1 as bertscore does, (s - b) / (1 - b),
-        b the mean score of random unrelated sentence pairs with the same model and centering: identical
-        texts stay 1, unrelated ones score about 0, and a pair less alike than unrelated text is negative
-        (down to about -1.12 for the shipped baseline; the order of scores does not change). The embedded
-        model's baseline at the default settings ships with moverkit; another centering or model, a
-        statistic of your own or lang other than English needs baseline_path (a call whose settings the
-        file was not fitted under is refused).
-    baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric sbertscore` (CSV:
-        LAYER,P,R,F,SETTINGS with layer -1, sentence vectors); used only with rescale_with_baseline.
+    {rescale_with_baseline}
+    {baseline_path}
     return_alignment (bool, default False): also return, per prediction, the sentences of the
         prediction and of its best reference (by F1) and their cosine similarity matrix.
     return_reference_index (bool, default False): also return "reference_index", per prediction the
@@ -106,8 +99,7 @@ Returns:
     hashcode (str): model, sentence layer tag (L-1), centering, splitter and versions.
     alignment (list of dict, only with return_alignment): "prediction_sentences",
         "reference_sentences", "similarity" (rows: prediction sentences; columns: reference sentences).
-    reference_index (list of int, only with return_reference_index): per prediction, the position of
-        the reference whose score was kept (0 with a single reference).
+    {reference_index}
     A prediction or reference with no sentence (empty or white space only) scores 0.0 for all
     three, with a warning.
 
@@ -126,20 +118,12 @@ Examples:
 """.format(**ARGUMENT_DOCS)
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Sbertscore(TextPairMetric):
-    def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            homepage="https://github.com/multitude00999/MSAI_337_project",
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=text_pair_features(),
-            codebase_urls=[
-                "https://github.com/multitude00999/MSAI_337_project",
-                "https://github.com/nipunsadvilkar/pySBD",
-            ],
-            reference_urls=["https://aclanthology.org/D19-1410", "https://aclanthology.org/2020.eval4nlp-1.6"],
-        )
-
-    _compute = compute_with(sbertscore)
+_LINKS = {
+    "homepage": "https://github.com/multitude00999/MSAI_337_project",
+    "codebase_urls": [
+        "https://github.com/multitude00999/MSAI_337_project",
+        "https://github.com/nipunsadvilkar/pySBD",
+    ],
+    "reference_urls": ["https://aclanthology.org/D19-1410", "https://aclanthology.org/2020.eval4nlp-1.6"],
+}
+Sbertscore = evaluate_module("Sbertscore", sbertscore, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)

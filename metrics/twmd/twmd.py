@@ -2,11 +2,11 @@
 # Licensed under the Apache License, Version 2.0.
 """Tempered Word Mover Distance (TWMD, TRWMD) and its family (SBERT, Wordset-CKA) on centered token vectors."""
 
-import evaluate
+import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.twmd import twmd
-    from moverkit.module import ARGUMENT_DOCS, TextPairMetric, compute_with, text_pair_features
+    from moverkit.module import ARGUMENT_DOCS, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
@@ -61,8 +61,7 @@ Args:
     normalize (bool, default True): divide by sqrt(C(X1, X1) C(X2, X2)) (Eq. 1), so that a text
         scores 1 against itself; False returns the raw C(X1, X2).
     {model_type}
-    num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th
-        block, negative counts from the top). Default: a tuned layer for known models, else the last.
+    {num_layers}
     {batch_size}
     {device}
     {verbose}
@@ -71,26 +70,16 @@ Args:
         this compute call: the paper's method) or "corpus" (a mean fitted once on a corpus, so a
         pair scores the same in any call: the statistic shipped for the embedded model, or
         centering_stats; any other model needs centering_stats or another mode).
-    centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
-        from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved
-        to); default: the one shipped for the embedded model (fitted on WMT17 news references).
+    {centering_stats}
     {max_length}
     {lang}
     {long_texts}
     {dtype}
-    rescale_with_baseline (bool, default False): rescale each score s to (s - b) / (1 - b), bert-score's
-        method, b the mean score of random unrelated sentence pairs under the same model, layer, centering
-        and variant settings: identical texts stay 1, unrelated ones score about 0, and a pair less alike
-        than unrelated text is negative (down to about -1.07 for the shipped baseline; the order of scores
-        does not change). The embedded model's baseline at the default settings ships with moverkit;
-        any other setting, another model, a statistic of your own or lang other than English needs
-        baseline_path (a call whose settings the file was not fitted under is refused).
-    baseline_path (str, optional): a baseline file from `moverkit fit-baseline --metric twmd` (CSV:
-        LAYER,TWMD (or TRWMD, SBERT, CKA),SETTINGS); used only with rescale_with_baseline.
+    {rescale_with_baseline}
+    {baseline_path}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cosine similarity matrix and the transport plan.
-    return_reference_index (bool, default False): also return "reference_index", per prediction the
-        position (from 0) of the reference among its references that gave the kept score.
+    {return_reference_index}
     {settings}
 
 Returns:
@@ -105,8 +94,7 @@ Returns:
         "similarity" and "plan" (rows: prediction tokens; columns: reference tokens). The plan
         sums to 1: twmd's after its Sinkhorn steps, trwmd's closed-form optimum (each reference
         token's 1/L1 spread by a softmax), sbert's uniform coupling; None for cka.
-    reference_index (list of int, only with return_reference_index): per prediction, the position of
-        the reference whose score was kept (0 with a single reference).
+    {reference_index}
 
 Examples:
     >>> metric = evaluate.load("metrics/twmd")
@@ -121,17 +109,9 @@ Examples:
 """.format(**ARGUMENT_DOCS)
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Twmd(TextPairMetric):
-    def _info(self):
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            homepage="https://aclanthology.org/2020.eval4nlp-1.6",
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=text_pair_features(),
-            codebase_urls=["https://github.com/PythonOT/POT"],
-            reference_urls=["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1306.0895"],
-        )
-
-    _compute = compute_with(twmd)
+_LINKS = {
+    "homepage": "https://aclanthology.org/2020.eval4nlp-1.6",
+    "codebase_urls": ["https://github.com/PythonOT/POT"],
+    "reference_urls": ["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1306.0895"],
+}
+Twmd = evaluate_module("Twmd", twmd, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)
