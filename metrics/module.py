@@ -50,6 +50,11 @@ ARGUMENT_DOCS = {
         "        on a GPU, float16 on a GPU without bfloat16, float32 otherwise). Similarities and transport\n"
         "        stay in float32/float64. The precision that ran is in the hashcode."
     ),
+    "references": (
+        "references (list of str, or list of list of str): one reference per prediction, or a list of\n"
+        "        references per prediction; each prediction is then scored against each of its references\n"
+        "        and the best score is kept (the highest; the lowest for a distance)."
+    ),
     "num_layers": (
         "num_layers (int, optional): the layer whose token vectors are used (k = output of the k-th\n"
         "        block, negative counts from the top). Default: a tuned layer for known models, else the last."
@@ -129,6 +134,20 @@ def compute_with(function):
     _compute.__signature__ = signature.replace(parameters=[itself, *signature.parameters.values()])
     _compute.__doc__ = function.__doc__
     return _compute
+
+
+BATCH_CENTERING_CITATION = """\
+@inproceedings{chen-etal-2020-improving,
+    title = "Improving Text Generation Evaluation with Batch Centering and Tempered Word Mover Distance",
+    author = "Chen, Xi and Ding, Nan and Levinboim, Tomer and Soricut, Radu",
+    booktitle = "Proceedings of the First Workshop on Evaluation and Comparison of NLP Systems",
+    year = "2020",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/2020.eval4nlp-1.6",
+    pages = "51--57",
+}
+"""
+"""The tempered-WMD and batch-centering paper (Chen et al., 2020), which three modules cite."""
 
 
 def text_pair_features() -> list[datasets.Features]:

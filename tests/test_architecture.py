@@ -57,3 +57,13 @@ def test_no_package_file_over_600_lines():
     }
     long = {str(p): n for p, n in sorted(sizes.items()) if n > MAX_LINES}
     assert not long, f"files over {MAX_LINES} lines (a room that does several jobs): {long}"
+
+
+def test_the_evaluate_modules_do_not_restate_their_functions():
+    # They were 956 lines, 247 of them a _compute that restated each function's signature: each is
+    # now its card's texts and one evaluate_module(...) call, _compute derived from the function.
+    modules = [p for p in SOURCE.glob("*/*.py") if p.stem == p.parent.name]
+    assert len(modules) == 5
+    assert sum(len(p.read_text(encoding="utf-8").splitlines()) for p in modules) <= MAX_LINES
+    for path in modules:
+        assert "def _compute" not in path.read_text(encoding="utf-8"), path

@@ -6,22 +6,15 @@ import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.centered_bertscore import centered_bertscore
-    from moverkit.module import ARGUMENT_DOCS, evaluate_module
+    from moverkit.module import ARGUMENT_DOCS, BATCH_CENTERING_CITATION, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
     raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
-_CITATION = """\
-@inproceedings{chen-etal-2020-improving,
-    title = "Improving Text Generation Evaluation with Batch Centering and Tempered Word Mover Distance",
-    author = "Chen, Xi and Ding, Nan and Levinboim, Tomer and Soricut, Radu",
-    booktitle = "Proceedings of the First Workshop on Evaluation and Comparison of NLP Systems",
-    year = "2020",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/2020.eval4nlp-1.6",
-    pages = "51--57",
-}
+_CITATION = (
+    BATCH_CENTERING_CITATION
+    + """\
 @inproceedings{bert-score,
     title = {BERTScore: Evaluating Text Generation with BERT},
     author = {Tianyi Zhang and Varsha Kishore and Felix Wu and Kilian Q. Weinberger and Yoav Artzi},
@@ -30,6 +23,7 @@ _CITATION = """\
     url = {https://openreview.net/forum?id=SkeHuCVFDr}
 }
 """
+)
 
 _DESCRIPTION = """\
 BERTScore (Zhang et al., 2020) matches every token of a prediction to its most similar token of

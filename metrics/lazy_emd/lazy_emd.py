@@ -45,9 +45,7 @@ recall = 1 - lazy_emd(reg_c=0, reg_r=inf).
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (list of str): the texts to score (the candidates).
-    references (list of str, or list of list of str): one reference per prediction, or a list of
-        references per prediction; each prediction is then scored against each of its references
-        and the lowest (best) lazy_emd is kept.
+    {references}
     lang (str, default "en"): the target language, which picks the penalties of Section 5.2: "en"
         (reg_c, reg_r) = (0.23, 0.31), "zh" (0.018, 0.97), and "other" (0.009, 0.95), the paper's preset
         for every other target language, which any other language code takes too ("de", "fi"; untuned

@@ -47,9 +47,7 @@ MoverScore-b of Chen et al. (2020).
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (list of str): the texts to score.
-    references (list of str, or list of list of str): one reference per prediction, or a list of
-        references per prediction; each prediction is then scored against each of its references
-        and the best (highest) score is kept.
+    {references}
     version (str, default "v2"): a whole public configuration; the arguments below left at None
         take its value, those given override it.
         "v2": moverscore_v2.word_mover_score: last layer, IDF over references and over predictions,

@@ -6,13 +6,14 @@ import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.sbertscore import sbertscore
-    from moverkit.module import ARGUMENT_DOCS, evaluate_module
+    from moverkit.module import ARGUMENT_DOCS, BATCH_CENTERING_CITATION, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
     raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
-_CITATION = """\
+_CITATION = (
+    """\
 @misc{sharma-etal-2023-sbertscore,
     title = {sBERT score: Evaluating text generation using Sentence BERT},
     author = {Sharma, Gaurav and Srivastava, Shikher and Iruvanti, Gautam Srinidhi and Parmar, Surya Pratap Singh},
@@ -28,16 +29,9 @@ _CITATION = """\
     url = "https://aclanthology.org/D19-1410",
     pages = "3982--3992",
 }
-@inproceedings{chen-etal-2020-improving,
-    title = "Improving Text Generation Evaluation with Batch Centering and Tempered Word Mover Distance",
-    author = "Chen, Xi and Ding, Nan and Levinboim, Tomer and Soricut, Radu",
-    booktitle = "Proceedings of the First Workshop on Evaluation and Comparison of NLP Systems",
-    year = "2020",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/2020.eval4nlp-1.6",
-    pages = "51--57",
-}
 """
+    + BATCH_CENTERING_CITATION
+)
 
 _DESCRIPTION = """\
 sBERTScore (Sharma et al., 2023, Section 3 and Figure 1) is BERTScore with sentences in place of

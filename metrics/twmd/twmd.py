@@ -6,23 +6,13 @@ import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
     from moverkit.functional.twmd import twmd
-    from moverkit.module import ARGUMENT_DOCS, evaluate_module
+    from moverkit.module import ARGUMENT_DOCS, BATCH_CENTERING_CITATION, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise
     raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
-_CITATION = """\
-@inproceedings{chen-etal-2020-improving,
-    title = "Improving Text Generation Evaluation with Batch Centering and Tempered Word Mover Distance",
-    author = "Chen, Xi and Ding, Nan and Levinboim, Tomer and Soricut, Radu",
-    booktitle = "Proceedings of the First Workshop on Evaluation and Comparison of NLP Systems",
-    year = "2020",
-    publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/2020.eval4nlp-1.6",
-    pages = "51--57",
-}
-"""
+_CITATION = BATCH_CENTERING_CITATION
 
 _DESCRIPTION = """\
 Tempered Word Mover Distance (Chen et al., 2020) compares a prediction with a reference through the
@@ -46,9 +36,7 @@ and scaled to unit length. Only word tokens take part: the tokenizer's [CLS]/[SE
 _KWARGS_DESCRIPTION = """
 Args:
     predictions (list of str): the texts to score.
-    references (list of str, or list of list of str): one reference per prediction, or a list of
-        references per prediction; each prediction is then scored against each of its references
-        and the best score is kept.
+    {references}
     variant (str, default "twmd"): the member of the family: "twmd" (tempered WMD, Sinkhorn),
         "trwmd" (tempered relaxed WMD, closed form), "sbert" (cosine of mean-pooled token vectors)
         or "cka" (Wordset-CKA). The result key is the variant's name.
