@@ -163,3 +163,35 @@ def test_bench_scale_measures_in_a_fresh_process(wmt17_full):
     )
     assert rows[0]["pairs"] == 20 and rows[0]["wall_s"] > 0 and rows[0]["peak_rss_mb"] > 100
     assert "| twmd | corpus | 20 |" in format_table(rows)
+
+
+class _FakeLibc:
+    def __init__(self):
+        self.calls = []
+
+    def mallopt(self, parameter, value):
+        self.calls.append((parameter, value))
+        return 1
+
+
+def test_a_chunked_call_fixes_glibcs_mmap_threshold_and_an_unchunked_one_does_not(pairs, tiny_budget, monkeypatch):
+    # glibc raises its mmap threshold to every large block freed (up to 32 MB), so a chunked call's
+    # encoder activations came from the heap, whose holes grew with the chunks: peak RSS 887-996 MB
+    # for 3,000 pairs at a 64 MB budget, 773 MB with the threshold fixed (docs/scale.md).
+    from moverkit._core import heap
+
+    libc = _FakeLibc()
+    monkeypatch.setattr(heap, "_libc", lambda: libc)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    predictions, references = pairs
+    centered_bertscore(predictions[:4], references[:4], centering="none")
+    assert libc.calls == []
+    tiny_budget()
+    assert chunk_count(predictions, references) > 1
+    centered_bertscore(predictions, references, centering="none")
+    assert libc.calls == [(heap.M_MMAP_THRESHOLD, heap.MMAP_THRESHOLD)] * len(libc.calls) and libc.calls
+    # A threshold the user set for the process is theirs.
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1048576")
+    libc.calls.clear()
+    heap.fix_mmap_threshold()
+    assert libc.calls == []

@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 
 from .centering import Centering, row_mean, warn_small_batch
 from .encoder import check_max_length, encode, encoder_for, tokenize
+from .heap import fix_mmap_threshold
 from .idf import IdfTable
 from .inputs import CallTexts, call_texts
 from .request import EncoderRequest
@@ -109,6 +110,7 @@ def in_chunks(
     chunks = plan_chunks(texts, max_tokens, limit)
     if len(chunks) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
         return score(predictions, references, request, centering, None)
+    fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
     if centering.mode == "batch":
         centering = centering.within_call(batch_mean(encoder, texts, request, max_tokens, limit))
     call_idf = fit_idf(encoder, texts.pair_references, request) if idf is True else None
