@@ -236,11 +236,11 @@ def read_shipped(
 
 def segment_scores(test_set: TestSet, metric: str, **kwargs) -> dict[str, list[float]]:
     """Each system's segment scores (the metric's main output): one call over all systems."""
-    from moverkit import functional
+    from moverkit.registry import REGISTRY
 
     systems = list(test_set.outputs)
     predictions = [text for s in systems for text in test_set.outputs[s]]
     references = test_set.references * len(systems)
-    scores = getattr(functional, metric)(predictions, references, **kwargs)[spec(metric).main]
+    scores = REGISTRY[metric].function(predictions, references, **kwargs)[spec(metric).main]
     n = len(test_set.references)
     return {s: scores[i * n : (i + 1) * n] for i, s in enumerate(systems)}

@@ -114,9 +114,9 @@ class MapScores:
         return empty.with_format(dataset.format["type"], **dataset.format["format_kwargs"])
 
     def function(self):
-        from . import functional
+        from .registry import REGISTRY
 
-        return getattr(functional, self.metric)
+        return REGISTRY[self.metric].function
 
     @property
     def hashcode(self) -> str:

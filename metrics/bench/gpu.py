@@ -72,9 +72,9 @@ def timed(run: Callable[[], object], rounds: int, device: str) -> tuple[float, i
 
 
 def metric_call(name: str, predictions, references, **kwargs) -> Callable[[], dict]:
-    import moverkit.functional as functional
+    from moverkit.registry import REGISTRY
 
-    score = getattr(functional, name)
+    score = REGISTRY[name].function
     return lambda: score(predictions, references, **{**RUNS[name], **kwargs})
 
 

@@ -99,9 +99,9 @@ def floor(model_path: str, texts: Sequence[str], token_budget: int = FLOOR_TOKEN
 def metric_run(name: str, model_path: str, predictions: list[str], references: list[str]) -> Callable[[], object]:
     """``moverkit.functional.<name>`` on the pairs with :data:`RUNS`' arguments and the tiny
     encoder; one warm-up call on 16 pairs here (loads the model)."""
-    import moverkit.functional as functional
+    from moverkit.registry import REGISTRY
 
-    score = getattr(functional, name)
+    score = REGISTRY[name].function
     kwargs = {"model_type": model_path, **RUNS[name]}
     score(predictions[:16], references[:16], **kwargs)
     return lambda: score(predictions, references, **kwargs)

@@ -25,8 +25,8 @@ def per_system_batch(
     once in one call per system (each system centered with the mean of its own outputs and the
     references, as a user who scores one system at a time gets). The cache of token clouds is on (``cache_bytes``, emptied
     after each language pair), so both ways use the same vectors: the difference is the centering."""
-    from moverkit import functional
     from moverkit._core.cache import cache_enabled, clear_cache
+    from moverkit.registry import REGISTRY
 
     kwargs = {**kwargs, "centering": "batch"}
     runs = {"pooled": {m: {} for m in metrics}, "per_system": {m: {} for m in metrics}}
@@ -36,7 +36,7 @@ def per_system_batch(
                 runs["pooled"][metric][test_set.lp] = segment_scores(test_set, metric, **kwargs)
                 main = spec(metric).main
                 runs["per_system"][metric][test_set.lp] = {
-                    system: getattr(functional, metric)(outputs, test_set.references, **kwargs)[main]
+                    system: REGISTRY[metric].function(outputs, test_set.references, **kwargs)[main]
                     for system, outputs in test_set.outputs.items()
                 }
                 if log is not None:

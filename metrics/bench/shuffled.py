@@ -58,13 +58,13 @@ def sample_pairs(data: Judgments, n: int, seed: int = 0) -> tuple[list[str], lis
 def run(data: Judgments, pairs: int = PAIRS, seed: int = 0, metrics=tuple(SPECS)) -> list[dict]:
     """One row per metric: ``{"metric", "output", "higher_is_better", "wins", "pairs", "share"}``,
     ``wins`` the pairs where the true reference scores strictly better (see the module doc)."""
-    from moverkit import functional
+    from moverkit.registry import REGISTRY
 
     predictions, references = sample_pairs(data, pairs, seed)
     shuffled = [references[j] for j in derangement(pairs, seed)]
     rows = []
     for metric in metrics:
-        output, score, higher = SPECS[metric].main, getattr(functional, metric), SPECS[metric].higher_is_better
+        output, score, higher = SPECS[metric].main, REGISTRY[metric].function, SPECS[metric].higher_is_better
         true = score(predictions, references)[output]
         other = score(predictions, shuffled)[output]
         sign = 1.0 if higher else -1.0

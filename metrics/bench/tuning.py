@@ -80,8 +80,8 @@ def layer_table(tuning) -> dict[int, float]:
 def cost(data, metric: str, *, rounds: int = 2, model_type=None) -> dict:
     """Seconds of one scoring pass at the defaults and of a tuning run (the default grid), side by
     side (medians of ``rounds`` interleaved rounds), and the grid's size."""
-    from moverkit import functional
     from moverkit.bench.speed import interleaved
+    from moverkit.registry import REGISTRY
     from moverkit.tuning import tune
 
     sizes = []
@@ -94,7 +94,7 @@ def cost(data, metric: str, *, rounds: int = 2, model_type=None) -> dict:
         )
 
     def scoring():
-        getattr(functional, metric)(data.predictions, data.references, model_type=model_type)
+        REGISTRY[metric].function(data.predictions, data.references, model_type=model_type)
 
     times = interleaved({"one scoring pass": scoring, "tuning run": tuning}, rounds)
     medians = {label: float(np.median(values)) for label, values in times.items()}

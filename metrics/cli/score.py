@@ -71,8 +71,8 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from moverkit import functional
     from moverkit.lines import check_out, read_texts, write_atomic
+    from moverkit.registry import REGISTRY
 
     check_out(args.out, [args.predictions, *args.references, args.centering_stats, args.settings, args.combination])
     if args.combination is not None:
@@ -93,7 +93,7 @@ def run(args) -> int:
                 "every file needs one line per example"
             )
     references = reference_sets[0] if len(reference_sets) == 1 else [list(r) for r in zip(*reference_sets)]
-    score = getattr(functional, args.metric)
+    score = REGISTRY[args.metric].function
     kwargs = compute_kwargs(args, verbose=args.verbose or len(predictions) > PROGRESS_LINES)
     result = score(predictions, references, **kwargs)
 
@@ -169,9 +169,9 @@ def compute_kwargs(args, verbose: bool) -> dict:
     not silently dropped."""
     import inspect
 
-    from moverkit import functional
+    from moverkit.registry import REGISTRY
 
-    parameters = inspect.signature(getattr(functional, args.metric)).parameters
+    parameters = inspect.signature(REGISTRY[args.metric].function).parameters
     accepted = set(parameters) - {"predictions", "references"}
     options = {
         "model_type": ("--model", args.model),

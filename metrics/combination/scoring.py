@@ -103,8 +103,8 @@ def component_scores(
     hashcodes (name -> str). A moverkit metric is ``moverkit.functional.<name>`` at its defaults
     plus ``metric_kwargs[name]`` (the cache of token clouds is on meanwhile, so the token metrics
     encode each text once); chrF and BLEU are sacrebleu's sentence scores."""
-    from moverkit import functional
     from moverkit._core.cache import cache_enabled
+    from moverkit.registry import REGISTRY
 
     _check_texts(predictions, references)
     passthrough = {k: v for k, v in (("batch_size", batch_size), ("device", device)) if v is not None}
@@ -117,7 +117,7 @@ def component_scores(
                 values = [metric.sentence_score(p, [r]).score for p, r in zip(predictions, references)]
             else:
                 kwargs = {**(metric_kwargs or {}).get(name, {}), **passthrough}
-                result = getattr(functional, name)(list(predictions), list(references), **kwargs)
+                result = REGISTRY[name].function(list(predictions), list(references), **kwargs)
                 values, hashcodes[name] = result[spec(name).main], result["hashcode"]
             scores[name] = orientation(name) * np.asarray(values, dtype=float) + 0.0  # no -0.0
     return scores, hashcodes

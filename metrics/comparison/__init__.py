@@ -88,9 +88,9 @@ def compare(
     :class:`~moverkit.combination.Combination`) adds a ``"combined"`` row: each segment's calibrated
     combination of its components (its segment level), scored over all systems in one call; ``metrics``
     may then be empty."""
-    from moverkit import functional
     from moverkit._core.cache import cache_enabled
     from moverkit._version import __version__
+    from moverkit.registry import REGISTRY
     from moverkit.specs import spec
 
     if combination is not None:
@@ -120,7 +120,7 @@ def compare(
     with cache_enabled():  # the token metrics share one encoding of each distinct text
         segments, hashcodes = {}, {}
         for metric in metrics:
-            result = getattr(functional, metric)(predictions, all_references, **kwargs[metric])
+            result = REGISTRY[metric].function(predictions, all_references, **kwargs[metric])
             scores = result[spec(metric).main]
             segments[metric] = {name: scores[i * n : (i + 1) * n] for i, name in enumerate(names)}
             hashcodes[metric] = result["hashcode"]

@@ -252,9 +252,9 @@ def _defaults(metric: str, params: Sequence[Param]) -> dict:
     (``moverkit.functional.<metric>``, whose signature the module's is pinned to); an argument it does not take, a default of None
     whose value the page does not state (``Param.unset``; an upload is simply empty), or a
     dropdown without the module's default among its choices, fails here."""
-    from moverkit import functional
+    from moverkit.registry import REGISTRY
 
-    signature = inspect.signature(getattr(functional, metric)).parameters
+    signature = inspect.signature(REGISTRY[metric].function).parameters
     missing = [p.name for p in params if p.name not in signature]
     if missing:
         raise ValueError(f"{metric} takes no argument {', '.join(missing)}; it takes {', '.join(signature)}")
