@@ -11,6 +11,7 @@ fits the encoder in use.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -335,14 +336,22 @@ def shipped_stats_path(model: str, layer: int) -> Path:
     return STATS_DIR / f"{model.replace('/', '__')}.{kind}.npz"
 
 
+@functools.lru_cache(maxsize=16)
+def _shipped_stats(path: Path) -> CenteringStats:
+    """A statistic shipped with the package, loaded once per process (the default ``corpus``
+    centering read and checked its file on every call and every chunk of a call before)."""
+    return CenteringStats.load(path)
+
+
 def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> CenteringStats:
     """Accept a :class:`CenteringStats` or a path to one; check it fits the encoder in use (its
     model, its layer, or ``-1`` for sentence vectors, and its dimension). ``None`` takes the
     statistic shipped for the model and layer (:func:`shipped_stats_path`: the embedded model's
     layers and sentence vectors), and is a ``ValueError`` that says what to do for any other."""
+    stats = centering_stats
     if centering_stats is None:
-        centering_stats = shipped_stats_path(model, layer)
-        if not centering_stats.is_file():
+        path = shipped_stats_path(model, layer)
+        if not path.is_file():
             how = 'texts, level="sentence"' if layer == SENTENCE_LAYER else "texts, model_type=..., num_layers=..."
             raise ValueError(
                 f"centering='corpus' subtracts a mean fitted on a corpus, and one ships only for the embedded "
@@ -350,8 +359,8 @@ def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> Centerin
                 "(or the path it was saved to) as centering_stats, or pass centering='batch' (the mean of the "
                 "call's own texts, the paper's method) or centering='none'"
             )
-    stats = centering_stats
-    if isinstance(centering_stats, (str, os.PathLike)):
+        stats = _shipped_stats(path)  # read once per process: package data
+    elif isinstance(centering_stats, (str, os.PathLike)):
         stats = CenteringStats.load(centering_stats)
     if not isinstance(stats, CenteringStats):
         raise TypeError(f"centering_stats must be a CenteringStats or a path, got {type(centering_stats).__name__}")

@@ -283,3 +283,17 @@ def test_centering_with_a_loaded_or_shared_statistic_warns_nothing(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]", run.stdout
+
+
+def test_the_shipped_statistic_is_read_once_per_process(monkeypatch):
+    # The default corpus centering read and checked its .npz on every call and every chunk (issue 33).
+    from moverkit import functional
+    from moverkit._core import stats_file
+
+    reads = []
+    load = stats_file.CenteringStats.load.__func__
+    monkeypatch.setattr(stats_file.CenteringStats, "load", classmethod(lambda cls, p: reads.append(p) or load(cls, p)))
+    stats_file._shipped_stats.cache_clear()
+    for _ in range(3):
+        functional.centered_bertscore(["a cat sat on the mat"], ["the cat sat"])
+    assert len(reads) == 1
