@@ -64,6 +64,10 @@ def test_bad_numbers_are_argparse_errors(files, capsys, argv, message):
         (["fit-centering", "--texts", "{missing}", "--out", "{o}"], "No such file"),
         (["bench", "correlation"], "--data is required"),
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "3", "3"], "layers: 3 given more than once"),
+        (
+            ["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "1000000000000"],
+            "<= 1,000,000 (moverkit.rescaling.MAX_PAIRS), got 1000000000000",
+        ),  # ran unbounded, drawing 10^12 pairs
     ],
 )
 def test_mistakes_exit_2_with_a_message(files, capsys, argv, message):
