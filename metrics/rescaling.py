@@ -20,12 +20,19 @@ EXTRA_OUTPUTS = ("hashcode", "alignment", "reference_index")
 SENTENCE_METRICS = ("sbertscore",)
 """Metrics of sentence vectors: no layers (their baseline row is layer -1)."""
 
+MAX_PAIRS = 1_000_000
+"""The most random pairs a baseline is fitted on: bert-score's own baselines average 1M pairs (the
+default here is 1,000). The pairs are drawn before any scoring, so ``--pairs 1000000000000`` ran
+unbounded (building a list of 10^12 pairs) instead of failing."""
+
 
 def random_pairs(texts: Sequence[str], n_pairs: int, seed: int = 0) -> tuple[list[str], list[str]]:
     """``n_pairs`` pairs of two different texts drawn at random from ``texts`` (bert-score's
     baselines pair sentences of a corpus at random, so they are unrelated)."""
-    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or n_pairs < 1:
-        raise ValueError(f"the number of pairs must be an int >= 1, got {n_pairs!r}")
+    if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or not 1 <= n_pairs <= MAX_PAIRS:
+        raise ValueError(
+            f"the number of pairs must be an int >= 1 and <= {MAX_PAIRS:,} (moverkit.rescaling.MAX_PAIRS), got {n_pairs!r}"
+        )
     texts = [t for t in dict.fromkeys(texts) if t.strip()]
     if len(texts) < 2:
         raise ValueError("fit a baseline on at least 2 distinct non-empty texts")

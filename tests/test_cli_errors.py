@@ -26,6 +26,7 @@ def _fails(capsys, argv, message):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert "error:" in err and message in err and "Traceback" not in err
+    return err
 
 
 @pytest.mark.parametrize(
@@ -63,6 +64,10 @@ def test_bad_numbers_are_argparse_errors(files, capsys, argv, message):
         (["fit-centering", "--texts", "{missing}", "--out", "{o}"], "No such file"),
         (["bench", "correlation"], "--data is required"),
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "3", "3"], "layers: 3 given more than once"),
+        (
+            ["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "1000000000000"],
+            "<= 1,000,000 (moverkit.rescaling.MAX_PAIRS), got 1000000000000",
+        ),  # ran unbounded, drawing 10^12 pairs
     ],
 )
 def test_mistakes_exit_2_with_a_message(files, capsys, argv, message):
@@ -240,6 +245,34 @@ def test_score_refuses_an_argument_given_twice_with_two_values(files, capsys, op
     assert err.startswith("moverkit: error: ") and message in err and "given twice" in err
     # The same value twice says one thing: it is taken.
     assert main([*argv, "--arg", "temperature=0.1", "--arg", "temperature=0.1", "--out", str(files / "o.jsonl")]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["score", "--metric", "twmd", "--predictions", "{t}", "--references", "{t}", "--centering", "batch",
+             "--centering", "none"],
+            "--centering 'batch' and --centering 'none'",
+        ),
+        (["score", "--metric", "twmd", "--metric", "lazy_emd", "--predictions", "{t}", "--references", "{t}"],
+         "--metric 'twmd' and --metric 'lazy_emd'"),
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--out", "{t}"], "--out"),
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "3", "--pairs", "5"], "--pairs 3 and --pairs 5"),
+        (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "1", "--layers", "2"], "--layers [1] and --layers [2]"),
+        (["bench", "overhead", "--data", "{t}", "--rounds", "2", "--rounds", "3"], "--rounds 2 and --rounds 3"),
+    ],
+)  # fmt: skip
+def test_an_option_given_twice_with_two_values_is_refused_naming_both(files, capsys, argv, message):
+    """argparse kept the last value silently (score --centering batch --centering none ran uncentered)."""
+    err = _fails(capsys, [a.format(t=files / "t.txt", o=files / "out.csv") for a in argv], message)
+    assert "given twice with two values" in err
+    assert not (files / "out.csv").exists()
+
+
+def test_an_option_given_twice_with_one_value_is_taken(files, capsys):
+    argv = ["score", "--metric", "twmd", "--metric", "twmd", "--predictions", str(files / "t.txt")]
+    assert main([*argv, "--references", str(files / "t.txt"), "--out", str(files / "o.jsonl")]) == 0
 
 
 @pytest.mark.parametrize("bad", [float("inf"), float("nan"), float("-inf")])

@@ -182,6 +182,8 @@ def test_resampling_in_blocks_draws_the_same_numbers(monkeypatch):
         ({"systems": {"A\nB": ["a", "b"]}}, "no control character"),
         ({"references": "ab"}, "references must be a non-empty list"),
         ({"references": ["a", None]}, "references[1] must be a string or a non-empty list"),
+        ({"metric_kwargs": {"twmd": "s.json"}}, "metric_kwargs must be a mapping of metric name -> mapping"),
+        ({"metric_kwargs": [("twmd", {})]}, "metric_kwargs must be a mapping of metric name -> mapping"),
     ],
 )
 def test_compare_refuses_bad_input_before_scoring(kwargs, message, monkeypatch):

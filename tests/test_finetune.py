@@ -541,6 +541,7 @@ def test_dataset_errors_name_the_row_and_column(no_loading, tmp_path):
         ({"learning_rate": math.nan}, r"learning_rate must be a finite number > 0 and <= 1"),
         ({"learning_rate": math.inf}, r"learning_rate must be a finite number > 0 and <= 1"),
         ({"learning_rate": 0.0}, r"learning_rate must be a finite number > 0 and <= 1"),
+        ({"epochs": 10**12}, r"epochs must be an int >= 1 and <= 1,000 .*got 1000000000000"),  # ran unbounded
     ],
 )
 def test_target_mean_and_learning_rate_are_bounded_before_loading(tmp_path, no_loading, kwargs, message):

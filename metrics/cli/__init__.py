@@ -27,10 +27,37 @@ COMMANDS = ("score", "compare", "tune", "combine", "fit_centering", "fit_baselin
 """The subcommand modules, in the order ``--help`` lists them."""
 
 
+class StoreOnce(argparse._StoreAction):
+    """argparse's ``store`` (every option that takes a value), refusing the option given again with
+    another value: argparse alone keeps the last one, so ``--centering batch --centering none`` or
+    ``--out a.csv --out b.csv`` ran with one value silently dropped. The same value twice is kept.
+    The options already given are recorded in the namespace (``_given``, removed by :func:`main`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", {})
+        if self.dest in given and given[self.dest][1] != values:
+            first, value = given[self.dest]
+            raise argparse.ArgumentError(
+                self, f"given twice with two values: {first} {value!r} and {option_string} {values!r}; give it once"
+            )
+        given[self.dest] = (option_string, values)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class Parser(argparse.ArgumentParser):
+    """The parser of ``moverkit`` and of each subcommand (``add_subparsers`` makes its own class):
+    an option that takes a value takes it once (:class:`StoreOnce`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from moverkit._version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="moverkit", description="Score files, compare systems, fit statistics, fine-tune, benchmark, publish."
     )
     parser.add_argument("--version", action="version", version=f"moverkit {__version__}")
@@ -42,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    vars(args).pop("_given", None)
     try:
         return args.run(args)
     except (ValueError, TypeError, OSError, ImportError) as err:  # ImportError: an extra not installed

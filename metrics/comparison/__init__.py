@@ -109,8 +109,14 @@ def compare(
     check_resampling(resamples, seed)
     n = _check_references(references)
     _check_systems(systems, n)
-    kwargs = {name: dict((metric_kwargs or {}).get(name, {})) for name in metrics}
-    unknown = set(metric_kwargs or {}) - set(metrics)
+    metric_kwargs = {} if metric_kwargs is None else metric_kwargs
+    if not isinstance(metric_kwargs, Mapping) or not all(isinstance(v, Mapping) for v in metric_kwargs.values()):
+        raise ValueError(
+            f"metric_kwargs must be a mapping of metric name -> mapping of its arguments "
+            f"(such as {{'twmd': {{'temperature': 0.2}}}}), got {metric_kwargs!r}"
+        )
+    kwargs = {name: dict(metric_kwargs.get(name, {})) for name in metrics}
+    unknown = set(metric_kwargs) - set(metrics)
     if unknown:
         raise ValueError(f"metric_kwargs names metrics that are not compared: {', '.join(sorted(unknown))}")
 

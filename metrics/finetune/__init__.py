@@ -77,6 +77,11 @@ from .trainer import (
     trainable_encoder,
 )
 
+MAX_EPOCHS = 1_000
+"""The most epochs a run takes. Fine-tuning passes over the judgments a few times (the default is
+2, and validation stops a run early); the number was not checked, so ``--epochs 1000000000000``
+started a run of 11*10^12 steps that would never end."""
+
 __all__ = [
     "MARKER",
     "MAX_LEARNING_RATE",
@@ -158,6 +163,11 @@ def finetune(
     checks.one_of("centering", centering, TRAINING_CENTERINGS)
     checks.one_of("standardize", standardize, STANDARDIZATIONS)
     epochs = checks.positive_int("epochs", epochs)
+    if epochs > MAX_EPOCHS:
+        raise ValueError(
+            f"epochs must be an int >= 1 and <= {MAX_EPOCHS:,} (moverkit.finetune.MAX_EPOCHS; the default is 2), "
+            f"got {epochs!r}"
+        )
     batch_size = checks.positive_int("batch_size", batch_size)
     learning_rate = checks.finite_positive_float(
         "learning_rate",
