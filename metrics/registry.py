@@ -116,6 +116,6 @@ REGISTRY: dict[str, Metric] = {
 
 def get(name: str) -> Metric:
     """The :class:`Metric` named ``name``; an unknown name is a ``ValueError`` listing the metrics."""
-    if name not in REGISTRY:
+    if not isinstance(name, str) or name not in REGISTRY:
         raise ValueError(f"unknown metric {name!r}; choose one of {', '.join(REGISTRY)}")
     return REGISTRY[name]

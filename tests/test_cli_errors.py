@@ -376,3 +376,24 @@ def test_outputs_write_through_links_and_nodes_and_never_replace_them(files, cap
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert "twmd" in json.loads(got[0])["hashcodes"]
     assert sorted(p.name for p in files.iterdir()) == ["link.jsonl", "node", "t.txt", "target.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bench", "overhead", "--data", "x.tsv", "--rounds", "1000000000000"],
+        ["bench", "precision", "--data", "x.tsv", "--rounds", "1001"],
+        ["bench", "speed", "--data", "x.tsv", "--repeats", "1000000"],
+    ],
+)
+def test_bench_rounds_are_bounded(capsys, argv):
+    """--rounds 10^12 ran a benchmark unbounded (each round is a whole pass)."""
+    _fails(capsys, argv, "more than the 1,000 rounds a benchmark takes")
+
+
+def test_the_registry_names_a_name_that_is_not_a_string():
+    from moverkit.registry import get
+
+    for bad in (["twmd"], None, 3):
+        with pytest.raises(ValueError, match="unknown metric .*choose one of centered_bertscore"):
+            get(bad)

@@ -57,6 +57,18 @@ def natural_int(text: str) -> int:
     return _int_at_least(text, 0)
 
 
+MAX_ROUNDS = 1_000
+"""The most timed rounds a benchmark takes (``--rounds``, ``--repeats``): each is a whole pass."""
+
+
+def rounds(text: str) -> int:
+    """An argparse type: a number of timed rounds, from 1 to :data:`MAX_ROUNDS`."""
+    value = _int_at_least(text, 1)
+    if value > MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"{value} is more than the {MAX_ROUNDS:,} rounds a benchmark takes")
+    return value
+
+
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..options import METRICS, emit, positive_int, require_data
+from ..options import METRICS, emit, positive_int, require_data, rounds
 from .options import data_options
 
 
@@ -15,9 +15,7 @@ def register(which) -> None:
         "--references", type=positive_int, default=1000, help="references of every evaluation (default: 1000)"
     )
     cache.add_argument("--evaluations", type=positive_int, default=5, help="evaluations in the loop (default: 5)")
-    cache.add_argument(
-        "--rounds", type=positive_int, default=1, help="times the loop runs (median per evaluation reported)"
-    )
+    cache.add_argument("--rounds", type=rounds, default=1, help="times the loop runs (median per evaluation reported)")
     cache.set_defaults(run=run)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..options import METRICS, emit, positive_int, progress
+from ..options import METRICS, emit, positive_int, progress, rounds
 
 
 def register(which) -> None:
@@ -19,7 +19,7 @@ def register(which) -> None:
     cost.add_argument("--systems", type=positive_int, default=10, help="systems compared (default: 10)")
     cost.add_argument("--segments", type=positive_int, default=500, help="segments of each system (default: 500)")
     cost.add_argument("--resamples", type=positive_int, default=1000, help="compare's resamples (default: 1000)")
-    cost.add_argument("--rounds", type=positive_int, default=3, help="interleaved timed rounds (median reported)")
+    cost.add_argument("--rounds", type=rounds, default=3, help="interleaved timed rounds (median reported)")
     cost.add_argument(
         "--threads", type=positive_int, default=1, help="torch threads (default: 1, as the published figures)"
     )

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..options import emit, natural_int, positive_int, progress, require_data
+from ..options import emit, natural_int, positive_int, progress, require_data, rounds
 from .options import data_options
 
 
@@ -18,7 +18,7 @@ def register(which) -> None:
     parser.add_argument("--model", help="Hugging Face id or local path (default: the embedded all-MiniLM-L6-v2)")
     parser.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
     parser.add_argument("--dtypes", nargs="+", choices=bench.DTYPES, help="precisions timed (default: all three)")
-    parser.add_argument("--rounds", type=positive_int, default=3, help="timed calls per cell (median reported)")
+    parser.add_argument("--rounds", type=rounds, default=3, help="timed calls per cell (median reported)")
     parser.add_argument(
         "--scale-pairs", type=natural_int, default=bench.SCALE_PAIRS, help="distinct pairs of the scale run (0: none)"
     )

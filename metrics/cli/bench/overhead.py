@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 
-from ..options import METRICS, emit, positive_int, progress, require_data
+from ..options import METRICS, emit, positive_int, progress, require_data, rounds
 from .options import cap_options, data_options, environment_caps
 
 
@@ -16,7 +16,7 @@ def register(which) -> None:
     data_options(parser)
     parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
     parser.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to time (default: all five)")
-    parser.add_argument("--rounds", type=positive_int, default=5, help="interleaved timed rounds (median reported)")
+    parser.add_argument("--rounds", type=rounds, default=5, help="interleaved timed rounds (median reported)")
     cap_options(parser)
     parser.set_defaults(run=run)
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..options import METRICS, emit, positive_int, progress, require_data
+from ..options import METRICS, emit, positive_int, progress, require_data, rounds
 from .options import cap_options, data_options, environment_caps
 
 
@@ -12,7 +12,7 @@ def register(which) -> None:
     data_options(precision)
     precision.add_argument("--limit", type=positive_int, help="use only the first N rows")
     precision.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to measure (default: all five)")
-    precision.add_argument("--rounds", type=positive_int, default=3, help="interleaved timed rounds (median reported)")
+    precision.add_argument("--rounds", type=rounds, default=3, help="interleaved timed rounds (median reported)")
     cap_options(precision)
     precision.set_defaults(run=run)
 

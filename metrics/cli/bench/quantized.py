@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..options import emit, positive_int, require_data
+from ..options import emit, positive_int, require_data, rounds
 from .options import cap_options, data_options, environment_caps
 
 
@@ -14,7 +14,7 @@ def register(which) -> None:
     data_options(quantized)
     quantized.add_argument("--n-texts", type=positive_int, default=1200, help="texts timed per path (half references)")
     quantized.add_argument("--n-pairs", type=positive_int, default=1400, help="pairs scored per path")
-    quantized.add_argument("--rounds", type=positive_int, default=2, help="interleaved timed rounds (best kept)")
+    quantized.add_argument("--rounds", type=rounds, default=2, help="interleaved timed rounds (best kept)")
     cap_options(quantized)
     quantized.set_defaults(run=run)
 

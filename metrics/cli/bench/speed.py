@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..options import emit, positive_int, require_data
+from ..options import emit, positive_int, require_data, rounds
 from .options import data_options
 
 
@@ -12,7 +12,7 @@ def register(which) -> None:
     data_options(speed)
     speed.add_argument("--limit", type=positive_int, help="use only the first N rows")
     speed.add_argument("--suite", nargs="*", help="run only these suites, by key (--list shows the keys)")
-    speed.add_argument("--repeats", type=positive_int, default=3, help="timed rounds (median reported)")
+    speed.add_argument("--repeats", type=rounds, default=3, help="timed rounds (median reported)")
     speed.add_argument("--list", action="store_true", help="list the suites and their contenders and exit")
     speed.set_defaults(run=run)
 

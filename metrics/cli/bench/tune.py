@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..options import METRICS, emit, positive_int, progress, require_data
+from ..options import METRICS, emit, positive_int, progress, require_data, rounds
 from .options import data_options
 
 
@@ -33,7 +33,7 @@ def register(which) -> None:
         action="store_true",
         help="also time a tuning run against one scoring pass of the same texts, side by side (each metric)",
     )
-    tune.add_argument("--rounds", type=positive_int, default=2, help="with --cost: interleaved rounds (median)")
+    tune.add_argument("--rounds", type=rounds, default=2, help="with --cost: interleaved rounds (median)")
     tune.add_argument("--json", type=Path, help="also write every setting's per-pair correlations here (JSON)")
     tune.set_defaults(run=run)
 
