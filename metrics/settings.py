@@ -9,7 +9,7 @@ grid, per-fold figures; it changes no score)::
      "tuning": {...}}
 
 A metric called with ``settings=PATH`` takes the file's ``arguments`` as if they were passed; an
-argument the call gives as well must have the same value or be left at its default (an error
+argument the call gives as well, even at its default value, must have the same value (an error
 otherwise: a silently overridden setting would be a misreported number). The result's hashcode ends
 with ``|settings:<digest>``, the first 16 hex digits of the SHA-256 of the canonical JSON of the
 metric and its arguments (:attr:`Settings.digest`), so a reported number names the file it came from.
