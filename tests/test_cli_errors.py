@@ -279,12 +279,14 @@ def test_an_option_given_twice_with_one_value_is_taken(files, capsys):
 def test_score_never_writes_a_score_that_is_not_finite(files, capsys, monkeypatch, bad):
     """A NaN or infinite score (a broken model or baseline) is refused with the line named:
     --out is neither written (JSON has no Infinity or NaN) nor touched."""
-    import moverkit.functional
+    import dataclasses
+
+    from moverkit.registry import REGISTRY
 
     def broken(predictions, references, **kwargs):
         return {"twmd": [0.5, bad] + [0.5] * (len(predictions) - 2), "hashcode": "twmd:x"}
 
-    monkeypatch.setattr(moverkit.functional, "twmd", broken)
+    monkeypatch.setitem(REGISTRY, "twmd", dataclasses.replace(REGISTRY["twmd"], function=broken))
     out = files / "scores.jsonl"
     out.write_text("old\n")
     argv = ["score", "--metric", "twmd", "--predictions", str(files / "t.txt"), "--references", str(files / "t.txt")]

@@ -3,6 +3,7 @@ a comparison through the real metrics with its reports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -12,6 +13,7 @@ from scipy import stats
 import moverkit
 from moverkit.comparison import bootstrap_interval, compare, paired_test, summarize
 from moverkit.comparison.resampling import clusters, holm
+from moverkit.registry import REGISTRY
 
 RNG = np.random.default_rng(7)
 A = RNG.normal(0.6, 0.15, 300)
@@ -187,9 +189,10 @@ def test_resampling_in_blocks_draws_the_same_numbers(monkeypatch):
     ],
 )
 def test_compare_refuses_bad_input_before_scoring(kwargs, message, monkeypatch):
-    from moverkit import functional
 
-    monkeypatch.setattr(functional, "twmd", lambda *a, **k: pytest.fail("scored before refusing"))
+    monkeypatch.setitem(
+        REGISTRY, "twmd", dataclasses.replace(REGISTRY["twmd"], function=lambda *a, **k: pytest.fail("scored first"))
+    )
     call = {"references": ["a", "b"], "systems": {"A": ["a", "b"]}, "metrics": ["twmd"], **kwargs}
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("|", r"\|")):
         compare(call.pop("references"), call.pop("systems"), **call)
@@ -206,9 +209,10 @@ def test_line_breaks_are_every_one_splitlines_honours():
 @pytest.mark.parametrize("brk", LINE_BREAKS)
 def test_a_system_name_with_a_line_break_is_refused_before_scoring(brk, monkeypatch):
     """U+2028 or NEL in a name gave the HTML report 3 rows where 2 belonged, of 1 to 8 cells."""
-    from moverkit import functional
 
-    monkeypatch.setattr(functional, "twmd", lambda *a, **k: pytest.fail("scored before refusing"))
+    monkeypatch.setitem(
+        REGISTRY, "twmd", dataclasses.replace(REGISTRY["twmd"], function=lambda *a, **k: pytest.fail("scored first"))
+    )
     with pytest.raises(ValueError, match="no line separator"):
         compare(["a", "b"], {f"A{brk}B": ["a", "b"], "C": ["a", "b"]}, metrics=["twmd"])
 

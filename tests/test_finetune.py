@@ -616,8 +616,8 @@ def test_a_diverged_run_leaves_an_earlier_model_as_it_was(tiny_model_path, tmp_p
 
     data = _tsv(tmp_path / "data.tsv", 40)
     out = tmp_path / "model"
-    args = ["finetune", "--data", data, "--out", out, "--model", tiny_model_path, "--epochs", "1", "--quiet"]
-    code, err = _cli([*args, "--validation-split", "0"], capsys)
+    args = ["finetune", "--data", data, "--out", out, "--model", tiny_model_path, "--quiet"]
+    code, err = _cli([*args, "--epochs", "1", "--validation-split", "0"], capsys)
     assert code == 0, err
     before = {p.relative_to(out): p.read_bytes() if p.is_file() else None for p in out.rglob("*")}
 

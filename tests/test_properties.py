@@ -140,10 +140,15 @@ def test_no_nan_no_inf_and_every_output_in_its_documented_range(name, tiny_model
         if name == "twmd" and not kwargs["normalize"]:
             return  # unnormalized, a text against itself scores C(X, X), not 1
         best, empty = BEST.get(name, 1.0), EMPTY.get(name, 0.0)
+        # A text against itself scores the best value where the definition gives it. lazy_emd's
+        # entropic plan costs a little above 0 (pinned to POT in tests/metrics/test_lazy_emd.py), and
+        # moverscore's two IDF tables (predictions', references') weigh its two sides differently.
+        exact = name != "lazy_emd" and not (name == "moverscore" and kwargs.get("idf") is not False)
         for values in _outputs(name, kwargs, result):
             for text, value in zip(predictions, values[n:]):
-                assert value in (best, empty), (text, value)
                 if not text.strip():
                     assert value == empty, (text, value)
+                elif exact:
+                    assert value in (best, empty), (text, value)
 
     check()

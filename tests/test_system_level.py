@@ -177,7 +177,9 @@ def test_the_bench_reads_the_shipped_extract_by_default(monkeypatch, capsys):
 
 
 def test_per_system_batch_scores_each_system_alone_and_all_together(wmt17, monkeypatch):
-    from moverkit import functional
+    import dataclasses
+
+    from moverkit.registry import REGISTRY
 
     calls = []
 
@@ -185,7 +187,7 @@ def test_per_system_batch_scores_each_system_alone_and_all_together(wmt17, monke
         calls.append((len(predictions), kwargs["centering"]))
         return {"twmd": [float(len(predictions))] * len(predictions), "hashcode": "x"}
 
-    monkeypatch.setattr(functional, "twmd", fake)
+    monkeypatch.setitem(REGISTRY, "twmd", dataclasses.replace(REGISTRY["twmd"], function=fake))
     sets = read_wmt17(wmt17, segments=3)
     runs = per_system_batch(sets, ["twmd"])
     # cs-en: one call over 3 systems, then 3 calls; fi-en: one over 2, then 2.

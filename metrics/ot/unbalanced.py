@@ -198,6 +198,10 @@ class _Kernel:
         return math.log(torch.finfo(self.matrix.dtype).max) / 4
 
     def update(self, g: torch.Tensor) -> torch.Tensor:
+        if self.phi == 0.0:
+            # A free marginal (penalty 0): the update is 0 whatever g is. Computed, 0 times the log
+            # of a sum that underflowed to 0 is NaN (a padded row of a one-token text at epsilon 1e-3).
+            return torch.zeros_like(self.base)
         scale = torch.exp((g - self.reference) / self.epsilon)
         return torch.add(
             self.base, torch.bmm(self.matrix, scale[:, :, None]).squeeze(2).log_(), alpha=-self.phi * self.epsilon

@@ -238,3 +238,22 @@ def test_hard_marginals_approach_emd2_from_above(eps):
         assert abs(ot.emd2(a, b, cost) - float((ot.emd(a, b, cost) * cost).sum())) <= 1e-12
         assert -1e-9 <= gap <= bound + 1e-9
         assert bound <= eps * min(_entropy(a), _entropy(b)) + 1e-9
+
+
+def test_a_free_marginal_keeps_its_potential_at_zero_in_a_padded_batch():
+    # lambda_c = 0 makes the prediction side free: its update is identically 0 (POT's u = 1). A
+    # one-token problem padded beside a two-token one at epsilon 1e-3 computed 0 * log(0) = NaN on
+    # its padded row and returned a NaN plan; a text against itself then scored inf.
+    costs = [np.zeros((1, 1)), np.array([[0.0, 0.7699], [0.7699, 0.0]])]
+    masses = [np.ones(1), np.full(2, 0.5)]
+    cost = torch.zeros(2, 2, 2, dtype=torch.float64)
+    a = torch.zeros(2, 2, dtype=torch.float64)
+    for k, (c, m) in enumerate(zip(costs, masses)):
+        cost[k, : len(m), : len(m)] = torch.from_numpy(c)
+        a[k, : len(m)] = torch.from_numpy(m)
+    solved = unbalanced_sinkhorn(cost, a, a.clone(), 1e-3, 0.0, 0.31, max_iter=10_000)
+    plan = unbalanced_plan(cost, a, a.clone(), solved, 1e-3)
+    assert bool(solved.converged.all()) and bool(torch.isfinite(plan).all())
+    for k, (c, m) in enumerate(zip(costs, masses)):
+        pot = _pot_lazy_emd(c, m, m, 1e-3, 0.0, 0.31)
+        np.testing.assert_allclose(plan[k, : len(m), : len(m)].numpy(), pot, atol=1e-8)

@@ -398,7 +398,9 @@ def test_every_score_header_carries_the_metrics_direction(name, direction):
 def test_the_reference_points_stand_beside_the_scores():
     metric = spec("lazy_emd")
     line = reference_points(metric)
-    assert line.startswith("**To compare** (lazy_emd, embedded model, default settings): identical texts **0**")
+    assert line.startswith(
+        f"**To compare** (lazy_emd, embedded model, default settings): identical texts **{metric.identical:g}**"
+    )
     assert f"unrelated texts about **{metric.unrelated:g}**" in line
     assert f"a machine translation about **{metric.translation:g}**" in line and line.endswith("range 0 to ∞.")
     scored = Scored(["p"], [["r"]], {"lazy_emd": [0.1]}, "h", [])
