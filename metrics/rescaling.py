@@ -70,7 +70,6 @@ def fit_baseline(
     :func:`~moverkit._core.baseline.settings_key` of the scores (so that a file is never applied
     to a call under other settings); write them with :func:`~moverkit._core.baseline.baseline_csv`
     and :func:`baseline_columns`."""
-    import inspect
 
     from moverkit._core.baseline import settings_key
     from moverkit.registry import REGISTRY
@@ -79,7 +78,7 @@ def fit_baseline(
         raise ValueError(f"metric must be one of {', '.join(REGISTRY)}; got {metric!r}")
     function = REGISTRY[metric].function
     call = dict(options or {})
-    accepted = set(inspect.signature(function).parameters) - {"predictions", "references"}
+    accepted = set(REGISTRY[metric].defaults)
     own = {"model_type", "num_layers", "centering", "centering_stats", "batch_size", "device"}
     for key in call:
         if key not in accepted:

@@ -167,12 +167,10 @@ def compute_kwargs(args, verbose: bool) -> dict:
     """The options the user gave, under the metric's own argument names (those of its public
     function, ``moverkit.functional.<metric>``); an option the metric does not take is an error,
     not silently dropped."""
-    import inspect
-
     from moverkit.registry import REGISTRY
 
-    parameters = inspect.signature(REGISTRY[args.metric].function).parameters
-    accepted = set(parameters) - {"predictions", "references"}
+    defaults = REGISTRY[args.metric].defaults
+    accepted = set(defaults)
     options = {
         "model_type": ("--model", args.model),
         "num_layers": ("--num-layers", args.num_layers),
@@ -198,7 +196,7 @@ def compute_kwargs(args, verbose: bool) -> dict:
                 "centering_stats takes the path of a statistic saved by 'moverkit fit-centering' "
                 f"(--centering-stats FILE or --arg centering_stats=FILE), got {kwargs['centering_stats']!r}"
             )
-        if kwargs.get("centering", parameters["centering"].default) != "corpus":
+        if kwargs.get("centering", defaults["centering"]) != "corpus":
             raise ValueError("--centering-stats is used only with --centering corpus")
         if not Path(kwargs["centering_stats"]).is_file():
             raise ValueError(f"--centering-stats {kwargs['centering_stats']}: there is no such file")

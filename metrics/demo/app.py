@@ -254,11 +254,11 @@ def _defaults(metric: str, params: Sequence[Param]) -> dict:
     dropdown without the module's default among its choices, fails here."""
     from moverkit.registry import REGISTRY
 
-    signature = inspect.signature(REGISTRY[metric].function).parameters
+    signature = REGISTRY[metric].defaults
     missing = [p.name for p in params if p.name not in signature]
     if missing:
         raise ValueError(f"{metric} takes no argument {', '.join(missing)}; it takes {', '.join(signature)}")
-    defaults = {p.name: signature[p.name].default for p in params}
+    defaults = {p.name: signature[p.name] for p in params}
     unstated = [p.name for p in params if defaults[p.name] is None and not p.unset and p.kind != "file"]
     if unstated:
         raise ValueError(
