@@ -25,3 +25,16 @@ def environment_caps(args) -> dict[str, str] | None:
     from moverkit.bench.quantized import AVX2_ENV, STRICT_AVX2_ENV
 
     return AVX2_ENV if args.avx2 else STRICT_AVX2_ENV if args.strict_avx2 else None
+
+
+def rerun_capped(name: str, args, caps: dict[str, str]) -> int:
+    """``moverkit bench <name>`` again in a subprocess limited by ``caps`` (:func:`environment_caps`),
+    with the options ``bench precision`` and ``bench overhead`` share: --data, --rounds, --limit,
+    --metrics and --out."""
+    from moverkit.bench.precision import run_capped
+
+    argv = ["bench", name, "--data", str(args.data), "--rounds", str(args.rounds)]
+    argv += ["--limit", str(args.limit)] if args.limit else []
+    argv += ["--metrics", *args.metrics] if args.metrics else []
+    argv += ["--out", str(args.out)] if args.out else []
+    return run_capped(argv, caps)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import tempfile
 
 from ..options import METRICS, emit, positive_int, progress, require_data, rounds
-from .options import cap_options, data_options, environment_caps
+from .options import cap_options, data_options, environment_caps, rerun_capped
 
 
 def register(which) -> None:
@@ -23,18 +23,14 @@ def register(which) -> None:
 
 def run(args) -> int:
     from moverkit.bench import overhead as bench
-    from moverkit.bench.precision import machine_isa, run_capped
+    from moverkit.bench.precision import machine_isa
     from moverkit.judgments import read_judgments
     from moverkit.lines import check_out
 
     require_data(args)
     caps = environment_caps(args)
     if caps:
-        argv = ["bench", "overhead", "--data", str(args.data), "--rounds", str(args.rounds)]
-        argv += ["--limit", str(args.limit)] if args.limit else []
-        argv += ["--metrics", *args.metrics] if args.metrics else []
-        argv += ["--out", str(args.out)] if args.out else []
-        return run_capped(argv, caps)
+        return rerun_capped("overhead", args, caps)
     check_out(args.out, [args.data])
     data = read_judgments(args.data, limit=args.limit)
     metrics = args.metrics or list(bench.RUNS)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..options import METRICS, emit, positive_int, progress, require_data, rounds
-from .options import cap_options, data_options, environment_caps
+from .options import cap_options, data_options, environment_caps, rerun_capped
 
 
 def register(which) -> None:
@@ -25,11 +25,7 @@ def run(args) -> int:
     require_data(args)
     caps = environment_caps(args)
     if caps:
-        argv = ["bench", "precision", "--data", str(args.data), "--rounds", str(args.rounds)]
-        argv += ["--limit", str(args.limit)] if args.limit else []
-        argv += ["--metrics", *args.metrics] if args.metrics else []
-        argv += ["--out", str(args.out)] if args.out else []
-        return precision.run_capped(argv, caps)
+        return rerun_capped("precision", args, caps)
     check_out(args.out, [args.data])
     data = read_judgments(args.data, limit=args.limit)
     rows = []
