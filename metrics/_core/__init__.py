@@ -33,7 +33,6 @@ from .inputs import (
     call_texts,
     check_inputs,
     check_texts,
-    chosen_outputs,
     flatten_pairs,
     reference_index,
 )
@@ -58,7 +57,6 @@ __all__ = [
     "SentenceEncoder",
     "TokenClouds",
     "best_per_group",
-    "chosen_outputs",
     "reference_index",
     "call_texts",
     "center",

@@ -196,8 +196,8 @@ def center(
 class Centering:
     """How a call centers its vectors (Chen et al., 2020, Section 5): ``mode`` (one of
     :data:`CENTERING_MODES`), ``stats``, the fitted statistic that
-    ``corpus`` subtracts (a :class:`CenteringStats` or a path to one;
-    ignored by the other modes), and ``level``, ``"token"`` or ``"sentence"`` (sentence vectors
+    ``corpus`` subtracts (a :class:`CenteringStats`, or a path to one,
+    read when the plan is made; ignored by the other modes), and ``level``, ``"token"`` or ``"sentence"`` (sentence vectors
     take no ``sentence`` mode). ``call_mean`` is set only for the chunks of a streamed ``batch``
     call (:mod:`~moverkit._core.streaming`): the mean over every text of the whole call, which each
     chunk subtracts instead of its own."""
@@ -209,6 +209,10 @@ class Centering:
 
     def __post_init__(self):
         check_centering(self.mode, self.level)
+        if self.mode == "corpus" and isinstance(self.stats, (str, os.PathLike)):
+            # Read once, where the call opens: every chunk of a streamed call then checks the same
+            # statistic against its encoder instead of reading the file again.
+            object.__setattr__(self, "stats", CenteringStats.load(self.stats))
 
     def resolved(self, model: str, layer: int, dim: int) -> CenteringStats | None:
         """The statistic of ``corpus`` centering, loaded and checked against the encoder in use

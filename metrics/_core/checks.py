@@ -19,12 +19,14 @@ def boolean(name: str, value) -> bool:
     return value
 
 
-def positive_int(name: str, value, minimum: int = 1) -> int:
-    """``value`` as an int >= ``minimum`` (bools and floats are refused, ``2.0`` included)."""
+def positive_int(name: str, value, minimum: int = 1, *, maximum: int | None = None, hint: str = "") -> int:
+    """``value`` as an int >= ``minimum`` and, with ``maximum``, <= it (bools and floats are
+    refused, ``2.0`` included); ``hint`` follows the range in the message (why the cap is there)."""
+    what = f"an int >= {minimum}" + ("" if maximum is None else f" and <= {maximum:,}") + hint
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+        raise TypeError(f"{name} must be {what}, got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be {what}, got {value!r}")
     return int(value)
 
 

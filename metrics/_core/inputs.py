@@ -181,11 +181,3 @@ def reference_index(pair: torch.Tensor, group: torch.Tensor) -> list[int]:
     first = torch.full((len(pair),), len(group), dtype=torch.long)
     first.scatter_reduce_(0, group, torch.arange(len(group)), reduce="amin")
     return (pair - first).tolist()
-
-
-def chosen_outputs(result: dict, return_reference_index: bool) -> dict:
-    """``result`` without ``reference_index`` unless it was asked for (the scoring computes it
-    always, chunk by chunk: it costs one subtraction per prediction)."""
-    if not return_reference_index:
-        del result["reference_index"]
-    return result

@@ -32,15 +32,16 @@ usually share one).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .centering import Centering, row_mean, warn_small_batch
-from .encoder import check_max_length, encode, encoder_for, tokenize
+from .call import MetricCall
+from .centering import row_mean, warn_small_batch
+from .encoder import Encoder, check_max_length, encode, encoder_for, tokenize
 from .heap import fix_mmap_threshold
 from .idf import IdfTable
 from .inputs import CallTexts, call_texts
@@ -81,46 +82,48 @@ def memory_budget() -> int:
     return size_from_env(MEMORY_BUDGET_VARIABLE, DEFAULT_MEMORY_BUDGET)
 
 
-ChunkScorer = Callable[[Sequence, Sequence, EncoderRequest, Centering, "Mapping | None"], dict]
-"""``score(predictions, references, request, centering, call_idf)``: a metric's result for the
-pairs given, centered as ``centering`` says (with the whole call's ``batch`` mean in its
-``call_mean`` when the call is chunked) and, for ``idf=True``, weighted by ``call_idf`` when given
-(the table fitted on every reference of the call)."""
+ChunkScorer = Callable[[MetricCall, Encoder, "Mapping | None"], dict]
+"""``score(call, encoder, call_idf)``: a metric's result for the pairs of ``call``, encoded by ``encoder`` (the call's, resolved once) and centered as ``call.centering`` says
+(with the whole call's ``batch`` mean in its ``call_mean`` when the call is chunked) and, for
+``idf=True``, weighted by ``call_idf`` when given (the table fitted on every reference of the call)."""
 
 
 def in_chunks(
     score: ChunkScorer,
-    predictions,
-    references,
-    request: EncoderRequest,
-    centering: Centering,
+    call: MetricCall,
     *,
     idf: bool | Mapping = False,
     name: str = "scoring",
 ) -> dict:
-    """``score(predictions, references, request, centering, None)``, or, when the call's texts pass
-    the memory budget, the same over consecutive chunks of predictions, merged (see the module
-    doc). ``idf`` is the metric's ``idf`` argument (``True`` makes a first pass fit the call's
+    """``score(call, encoder, None)``, or, when the call's texts pass the memory budget, the same
+    over calls of consecutive chunks of predictions, merged (see the module
+    doc). The encoder of ``call.request`` is resolved here, once, and handed to every chunk.
+    ``idf`` is the metric's ``idf`` argument (``True`` makes a first pass fit the call's
     table); ``name`` labels the progress bar of a chunked call."""
-    texts = call_texts(predictions, references)
+    texts = call_texts(call.predictions, call.references)
+    request = call.request
     encoder = encoder_for(request)
     token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES
     limit = None if request.long_texts == "window" else check_max_length(encoder, request.max_length)
     max_tokens = memory_budget() // token_bytes
     chunks = plan_chunks(texts, max_tokens, limit)
     if len(chunks) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
-        return score(predictions, references, request, centering, None)
+        return score(call, encoder, None)
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
+    centering = call.centering
     if centering.mode == "batch":
         centering = centering.within_call(batch_mean(encoder, texts, request, max_tokens, limit))
     call_idf = fit_idf(encoder, texts.pair_references, request) if idf is True else None
-    quiet = replace(request, verbose=False)  # one bar, over pairs, instead of one per chunk
+    # One bar, over pairs, instead of one per chunk.
+    chunk_call = replace(call, request=replace(request, verbose=False), centering=centering)
     results = []
     bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
     with bar:
         for start, end in chunks:
-            chunk = (list(predictions[start:end]), list(references[start:end]))
-            results.append(score(*chunk, quiet, centering, call_idf))
+            chunk = replace(
+                chunk_call, predictions=list(call.predictions[start:end]), references=list(call.references[start:end])
+            )
+            results.append(score(chunk, encoder, call_idf))
             bar.update(int((texts.group < end).sum()) - bar.n)
     return merge(results)
 

@@ -162,12 +162,9 @@ def finetune(
     params = resolve_params(variant, temperature, sinkhorn_iterations, True, centering)
     checks.one_of("centering", centering, TRAINING_CENTERINGS)
     checks.one_of("standardize", standardize, STANDARDIZATIONS)
-    epochs = checks.positive_int("epochs", epochs)
-    if epochs > MAX_EPOCHS:
-        raise ValueError(
-            f"epochs must be an int >= 1 and <= {MAX_EPOCHS:,} (moverkit.finetune.MAX_EPOCHS; the default is 2), "
-            f"got {epochs!r}"
-        )
+    epochs = checks.positive_int(
+        "epochs", epochs, maximum=MAX_EPOCHS, hint=" (moverkit.finetune.MAX_EPOCHS; the default is 2)"
+    )
     batch_size = checks.positive_int("batch_size", batch_size)
     learning_rate = checks.finite_positive_float(
         "learning_rate",

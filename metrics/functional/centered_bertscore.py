@@ -22,103 +22,56 @@ from functools import partial
 
 import torch
 
-from moverkit._core import (
-    PairData,
-    best_per_group,
-    check_idf,
-    checks,
-    chosen_outputs,
-    cosine_matrix,
-    f_measure,
-    greedy_match,
-    pair_hash,
-    prepare_pairs,
-    reference_index,
-)
-from moverkit._core.baseline import apply_baseline, check_rescaling
-from moverkit._core.centering import Centering
+from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match, pair_hash, prepare_pairs
+from moverkit._core.call import MetricCall
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
-from moverkit.settings import with_settings
+
+from .entry import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")
 
 
-@with_settings("centered_bertscore")
+@metric_function(centering="corpus")
 def centered_bertscore(
-    predictions,
-    references,
+    call: MetricCall,
     *,
-    model_type: str | None = None,
-    num_layers: int | None = None,
     idf: bool | Mapping = False,
-    batch_size: int = 64,
-    device: str | None = None,
-    verbose: bool = False,
-    centering: str = "corpus",
-    centering_stats=None,
-    max_length: int | None = None,
-    lang: str = "en",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | None = None,
     use_fast_tokenizer: bool = False,
     nthreads: int = 4,
     all_layers: bool = False,
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
 ) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
     over the references on its own, as bert-score), and the ``hashcode``; with
     ``return_alignment``, the tokens and the cosine matrix of each prediction and its best
     reference (by F1). The arguments are those of ``moverkit.load("centered_bertscore").compute``,
-    evaluate's ``bertscore`` arguments included; with ``rescale_with_baseline`` the three scores
+    evaluate's ``bertscore`` arguments included (``use_fast_tokenizer``, ``nthreads`` and
+    ``all_layers`` are checked and change nothing); with ``rescale_with_baseline`` the three scores
     are rescaled by :func:`~moverkit._core.baseline.rescale`."""
-    request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
     checks.boolean("use_fast_tokenizer", use_fast_tokenizer)
     checks.positive_int("nthreads", nthreads)
     if checks.boolean("all_layers", all_layers):
         raise ValueError("all_layers=True is not supported: score one layer per call with num_layers=k")
-    checks.boolean("return_alignment", return_alignment)
-    checks.boolean("return_reference_index", return_reference_index)
     idf = check_idf(idf)
-    centering = Centering(centering, centering_stats)
-    check_rescaling("centered_bertscore", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering)
-    score = partial(
-        _scores, idf=idf, rescaled=rescale_with_baseline, baseline_path=baseline_path, return_alignment=return_alignment
-    )
-    result = in_chunks(score, predictions, references, request, centering, idf=idf)
-    return chosen_outputs(result, return_reference_index)
+    return call.chosen(in_chunks(partial(_scores, idf=idf), call, idf=idf))
 
 
-def _scores(predictions, references, request, centering, call_idf, *, idf, rescaled, baseline_path, return_alignment):
+def _scores(call, encoder, call_idf, *, idf):
     """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
-    data = prepare_pairs(predictions, references, request, centering, idf=idf, call_idf=call_idf)
+    data = prepare_pairs(
+        call.predictions, call.references, call.request, call.centering, idf=idf, call_idf=call_idf, encoder=encoder
+    )
     warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
-    scores = pair_scores(data)
-    params = {}
-    if rescaled:
-        scores, params["rescaled"] = apply_baseline(
-            scores,
-            "centered_bertscore",
-            OUTPUTS,
-            encoder=data.encoder,
-            centering=centering,
-            lang=request.lang,
-            baseline_path=baseline_path,
-            hashcode=pair_hash("centered_bertscore", data),
-        )
-    results = {}
-    best = None
-    for name, values in zip(OUTPUTS, scores):
-        results[name], best = best_per_group(values, data.group, data.n_predictions)
-        results[name] = results[name].tolist()
-    results["hashcode"] = pair_hash("centered_bertscore", data, **params)
-    results["reference_index"] = reference_index(best, data.group)  # the reference of the kept F1
-    if return_alignment:
+    results, best = call.results(
+        pair_scores(data),
+        OUTPUTS,
+        group=data.group,
+        n_predictions=data.n_predictions,
+        encoder=data.encoder,
+        hashcode=partial(pair_hash, "centered_bertscore", data),
+    )
+    if call.return_alignment:
         results["alignment"] = [alignment(data, int(k)) for k in best]
     return results
 

@@ -18,17 +18,17 @@ from functools import partial
 
 import torch
 
-from moverkit._core import best_per_group, check_idf, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
-from moverkit._core.baseline import apply_baseline, check_rescaling
-from moverkit._core.centering import Centering
+from moverkit._core import check_idf, checks, pair_hash, prepare_pairs
+from moverkit._core.call import MetricCall
 from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import EncoderRequest, check_lang, primary_language
+from moverkit._core.request import check_lang, primary_language
 from moverkit._core.streaming import in_chunks
 from moverkit._core.user_warnings import ConvergenceWarning, warn_user
 from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
-from moverkit.settings import with_settings
+
+from .entry import metric_function
 
 __all__ = ["lazy_emd"]
 
@@ -57,87 +57,49 @@ keeps a few tensors of that size (costs, two kernels) over its tens of iteration
 batch lets the pairs that converge early leave sooner."""
 
 
-@with_settings("lazy_emd")
+@metric_function()
 def lazy_emd(
-    predictions,
-    references,
+    call: MetricCall,
     *,
-    lang: str = "en",
     reg_c: float | None = None,
     reg_r: float | None = None,
     epsilon: float = DEFAULT_EPSILON,
     max_iter: int = 10_000,
-    model_type: str | None = None,
-    num_layers: int | None = None,
     idf: bool | dict = False,
-    batch_size: int = 64,
-    device: str | None = None,
-    verbose: bool = False,
-    centering: str = "none",
-    centering_stats=None,
-    max_length: int | None = None,
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
 ) -> dict:
     """Lazy-EMD of each prediction against its reference(s).
 
     The arguments and the result are those of ``moverkit.load("lazy_emd").compute`` (documented
     in its card): ``{"lazy_emd": [one float >= 0 per prediction, lower is closer, 1.0 for an empty
     side], "hashcode": str}``, plus ``"alignment"`` with ``return_alignment``. With several
-    references per prediction, the lowest distance is kept. With ``rescale_with_baseline``, each
-    distance d becomes d / b, b the mean distance of unrelated sentence pairs: 0 for identical texts,
-    about 1 for unrelated ones, still lower is closer (:func:`~moverkit._core.baseline.rescale`).
+    references per prediction, the lowest distance is kept. ``lang`` chooses the penalty preset
+    where ``reg_c`` or ``reg_r`` is not given (:func:`resolve_params`). With ``rescale_with_baseline``,
+    each distance d becomes d / b, b the mean distance of unrelated sentence pairs: 0 for identical
+    texts, about 1 for unrelated ones, still lower is closer (:func:`~moverkit._core.baseline.rescale`).
     """
-    request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
-    params = resolve_params(request.lang, reg_c, reg_r, epsilon, max_iter)
-    centering = Centering(centering, centering_stats)
-    rescaled = check_rescaling("lazy_emd", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering)
-    checks.boolean("return_alignment", return_alignment)
-    checks.boolean("return_reference_index", return_reference_index)
+    params = resolve_params(call.request.lang, reg_c, reg_r, epsilon, max_iter)
     idf = check_idf(idf)
-    score = partial(
-        _scores,
-        params=params,
-        idf=idf,
-        rescaled=rescaled,
-        baseline_path=baseline_path,
-        return_alignment=return_alignment,
-    )
-    result = in_chunks(score, predictions, references, request, centering, idf=idf)
-    return chosen_outputs(result, return_reference_index)
+    score = partial(_scores, params=params, idf=idf)
+    return call.chosen(in_chunks(score, call, idf=idf))
 
 
-def _scores(
-    predictions, references, request, centering, call_idf, *, params, idf, rescaled, baseline_path, return_alignment
-) -> dict:
+def _scores(call, encoder, call_idf, *, params, idf) -> dict:
     """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
-    data = prepare_pairs(predictions, references, request, centering, idf=idf, call_idf=call_idf)
+    data = prepare_pairs(
+        call.predictions, call.references, call.request, call.centering, idf=idf, call_idf=call_idf, encoder=encoder
+    )
     live = pairs_with_mass(data)
-    scores = pair_scores(data, live, params)
-    hashed = dict(params)
-    if rescaled:
-        scores, hashed["rescaled"] = apply_baseline(
-            scores,
-            "lazy_emd",
-            ("lazy_emd",),
-            encoder=data.encoder,
-            centering=centering,
-            lang=request.lang,
-            baseline_path=baseline_path,
-            hashcode=pair_hash("lazy_emd", data, **params),
-        )
-    best, which = best_per_group(scores, data.group, data.n_predictions, lower_is_better=True)
-    results = {
-        "lazy_emd": best.tolist(),
-        "hashcode": pair_hash("lazy_emd", data, **hashed),
-        "reference_index": reference_index(which, data.group),
-    }
-    if return_alignment:
-        results["alignment"] = [alignment(data, int(k), bool(live[k]), params) for k in which]
+    results, best = call.results(
+        pair_scores(data, live, params),
+        ("lazy_emd",),
+        group=data.group,
+        n_predictions=data.n_predictions,
+        encoder=data.encoder,
+        hashcode=partial(pair_hash, "lazy_emd", data, **params),
+        lower_is_better=True,
+    )
+    if call.return_alignment:
+        results["alignment"] = [alignment(data, int(k), bool(live[k]), params) for k in best]
     return results
 
 
@@ -155,12 +117,12 @@ def resolve_params(lang, reg_c, reg_r, epsilon, max_iter) -> dict:
     reg_c = preset[0] if reg_c is None else checks.nonnegative_float("reg_c", reg_c, allow_inf=True, hint=hint)
     reg_r = preset[1] if reg_r is None else checks.nonnegative_float("reg_r", reg_r, allow_inf=True, hint=hint)
     epsilon = checks.finite_positive_float("epsilon", epsilon, maximum=MAX_EPSILON, hint=" (the paper uses 0.009)")
-    max_iter = checks.positive_int("max_iter", max_iter)
-    if max_iter > MAX_ITER:
-        raise ValueError(
-            f"max_iter must be an int >= 1 and <= {MAX_ITER:,} (the default 10,000 reaches the plan at the paper's "
-            f"epsilon; more only take longer), got {max_iter!r}"
-        )
+    max_iter = checks.positive_int(
+        "max_iter",
+        max_iter,
+        maximum=MAX_ITER,
+        hint=" (the default 10,000 reaches the plan at the paper's epsilon; more only take longer)",
+    )
     return {"reg_c": reg_c, "reg_r": reg_r, "epsilon": epsilon, "max_iter": max_iter}
 
 

@@ -36,14 +36,13 @@ from functools import lru_cache, partial
 import numpy as np
 import torch
 
-from moverkit._core import PairData, best_per_group, check_idf, checks, pair_hash, prepare_pairs, reference_index
-from moverkit._core.baseline import apply_baseline, check_rescaling
+from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.batching import pad, pair_buckets
-from moverkit._core.centering import Centering
+from moverkit._core.call import MetricCall
 from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
-from moverkit._core.request import EncoderRequest
 from moverkit.ot import exact_transport
-from moverkit.settings import with_settings
+
+from .entry import metric_function
 
 PRESETS = {
     "v2": {
@@ -136,17 +135,14 @@ def resolve_config(version: str = "v2", **overrides) -> Config:
     )
 
 
-@with_settings("moverscore")
+@metric_function(default_layer=-1)  # num_layers=None: the last layer, as the releases
 def moverscore(
-    predictions,
-    references,
+    call: MetricCall,
     *,
     version: str = "v2",
     variant: str | None = None,
     n_gram: int | None = None,
     aggregation: str | None = None,
-    model_type: str | None = None,
-    num_layers: int | None = None,
     idf: bool | Mapping | None = None,
     prediction_idf: bool | Mapping | None = None,
     stop_words: list[str] | None = None,
@@ -154,19 +150,6 @@ def moverscore(
     remove_punctuation: bool | None = None,
     cost: str | None = None,
     score_form: str | None = None,
-    centering: str = "none",
-    centering_stats=None,
-    batch_size: int = 64,
-    device: str | None = None,
-    verbose: bool = False,
-    max_length: int | None = None,
-    lang: str = "en",
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
 ) -> dict:
     """MoverScore of every prediction against its best reference (the highest score), and the
     ``hashcode``; with ``return_alignment``, the units, optimal plan and cost matrix of each
@@ -186,36 +169,19 @@ def moverscore(
         cost=cost,
         score_form=score_form,
     )
-    layer = -1 if num_layers is None else num_layers  # the last layer, as the releases
-    request = EncoderRequest(model_type, layer, device, batch_size, max_length, long_texts, dtype, lang, verbose)
-    centering = Centering(centering, centering_stats)
-    rescaled = check_rescaling(
-        "moverscore", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering
-    )
-    checks.boolean("return_alignment", return_alignment)
-    checks.boolean("return_reference_index", return_reference_index)
-    data = prepare(predictions, references, request, centering, config)
+    data = prepare(call.predictions, call.references, call.request, call.centering, config)
     pred, ref = side_units(data, config)
-    scores = score_pairs(data, pred, ref, config)
-    rescaled_with = None
-    if rescaled:
-        scores, rescaled_with = apply_baseline(
-            scores,
-            "moverscore",
-            ("moverscore",),
-            encoder=data.encoder,
-            centering=centering,
-            lang=request.lang,
-            baseline_path=baseline_path,
-            hashcode=hashcode(data, config),
-        )
-    best_scores, best = best_per_group(scores, data.group, data.n_predictions)
-    results = {"moverscore": best_scores.tolist(), "hashcode": hashcode(data, config, rescaled_with)}
-    if return_reference_index:
-        results["reference_index"] = reference_index(best, data.group)
-    if return_alignment:
+    results, best = call.results(
+        score_pairs(data, pred, ref, config),
+        ("moverscore",),
+        group=data.group,
+        n_predictions=data.n_predictions,
+        encoder=data.encoder,
+        hashcode=partial(hashcode, data, config),
+    )
+    if call.return_alignment:
         results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
-    return results
+    return call.chosen(results)
 
 
 def prepare(predictions, references, request, centering, config: Config, **source) -> PairData:
@@ -238,7 +204,7 @@ def prepare(predictions, references, request, centering, config: Config, **sourc
     )
 
 
-def hashcode(data: PairData, config: Config, rescaled: str | None = None) -> str:
+def hashcode(data: PairData, config: Config, *, rescaled: str | None = None) -> str:
     """The resolved configuration, the layers used and the stop list's digest (:func:`~moverkit._core.get_hash`);
     with ``rescaled``, the baseline's values (:func:`~moverkit._core.baseline.baseline_tag`)."""
     stop = "none"

@@ -18,69 +18,44 @@ A text with no sentence (empty or white space) makes its pair score 0.
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 
 import torch
 
 from moverkit._core import (
     SENTENCE_LAYER,
-    best_per_group,
     call_texts,
     center_rows,
-    checks,
     cosine_matrix,
     encode_sentences,
     f_measure,
     get_hash,
     greedy_match,
-    reference_index,
     split_sentences,
 )
-from moverkit._core.baseline import apply_baseline, check_rescaling
 from moverkit._core.batching import pad, pair_buckets
-from moverkit._core.centering import Centering
+from moverkit._core.call import MetricCall
 from moverkit._core.matching import self_cosine_one
 from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
-from moverkit._core.request import EncoderRequest, check_lang
 from moverkit._core.sentences import sentence_encoder_for, splitter_languages, splitter_tag
 from moverkit._core.user_warnings import warn_user
-from moverkit.settings import with_settings
+
+from .entry import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")
 
 
-@with_settings("sbertscore")
-def sbertscore(
-    predictions,
-    references,
-    *,
-    model_type: str | None = None,
-    batch_size: int = 64,
-    device: str | None = None,
-    verbose: bool = False,
-    centering: str = "none",
-    centering_stats=None,
-    lang: str = "en",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
-) -> dict:
+@metric_function(level="sentence", languages=splitter_languages)
+def sbertscore(call: MetricCall) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
     over the references on its own, as bert-score), and the ``hashcode``; with
     ``return_alignment``, the sentences and the cosine matrix of each prediction and its best
     reference (by F1). The arguments are those of ``moverkit.load("sbertscore").compute``; with
     ``rescale_with_baseline`` the three scores are rescaled by :func:`~moverkit._core.baseline.rescale`."""
-    texts = call_texts(predictions, references)
-    centering = Centering(centering, centering_stats, level="sentence")
-    lang = check_lang(lang, splitter_languages())  # any case, as the others; refused before any warning
-    splitter = splitter_tag(lang)
-    request = EncoderRequest(model_type, None, device, batch_size, None, "truncate", dtype, lang, verbose)
-    rescaled = check_rescaling("sbertscore", rescale_with_baseline, baseline_path, lang=lang, centering=centering)
-    checks.boolean("return_alignment", return_alignment)
-    checks.boolean("return_reference_index", return_reference_index)
+    texts = call_texts(call.predictions, call.references)
+    request, lang = call.request, call.request.lang
     encoder = sentence_encoder_for(request)
-    stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
+    stats = call.centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
 
     # Every distinct text is split once and every distinct sentence embedded once; a sentence
     # counts (for the batch mean) as often as it occurs in the texts of the call. Text i of
@@ -97,7 +72,7 @@ def sbertscore(
     # Cosines in float64: float32 unit vectors give self-similarities of 1 + 1e-7.
     vectors = encode_sentences(encoder, sentences, request).double()
     counts = torch.tensor([sentence_counts[s] for s in sentences], dtype=torch.float64)
-    vectors = center_rows(vectors, centering.mode, counts=counts, stats=stats)
+    vectors = center_rows(vectors, call.centering.mode, counts=counts, stats=stats)
     on = vectors.device
     rows = torch.tensor([position[s] for text in texts.unique for s in split[text]], dtype=torch.long, device=on)
     lengths = torch.tensor([len(split[text]) for text in texts.unique], dtype=torch.long, device=on)
@@ -115,29 +90,24 @@ def sbertscore(
         precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_mask.to(pred.dtype), ref_mask.to(ref.dtype))
         scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
 
-    settings = {"splitter": splitter, "dtype": request.dtype}
-    if rescaled:
-        scores, settings["rescaled"] = apply_baseline(
-            scores,
+    results, best = call.results(
+        scores,
+        OUTPUTS,
+        group=texts.group,
+        n_predictions=len(texts.predictions),
+        encoder=encoder,
+        hashcode=partial(
+            get_hash,
             "sbertscore",
-            OUTPUTS,
-            encoder=encoder,
-            centering=centering,
-            lang=lang,
-            baseline_path=baseline_path,
-            hashcode=get_hash("sbertscore", encoder, idf=False, centering_mode=centering.mode, stats=stats, **settings),
-        )
-    results = {}
-    best = None
-    for name, values in zip(OUTPUTS, scores):
-        results[name], best = best_per_group(values, texts.group, len(texts.predictions))
-        results[name] = results[name].tolist()
-    results["hashcode"] = get_hash(
-        "sbertscore", encoder, idf=False, centering_mode=centering.mode, stats=stats, **settings
+            encoder,
+            idf=False,
+            centering_mode=call.centering.mode,
+            stats=stats,
+            splitter=splitter_tag(lang),
+            dtype=request.dtype,
+        ),
     )
-    if return_reference_index:
-        results["reference_index"] = reference_index(best, texts.group)  # the reference of the kept F1
-    if return_alignment:
+    if call.return_alignment:
         sentence_vectors = [vectors[rows[offsets[i] : offsets[i + 1]]] for i in range(len(texts.unique))]
         results["alignment"] = [
             {
@@ -151,7 +121,7 @@ def sbertscore(
             }
             for k in best.tolist()
         ]
-    return results
+    return call.chosen(results)
 
 
 def warn_empty(predictions: list[str], pair_references: list[str], split: dict[str, list[str]]) -> None:

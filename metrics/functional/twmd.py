@@ -22,15 +22,14 @@ from functools import partial
 
 import torch
 
-from moverkit._core import best_per_group, checks, chosen_outputs, pair_hash, prepare_pairs, reference_index
-from moverkit._core.baseline import apply_baseline, check_rescaling
-from moverkit._core.centering import Centering
+from moverkit._core import checks, pair_hash, prepare_pairs
+from moverkit._core.call import MetricCall
 from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import EncoderRequest
 from moverkit._core.streaming import in_chunks
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
-from moverkit.settings import with_settings
+
+from .entry import metric_function
 
 __all__ = ["twmd"]
 
@@ -55,30 +54,14 @@ for those 20 pairs on one CPU core; 10^6 steps took 68 s for one pair, for the s
 steps): a larger count only buys time, and a typo of a few zeros would hang a call."""
 
 
-@with_settings("twmd")
+@metric_function(centering="corpus")
 def twmd(
-    predictions,
-    references,
+    call: MetricCall,
     *,
     variant: str = "twmd",
     temperature: float | None = None,
     sinkhorn_iterations: int = 1,
     normalize: bool = True,
-    model_type: str | None = None,
-    num_layers: int | None = None,
-    batch_size: int = 64,
-    device: str | None = None,
-    verbose: bool = False,
-    centering: str = "corpus",
-    centering_stats=None,
-    max_length: int | None = None,
-    lang: str = "en",
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
 ) -> dict:
     """Score each prediction against its reference(s) with the chosen member of the family.
 
@@ -89,44 +72,23 @@ def twmd(
     ``rescale_with_baseline``, each score s becomes (s - b) / (1 - b), b the mean score of unrelated
     sentence pairs (:func:`~moverkit._core.baseline.rescale`).
     """
-    request = EncoderRequest(model_type, num_layers, device, batch_size, max_length, long_texts, dtype, lang, verbose)
-    centering = Centering(centering, centering_stats)
-    params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, centering.mode)
-    rescaled = check_rescaling("twmd", rescale_with_baseline, baseline_path, lang=request.lang, centering=centering)
-    checks.boolean("return_alignment", return_alignment)
-    checks.boolean("return_reference_index", return_reference_index)
-    score = partial(
-        _scores, params=params, rescaled=rescaled, baseline_path=baseline_path, return_alignment=return_alignment
-    )
-    return chosen_outputs(in_chunks(score, predictions, references, request, centering), return_reference_index)
+    params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, call.centering.mode)
+    return call.chosen(in_chunks(partial(_scores, params=params), call))
 
 
-def _scores(
-    predictions, references, request, centering, call_idf, *, params, rescaled, baseline_path, return_alignment
-):
+def _scores(call, encoder, call_idf, *, params):
     """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
-    data = prepare_pairs(predictions, references, request, centering)
-    scores = pair_scores(data, params)
-    hashed = dict(params)
-    if rescaled:
-        scores, hashed["rescaled"] = apply_baseline(
-            scores,
-            "twmd",
-            (params["variant"],),
-            encoder=data.encoder,
-            centering=centering,
-            lang=request.lang,
-            baseline_path=baseline_path,
-            hashcode=pair_hash("twmd", data, **params),
-        )
-    best, which = best_per_group(scores, data.group, data.n_predictions)
-    results = {
-        params["variant"]: best.tolist(),
-        "hashcode": pair_hash("twmd", data, **hashed),
-        "reference_index": reference_index(which, data.group),
-    }
-    if return_alignment:
-        results["alignment"] = [alignment(data, int(k), params) for k in which]
+    data = prepare_pairs(call.predictions, call.references, call.request, call.centering, encoder=encoder)
+    results, best = call.results(
+        pair_scores(data, params),
+        (params["variant"],),
+        group=data.group,
+        n_predictions=data.n_predictions,
+        encoder=data.encoder,
+        hashcode=partial(pair_hash, "twmd", data, **params),
+    )
+    if call.return_alignment:
+        results["alignment"] = [alignment(data, int(k), params) for k in best]
     return results
 
 
@@ -138,12 +100,12 @@ def resolve_params(variant, temperature, sinkhorn_iterations, normalize, centeri
     for the centering mode.
     """
     checks.one_of("variant", variant, VARIANTS)
-    iterations = checks.positive_int("sinkhorn_iterations", sinkhorn_iterations)
-    if iterations > MAX_SINKHORN_ITERATIONS:
-        raise ValueError(
-            f"sinkhorn_iterations must be an int >= 1 and <= {MAX_SINKHORN_ITERATIONS:,} (the paper uses 1; "
-            f"{MAX_SINKHORN_ITERATIONS:,} steps reach the entropic optimum, more only take longer), got {iterations!r}"
-        )
+    iterations = checks.positive_int(
+        "sinkhorn_iterations",
+        sinkhorn_iterations,
+        maximum=MAX_SINKHORN_ITERATIONS,
+        hint=f" (the paper uses 1; {MAX_SINKHORN_ITERATIONS:,} steps reach the entropic optimum, more only take longer)",
+    )
     if temperature is not None:
         temperature = checks.finite_positive_float(
             "temperature",

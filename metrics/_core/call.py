@@ -1,0 +1,150 @@
+"""One metric call as every metric opens and closes it: the shared arguments checked into a
+:class:`MetricCall` (:func:`open_call`), and the pair scores turned into the result
+(:meth:`MetricCall.results`).
+
+Every metric takes the same encoder, centering and output arguments (``model_type`` ...
+``return_reference_index``). They are declared once, as the keyword parameters of
+:func:`open_call`, whose defaults are theirs; :func:`moverkit.functional.entry.metric_function`
+puts them into each metric function's public signature and hands the function the
+:class:`MetricCall` they were checked into, so that the five functions hold only what is theirs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from . import checks
+from .baseline import apply_baseline, check_rescaling
+from .centering import Centering
+from .inputs import best_per_group, reference_index
+from .request import EncoderRequest, check_lang
+
+
+@dataclass(frozen=True)
+class MetricCall:
+    """One call of ``metric``: its ``predictions`` and ``references`` as given (checked where
+    they are read: :func:`~moverkit._core.inputs.call_texts`) and its checked shared arguments: the encoder ``request``, the
+    ``centering`` plan (a :class:`~moverkit._core.centering.Centering`; the user's mode string is
+    its ``mode``), whether the scores are ``rescaled`` (with ``baseline_path``'s file, else the
+    shipped one), and which extra outputs were asked for."""
+
+    metric: str
+    predictions: Sequence
+    references: Sequence
+    request: EncoderRequest
+    centering: Centering
+    rescaled: bool = False
+    baseline_path: str | os.PathLike | None = None
+    return_alignment: bool = False
+    return_reference_index: bool = False
+
+    def results(
+        self,
+        scores: torch.Tensor,
+        outputs: Sequence[str],
+        *,
+        group: torch.Tensor,
+        n_predictions: int,
+        encoder,
+        hashcode: Callable[..., str],
+        lower_is_better: bool = False,
+    ) -> tuple[dict, torch.Tensor]:
+        """The result of the call (or of a chunk of it) from its pair scores (one row per name of ``outputs``, or one
+        vector for one output): each rescaled when asked (:func:`~moverkit._core.baseline.apply_baseline`),
+        then each prediction's best over its references (``group``: the prediction of each pair),
+        the ``hashcode`` (``hashcode(**extra)``, with ``rescaled=<baseline>`` when rescaled) and
+        ``reference_index``, the position of the kept reference of the last output; and the kept
+        pairs (their indices), for alignments."""
+        extra = {}
+        if self.rescaled:
+            scores, extra["rescaled"] = apply_baseline(
+                scores,
+                self.metric,
+                tuple(outputs),
+                encoder=encoder,
+                centering=self.centering,
+                lang=self.request.lang,
+                baseline_path=self.baseline_path,
+                hashcode=hashcode(),
+            )
+        rows = scores.reshape(len(outputs), -1)
+        results, best = {}, None
+        for name, values in zip(outputs, rows):
+            kept, best = best_per_group(values, group, n_predictions, lower_is_better=lower_is_better)
+            results[name] = kept.tolist()
+        results["hashcode"] = hashcode(**extra)
+        results["reference_index"] = reference_index(best, group)
+        return results, best
+
+    def chosen(self, results: dict) -> dict:
+        """``results`` without ``reference_index`` unless the call asked for it (it is computed
+        always, chunk by chunk: one subtraction per prediction)."""
+        if not self.return_reference_index:
+            del results["reference_index"]
+        return results
+
+
+def open_call(
+    metric: str,
+    predictions,
+    references,
+    *,
+    level: str = "token",
+    languages: Callable[[], Sequence[str]] | None = None,
+    default_layer: int | None = None,
+    model_type: str | os.PathLike | None = None,
+    num_layers: int | None = None,
+    batch_size: int = 64,
+    device: str | int | torch.device | None = None,
+    verbose: bool = False,
+    centering: str = "none",
+    centering_stats=None,
+    max_length: int | None = None,
+    lang: str = "en",
+    long_texts: str = "truncate",
+    dtype: str = "float32",
+    rescale_with_baseline: bool = False,
+    baseline_path: str | os.PathLike | None = None,
+    return_alignment: bool = False,
+    return_reference_index: bool = False,
+) -> MetricCall:
+    """A call of ``metric`` on ``predictions`` and ``references``, its shared arguments checked, as
+    a :class:`MetricCall`: what every metric function's first line was. The keyword parameters from ``model_type`` on are the
+    shared arguments themselves (their defaults are the metrics'; a metric may change a default,
+    such as ``centering``'s). ``level``: ``"token"``, or ``"sentence"`` for sentence vectors;
+    ``languages``: the languages the metric handles, where it handles only some (sbertscore's
+    sentence splitter; checked before any warning on ``lang``); ``default_layer``: the layer that
+    ``num_layers=None`` means where it is not the model's tuned one (``-1``, the last, for
+    moverscore, as its releases)."""
+    if languages is not None:
+        lang = check_lang(lang, languages())
+    request = EncoderRequest(
+        model_type=model_type,
+        num_layers=default_layer if num_layers is None else num_layers,
+        device=device,
+        batch_size=batch_size,
+        max_length=max_length,
+        long_texts=long_texts,
+        dtype=dtype,
+        lang=lang,
+        verbose=verbose,
+    )
+    plan = Centering(centering, centering_stats, level=level)
+    return MetricCall(
+        metric=metric,
+        predictions=predictions,
+        references=references,
+        request=request,
+        centering=plan,
+        rescaled=check_rescaling(metric, rescale_with_baseline, baseline_path, lang=request.lang, centering=plan),
+        baseline_path=baseline_path,
+        return_alignment=checks.boolean("return_alignment", return_alignment),
+        return_reference_index=checks.boolean("return_reference_index", return_reference_index),
+    )
+
+
+__all__ = ["MetricCall", "open_call"]

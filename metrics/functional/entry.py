@@ -1,0 +1,84 @@
+"""The one opening of every metric function: :func:`metric_function`.
+
+A metric function is written with its own arguments only, and a ``call`` parameter::
+
+    @metric_function(centering="corpus")
+    def twmd(call: MetricCall, *, variant="twmd", ...) -> dict:
+        ...
+
+The decorator gives it its public signature: ``predictions`` and ``references``, its own keyword
+arguments, then the shared ones (the keyword parameters of
+:func:`~moverkit._core.call.open_call`, with their defaults), then ``settings``. The metric is
+the one of the function's name. A caller's texts and shared arguments are checked by keyword
+into the :class:`~moverkit._core.call.MetricCall` that ``call`` receives, and ``settings=PATH`` is
+:func:`~moverkit.settings.with_settings`'s. ``inspect.signature``, ``help()``, evaluate's
+``_compute``, settings files and the CLI read the public signature; static type checkers see the
+wrapper's ``**kwargs``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+
+from moverkit._core.call import open_call
+from moverkit.settings import with_settings
+
+_OPENING = list(inspect.signature(open_call).parameters.values())
+INPUTS = tuple(_OPENING[1:3])
+"""``predictions`` and ``references``, the positional arguments of every metric."""
+SHARED = tuple(_OPENING[[p.name for p in _OPENING].index("default_layer") + 1 :])
+"""The shared arguments, in the order every signature lists them: ``open_call``'s keyword
+parameters after its options (``level``, ``languages``, ``default_layer``)."""
+
+TOKEN_ONLY = frozenset({"num_layers", "max_length", "long_texts"})
+"""Shared arguments a sentence-level metric does not take: it encodes whole sentences with a
+sentence-transformers model (its own layer and limit)."""
+
+
+def metric_function(
+    *,
+    centering: str = "none",
+    level: str = "token",
+    languages: Callable | None = None,
+    default_layer: int | None = None,
+):
+    """Decorate ``moverkit.functional.<metric>``, the function named as its metric (see the module
+    doc): ``centering`` is the
+    metric's default centering mode; ``level``, ``languages`` and ``default_layer`` go to
+    :func:`~moverkit._core.call.open_call`. A ``"sentence"`` metric takes none of :data:`TOKEN_ONLY`."""
+
+    def decorate(function):
+        metric = function.__name__
+        signature = inspect.signature(function)
+        own = [p for p in signature.parameters.values() if p.name != "call"]
+        shared = [
+            p.replace(default=centering) if p.name == "centering" else p
+            for p in SHARED
+            if level == "token" or p.name not in TOKEN_ONLY
+        ]
+        names = {p.name for p in shared}
+
+        @functools.wraps(function)
+        def opened(predictions, references, **kwargs):
+            given = {name: kwargs.pop(name) for name in names & kwargs.keys()}
+            options = {"centering": centering, **given}
+            call = open_call(
+                metric,
+                predictions,
+                references,
+                level=level,
+                languages=languages,
+                default_layer=default_layer,
+                **options,
+            )
+            return function(call, **kwargs)
+
+        opened.__signature__ = signature.replace(parameters=[*INPUTS, *own, *shared])
+        return with_settings(metric)(opened)
+
+    return decorate
+
+
+__all__ = ["INPUTS", "SHARED", "TOKEN_ONLY", "metric_function"]
