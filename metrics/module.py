@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import inspect
+import os
 import threading
 
 import datasets
@@ -210,8 +211,25 @@ class TextPairMetric(evaluate.Metric, metaclass=abc.ABCMeta):
                 if self.writer is None and self._batches_owner is not None and self.num_process == 1:
                     return self._compute(predictions=[], references=[], **kwargs)
                 return super().compute(**kwargs)
+            except BaseException:
+                self._drop_failed_call()
+                raise
             finally:
                 self._batches_owner = None  # compute used (or, failing, dropped) the added batches
+
+    def _drop_failed_call(self) -> None:
+        """Remove the cache files of a call whose ``_compute`` failed and release their locks, as
+        evaluate's ``compute`` does only after a ``_compute`` that returns. Without it each failed
+        call (a bad argument caught in a training loop) left an Arrow file in evaluate's cache,
+        its lock held, and the object's next call waited one second on that lock before it took
+        a new file."""
+        locks, paths = self.filelocks or [], self.file_paths or []
+        self.data = None
+        for lock, path in reversed(list(zip(locks, paths))):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            lock.release()
+        self.filelocks = self.file_paths = None
 
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Add a batch of predictions and references (checked first) for a later ``compute``.

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import evaluate
 import numpy as np
@@ -66,6 +67,24 @@ def test_datasets_map_batched_with_a_corpus_statistic(load_metric, wmt_pairs):
 
 
 @pytest.mark.slow  # several threads scoring with the real model at once
+def test_a_failed_compute_leaves_no_cache_file_and_no_held_lock():
+    """evaluate removes a call's Arrow cache file and releases its lock only after a _compute that
+    returns: each failed call (a bad argument, caught in a training loop) left its file in the
+    cache, its lock held, and the object's next call waited a second on that lock."""
+    from filelock import FileLock
+
+    metric = moverkit.load("twmd", experiment_id="failed-compute")
+    before = set(Path(metric.data_dir).iterdir())
+    with pytest.raises(ValueError, match="batch_size"):
+        metric.compute(predictions=["a cat"], references=["a cat"], batch_size=0)
+    left = {p for p in set(Path(metric.data_dir).iterdir()) - before if p.suffix == ".arrow"}
+    assert not left
+    for lock in set(Path(metric.data_dir).glob("failed-compute*.lock")) - before:
+        FileLock(lock).acquire(timeout=0)  # a held lock raises filelock.Timeout at once
+    assert metric.compute(predictions=["a cat"], references=["a cat"])["twmd"] == [1.0]
+    assert not {p for p in set(Path(metric.data_dir).iterdir()) - before if p.suffix == ".arrow"}
+
+
 def test_threads_sharing_one_metric_object_each_get_their_own_result():
     """evaluate's cache file cannot be shared: four threads computing on one object gave
     ArrowInvalid/FileNotFoundError, then None. Calls now take turns."""
