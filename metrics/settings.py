@@ -18,7 +18,6 @@ metric and its arguments (:attr:`Settings.digest`), so a reported number names t
 from __future__ import annotations
 
 import functools
-import hashlib
 import inspect
 import json
 import math
@@ -26,7 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jsonfile import loads
+from .jsonfile import check_format, digest, read_file
 
 FORMAT = "moverkit-settings"
 VERSION = 1
@@ -50,8 +49,7 @@ class Settings:
     @property
     def digest(self) -> str:
         """SHA-256 (hex) of the canonical JSON of ``metric`` and ``arguments``: what changes scores."""
-        canonical = json.dumps({"metric": self.metric, "arguments": self.arguments}, sort_keys=True, allow_nan=False)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return digest({"metric": self.metric, "arguments": self.arguments}, compact=False)
 
     def to_json(self) -> str:
         record = {"format": FORMAT, "version": VERSION, "metric": self.metric, "arguments": self.arguments}
@@ -86,23 +84,11 @@ def load_settings(path: str | os.PathLike | Settings, metric: str | None = None,
     else:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"settings must be the path of a settings file (moverkit tune --out), got {path!r}")
-        where = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ValueError(f"settings file {where} does not exist") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"settings file {where} is not UTF-8 text") from None
-        record = loads(text, f"settings file {where}")
-        if not isinstance(record, dict) or record.get("format") != FORMAT:
-            raise ValueError(f'settings file {where}: not a moverkit settings file (no "format": "{FORMAT}")')
-        if record.get("version") != VERSION:
-            raise ValueError(f"settings file {where}: version {record.get('version')!r}, this moverkit reads {VERSION}")
+        where = f"settings file {path}"
+        record = check_format(read_file(path, where), where, kind=FORMAT, version=VERSION)
         for key, kind in (("metric", str), ("arguments", dict), ("tuning", dict)):
             if not isinstance(record.get(key), kind):
-                raise ValueError(
-                    f"settings file {where}: {key!r} must be a JSON {kind.__name__.replace('dict', 'object')}"
-                )
+                raise ValueError(f"{where}: {key!r} must be a JSON {kind.__name__.replace('dict', 'object')}")
         settings = Settings(record["metric"], record["arguments"], record["tuning"])
     if settings.metric not in SPECS:
         raise ValueError(f"{where}: metric {settings.metric!r} is none of {', '.join(sorted(SPECS))}")

@@ -4,6 +4,7 @@ the CLI and compare, with its digest in the hashcode."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
@@ -258,12 +259,15 @@ def test_the_digest_follows_the_arguments_only():
     assert a.digest == Settings("twmd", {"num_layers": 4}, {"data": "y"}).digest
     assert a.digest != Settings("twmd", {"num_layers": 5}, {"data": "x"}).digest
     assert a.digest != Settings("lazy_emd", {"num_layers": 4}, {"data": "x"}).digest
+    # The canonical form of version 1 (json's default separators), so that a file keeps its digest.
+    canonical = json.dumps({"metric": "twmd", "arguments": {"num_layers": 4}}, sort_keys=True)
+    assert a.digest == hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 @pytest.mark.parametrize(
     "record, message",
     [
-        ({"format": "other"}, "not a moverkit settings file"),
+        ({"format": "other"}, "not a moverkit-settings file"),
         ({"version": 2}, "version 2"),
         ({"metric": "bleu"}, "none of"),
         ({"arguments": {"batch_size": 8}}, "'batch_size' is not a setting of twmd"),

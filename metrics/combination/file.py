@@ -3,7 +3,6 @@ made, its digest, and its JSON file (written whole; read as untrusted, every fie
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -11,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..jsonfile import check_format, digest, read_file
 from .components import ANCHORS, _check_component
 
 FORMAT = "moverkit-combination"
@@ -129,8 +129,7 @@ class Combination:
     def digest(self) -> str:
         """sha256 (hex) of :meth:`scored` as canonical JSON (sorted keys, no spaces, floats by
         their shortest exact repr): equal digests give equal scores; ``fitted_on`` is left out."""
-        canonical = json.dumps(self.scored(), sort_keys=True, separators=(",", ":"), allow_nan=False)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return digest(self.scored())
 
     def save(self, path: str | Path) -> None:
         """Write the JSON file (:meth:`scored`, ``fitted_on`` and ``digest``) whole or not at all."""
@@ -149,33 +148,22 @@ def load(path: str | Path) -> Combination:
     checked (as :class:`Combination` checks, plus: a JSON object of :data:`FORMAT` and
     :data:`VERSION`, no field missing or unknown, ``digest`` matching the numbers); an error is a
     ``ValueError`` naming the file and the field."""
-    from moverkit.jsonfile import loads
-
     _check_path(path, "path")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"{path}: not a JSON file ({err})") from None
-    data = loads(text, str(path))
+    data = read_file(path, str(path))
+    if isinstance(data, dict) and data.get("format") == FORMAT and data.get("version") == 1:
+        raise ValueError(
+            f"{path}: version 1: written by an older moverkit, whose system-level weights meant something else "
+            f"(version {VERSION}: z-scores within each test set, shrunk towards equal weights); "
+            "fit it again with moverkit combine"
+        )
+    check_format(data, str(path), kind=FORMAT, version=VERSION)
     try:
         return _from_dict(data)
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from None
 
 
-def _from_dict(data) -> Combination:
-    if not isinstance(data, dict):
-        raise ValueError(f"not a combination: a JSON object is expected, got {type(data).__name__}")
-    if data.get("format") != FORMAT:
-        raise ValueError(f"format: {data.get('format')!r}, not {FORMAT!r}")
-    if data.get("version") == 1:
-        raise ValueError(
-            "version 1: written by an older moverkit, whose system-level weights meant something else "
-            f"(version {VERSION}: z-scores within each test set, shrunk towards equal weights); "
-            "fit it again with moverkit combine"
-        )
-    if data.get("version") != VERSION:
-        raise ValueError(f"version: {data.get('version')!r}; this moverkit reads version {VERSION} only")
+def _from_dict(data: dict) -> Combination:
     fields = {"format", "version", "components", "metric_kwargs", "segment", "system", "fitted_on", "digest"}
     missing, unknown = sorted(fields - set(data)), sorted(set(data) - fields)
     if missing or unknown:
