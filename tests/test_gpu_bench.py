@@ -54,7 +54,7 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     monkeypatch.setattr(gpu, "bert_score_call", lambda *args: ((lambda: None), "0.3.13"))
     out = tmp_path / "gpu.md"
     argv = ["bench", "gpu", "--data", SAMPLE, "--limit", "6", "--model", tiny_model_path, "--device", "cpu"]
-    argv += ["--dtypes", "float32", "--rounds", "1", "--scale-pairs", "8", "--scale-dtype", "float32"]
+    argv += ["--dtypes", "float32", "bfloat16", "--rounds", "1", "--scale-pairs", "8", "--scale-dtype", "float32"]
     argv += ["--check-pairs", "6", "--out", str(out)]
     assert main(argv) == 0
     report = out.read_text()
@@ -63,6 +63,8 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     for name in gpu.RUNS:
         assert f"| {name}" in report
     assert "| 1.50 GiB |" in report  # the peak memory, from the device
+    for name in gpu.RUNS:  # each half precision against float32, from the timed calls' own scores
+        assert f"- {name} bfloat16 against float32 on the GPU, main score: mean |diff| " in report
     assert "- bert-score 0.3.13 (same weights and layer" in report
     assert "- centered_bertscore on 8 distinct pairs, float32, batch_size=256:" in report
     assert "- twmd on 8 distinct pairs" in report
@@ -80,6 +82,7 @@ def test_report_gives_seconds_and_pairs_per_second_per_precision():
         "rounds": 3,
         "dtypes": ["float32", "float16"],
         "table": {(name, d): cell for name in gpu.RUNS for d in ("float32", "float16")},
+        "drift": {("twmd", "float16"): {"mean": 1.2e-4, "max": 4.5e-4}},
         "peer": None,
         "scale": {},
         "scale_pairs": 0,
@@ -90,5 +93,6 @@ def test_report_gives_seconds_and_pairs_per_second_per_precision():
     text = gpu.format_report(report)
     assert "| metric | float32 | float16 | peak GPU memory |" in text
     assert "| twmd (centering='batch') | 0.50 s (5,600 pairs/s) | 0.50 s (5,600 pairs/s) | 1.00 GiB |" in text
+    assert "- twmd float16 against float32 on the GPU, main score: mean |diff| 1.2e-04, max 4.5e-04" in text
     assert "- bert-score: not installed, not timed" in text
     assert "on 200 pairs: twmd 3.0e-07" in text

@@ -6,7 +6,8 @@ second of one call over the pairs of a judgments TSV (2,800 WMT17 pairs), after 
 the same metric and precision; the bert-score package on the same weights and layer beside, when
 it is installed; one call on :data:`SCALE_PAIRS` distinct pairs
 (:func:`~moverkit.bench.scale.distinct_texts`) with ``batch_size=256``; the peak GPU memory of
-each (``torch.cuda.max_memory_allocated``); the device's name; and the largest difference of a
+each (``torch.cuda.max_memory_allocated``); the device's name; the mean and largest difference of
+the main score of each half precision from float32 on the GPU; and the largest difference of a
 main score between the GPU and the CPU, both in float32, on the first pairs.
 
 Every timed call ends with ``torch.cuda.synchronize()``, so the time is the device's work, not its
@@ -55,11 +56,12 @@ def require_cuda() -> None:
         )
 
 
-def timed(run: Callable[[], object], rounds: int, device: str) -> tuple[float, int]:
+def timed(run: Callable[[], object], rounds: int, device: str) -> tuple[float, int, object]:
     """Median seconds of ``rounds`` calls of ``run`` after one untimed warm-up call, each ended by
-    a synchronization of ``device``, and the peak memory (bytes) allocated on it meanwhile."""
+    a synchronization of ``device``, the peak memory (bytes) allocated on it meanwhile, and what
+    the warm-up call returned."""
     cuda = device_api()
-    run()
+    result = run()
     cuda.synchronize(device)
     cuda.reset_peak_memory_stats(device)
     times = []
@@ -68,7 +70,7 @@ def timed(run: Callable[[], object], rounds: int, device: str) -> tuple[float, i
         run()
         cuda.synchronize(device)
         times.append(time.perf_counter() - start)
-    return statistics.median(times), int(cuda.max_memory_allocated(device))
+    return statistics.median(times), int(cuda.max_memory_allocated(device)), result
 
 
 def metric_call(name: str, predictions, references, **kwargs) -> Callable[[], dict]:
@@ -121,15 +123,22 @@ def measure(
     require_cuda()
     path = resolve_model(model_type)[1]
     common = {"model_type": path, "device": device}
-    table = {}
+    table, drift = {}, {}
     for name in RUNS:
+        main = {}
         for dtype in dtypes:
-            seconds, peak = timed(metric_call(name, predictions, references, dtype=dtype, **common), rounds, device)
+            run = metric_call(name, predictions, references, dtype=dtype, **common)
+            seconds, peak, result = timed(run, rounds, device)
             table[name, dtype] = {"seconds": seconds, "pairs_per_s": len(predictions) / seconds, "peak": peak}
+            main[dtype] = result[MAIN_OUTPUTS[name]]
             log(f"done: {name} {dtype}")
+        for dtype in dtypes:
+            if dtype != "float32" and "float32" in main:
+                gaps = [abs(a - b) for a, b in zip(main[dtype], main["float32"])]
+                drift[name, dtype] = {"mean": statistics.fmean(gaps), "max": max(gaps)}
     peer = bert_score_call(predictions, references, path, device)
     if peer is not None:
-        seconds, peak = timed(peer[0], rounds, device)
+        seconds, peak, _ = timed(peer[0], rounds, device)
         peer = {"version": peer[1], "seconds": seconds, "pairs_per_s": len(predictions) / seconds, "peak": peak}
     scale = {}
     if scale_pairs:
@@ -137,7 +146,7 @@ def measure(
         scale_kwargs = {"dtype": scale_dtype, "batch_size": SCALE_BATCH_SIZE, **common}
         for name in SCALE_METRICS:
             run = metric_call(name, texts[:scale_pairs], texts[scale_pairs:], **scale_kwargs)
-            seconds, peak = timed(run, 1, device)
+            seconds, peak, _ = timed(run, 1, device)
             scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
             log(f"done: {name} on {scale_pairs:,} pairs")
     differences = {}
@@ -153,6 +162,7 @@ def measure(
         "rounds": rounds,
         "dtypes": list(dtypes),
         "table": table,
+        "drift": drift,
         "peer": peer,
         "scale": scale,
         "scale_pairs": scale_pairs,
@@ -181,6 +191,11 @@ def format_report(report: dict) -> str:
         peak = max(c["peak"] for c in cells) / gib
         lines.append(f"| {name}{f' ({args})' if args else ''} | " + " | ".join(speeds) + f" | {peak:.2f} GiB |")
     lines.append("")
+    for (name, dtype), gap in report["drift"].items():
+        lines.append(
+            f"- {name} {dtype} against float32 on the GPU, main score: mean |diff| {gap['mean']:.1e}, "
+            f"max {gap['max']:.1e}"
+        )
     peer = report["peer"]
     if peer is None:
         lines.append("- bert-score: not installed, not timed")
