@@ -45,9 +45,9 @@ def metric_function(
     default_layer: int | None = None,
 ):
     """Decorate ``moverkit.functional.<metric>``, the function named as its metric (see the module
-    doc): ``centering`` is the
-    metric's default centering mode; ``level``, ``languages`` and ``default_layer`` go to
-    :func:`~moverkit._core.call.open_call`. A ``"sentence"`` metric takes none of :data:`TOKEN_ONLY`."""
+    doc). ``centering`` is the metric's default centering mode; ``level``, ``languages`` and
+    ``default_layer`` go to :func:`~moverkit._core.call.open_call`. A ``"sentence"`` metric takes
+    none of :data:`TOKEN_ONLY`."""
 
     def decorate(function):
         metric = function.__name__
