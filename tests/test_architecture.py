@@ -67,3 +67,31 @@ def test_the_evaluate_modules_do_not_restate_their_functions():
     assert sum(len(p.read_text(encoding="utf-8").splitlines()) for p in modules) <= MAX_LINES
     for path in modules:
         assert "def _compute" not in path.read_text(encoding="utf-8"), path
+
+
+def test_the_shared_arguments_are_declared_once_and_opened_by_one_function():
+    """Every metric's public signature is its inputs, its own arguments, the shared ones as
+    ``open_call`` declares them (sbertscore without the token-level ones; a metric's own default
+    centering) and ``settings``; none of the five functions spells a shared argument itself."""
+    import inspect
+
+    from moverkit import functional
+    from moverkit._core.call import open_call
+    from moverkit.functional.entry import INPUTS, SHARED, TOKEN_ONLY
+    from moverkit.registry import REGISTRY
+
+    declared = inspect.signature(open_call).parameters
+    for name, metric in REGISTRY.items():
+        public = list(inspect.signature(metric.function).parameters.values())
+        assert public[:2] == list(INPUTS) and public[-1].name == "settings", name
+        shared = [p for p in public if p.name in declared and p.name not in ("predictions", "references")]
+        expected = [p.name for p in SHARED if name != "sbertscore" or p.name not in TOKEN_ONLY]
+        assert [p.name for p in shared] == expected, name
+        for p in shared:
+            if p.name != "centering":
+                assert p.default == declared[p.name].default, (name, p.name)
+        source = (SOURCE / "functional" / f"{name}.py").read_text(encoding="utf-8")
+        for p in SHARED:
+            assert f"    {p.name}:" not in source, (name, p.name)  # no parameter written out again
+        with pytest.raises(TypeError, match=f"{name}\\(\\) got an unexpected keyword argument 'call'"):
+            getattr(functional, name)(["a"], ["a"], call=None)

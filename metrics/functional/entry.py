@@ -62,6 +62,8 @@ def metric_function(
 
         @functools.wraps(function)
         def opened(predictions, references, **kwargs):
+            if "call" in kwargs:  # the decorator's own parameter, not an argument of the metric
+                raise TypeError(f"{metric}() got an unexpected keyword argument 'call'")
             given = {name: kwargs.pop(name) for name in names & kwargs.keys()}
             options = {"centering": centering, **given}
             call = open_call(
