@@ -26,11 +26,12 @@ from .request import EncoderRequest, check_lang
 
 @dataclass(frozen=True)
 class MetricCall:
-    """One call of ``metric``: its ``predictions`` and ``references`` as given (checked where
-    they are read: :func:`~moverkit._core.inputs.call_texts`) and its checked shared arguments: the encoder ``request``, the
-    ``centering`` plan (a :class:`~moverkit._core.centering.Centering`; the user's mode string is
-    its ``mode``), whether the scores are ``rescaled`` (with ``baseline_path``'s file, else the
-    shipped one), and which extra outputs were asked for."""
+    """One call of ``metric`` (or one chunk of it): its ``predictions`` and ``references`` as
+    given (checked where they are read: :func:`~moverkit._core.inputs.call_texts`), and its
+    checked shared arguments: the encoder ``request``, the ``centering`` plan (a
+    :class:`~moverkit._core.centering.Centering`; the user's mode string is its ``mode``), whether
+    the scores are ``rescaled`` (with ``baseline_path``'s file, else the shipped one), and which
+    extra outputs were asked for."""
 
     metric: str
     predictions: Sequence
