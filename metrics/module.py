@@ -205,6 +205,10 @@ class TextPairMetric(evaluate.Metric, metaclass=abc.ABCMeta):
         lists and the hashcode, as the metric's function does; evaluate itself would fail on them.
         """
         with self._exclusive():
+            # evaluate keeps the last call's paths after it succeeds; clear them, so that a failed
+            # call removes only what it locked itself (the same file name may by now be another
+            # object's live cache file).
+            self.file_paths = self.filelocks = None
             try:
                 if predictions is not None or references is not None:
                     self.add_batch(predictions=predictions, references=references)

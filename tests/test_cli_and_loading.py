@@ -85,6 +85,18 @@ def test_a_failed_compute_leaves_no_cache_file_and_no_held_lock():
     assert not {p for p in set(Path(metric.data_dir).iterdir()) - before if p.suffix == ".arrow"}
 
 
+def test_a_failed_compute_leaves_another_objects_batches_alone(tmp_path):
+    """A failed call removed the paths of this object's earlier successful call, which by then
+    were another object's live cache file (the default file name is the same for both)."""
+    first = moverkit.load("lazy_emd", cache_dir=str(tmp_path))
+    second = moverkit.load("lazy_emd", cache_dir=str(tmp_path))
+    first.compute(predictions=["a cat"], references=["a cat"])
+    second.add_batch(predictions=["the dog runs"], references=["a dog ran"])
+    with pytest.raises(ValueError):
+        first.compute(predictions=[None], references=["x"])
+    assert second.compute()["lazy_emd"] == moverkit.functional.lazy_emd(["the dog runs"], ["a dog ran"])["lazy_emd"]
+
+
 def test_threads_sharing_one_metric_object_each_get_their_own_result():
     """evaluate's cache file cannot be shared: four threads computing on one object gave
     ArrowInvalid/FileNotFoundError, then None. Calls now take turns."""
