@@ -195,10 +195,9 @@ def center(
 @dataclass(frozen=True)
 class Centering:
     """How a call centers its vectors (Chen et al., 2020, Section 5): ``mode`` (one of
-    :data:`CENTERING_MODES`), ``stats``, the fitted statistic that
-    ``corpus`` subtracts (a :class:`CenteringStats`, or a path to one,
-    read when the plan is made; ignored by the other modes), and ``level``, ``"token"`` or ``"sentence"`` (sentence vectors
-    take no ``sentence`` mode). ``call_mean`` is set only for the chunks of a streamed ``batch``
+    :data:`CENTERING_MODES`), ``stats``, the fitted statistic that ``corpus`` subtracts (a
+    :class:`CenteringStats`, or a path to one, read when the plan is made; ignored by the other
+    modes), and ``level``, ``"token"`` or ``"sentence"`` (sentence vectors take no ``sentence`` mode). ``call_mean`` is set only for the chunks of a streamed ``batch``
     call (:mod:`~moverkit._core.streaming`): the mean over every text of the whole call, which each
     chunk subtracts instead of its own."""
 

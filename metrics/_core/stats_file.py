@@ -344,8 +344,9 @@ def _shipped_stats(path: Path) -> CenteringStats:
 
 
 def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> CenteringStats:
-    """Accept a :class:`CenteringStats` or a path to one; check it fits the encoder in use (its
-    model, its layer, or ``-1`` for sentence vectors, and its dimension). ``None`` takes the
+    """Check a :class:`CenteringStats` fits the encoder in use (its model, its layer, or ``-1`` for
+    sentence vectors, and its dimension); a path given as ``centering_stats`` was read where the
+    call's :class:`~moverkit._core.centering.Centering` was made. ``None`` takes the
     statistic shipped for the model and layer (:func:`shipped_stats_path`: the embedded model's
     layers and sentence vectors), and is a ``ValueError`` that says what to do for any other."""
     stats = centering_stats
@@ -360,8 +361,6 @@ def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> Centerin
                 "call's own texts, the paper's method) or centering='none'"
             )
         stats = _shipped_stats(path)  # read once per process: package data
-    elif isinstance(centering_stats, (str, os.PathLike)):
-        stats = CenteringStats.load(centering_stats)
     if not isinstance(stats, CenteringStats):
         raise TypeError(f"centering_stats must be a CenteringStats or a path, got {type(centering_stats).__name__}")
     if stats.model != model or stats.layer != layer or stats.mean.shape != (dim,):

@@ -83,9 +83,10 @@ def memory_budget() -> int:
 
 
 ChunkScorer = Callable[[MetricCall, Encoder, "Mapping | None"], dict]
-"""``score(call, encoder, call_idf)``: a metric's result for the pairs of ``call``, encoded by ``encoder`` (the call's, resolved once) and centered as ``call.centering`` says
-(with the whole call's ``batch`` mean in its ``call_mean`` when the call is chunked) and, for
-``idf=True``, weighted by ``call_idf`` when given (the table fitted on every reference of the call)."""
+"""``score(call, encoder, call_idf)``: a metric's result for the pairs of ``call``, encoded by
+``encoder`` (the call's, resolved once), centered as ``call.centering`` says (with the whole
+call's ``batch`` mean in its ``call_mean`` when the call is chunked) and, for ``idf=True``,
+weighted by ``call_idf`` when given (the table fitted on every reference of the call)."""
 
 
 def in_chunks(
@@ -96,10 +97,10 @@ def in_chunks(
     name: str = "scoring",
 ) -> dict:
     """``score(call, encoder, None)``, or, when the call's texts pass the memory budget, the same
-    over calls of consecutive chunks of predictions, merged (see the module
-    doc). The encoder of ``call.request`` is resolved here, once, and handed to every chunk.
-    ``idf`` is the metric's ``idf`` argument (``True`` makes a first pass fit the call's
-    table); ``name`` labels the progress bar of a chunked call."""
+    over calls of consecutive chunks of predictions, merged (see the module doc). The encoder of
+    ``call.request`` is resolved here, once, and handed to every chunk. ``idf`` is the metric's
+    ``idf`` argument (``True`` makes a first pass fit the call's table); ``name`` labels the
+    progress bar of a chunked call."""
     texts = call_texts(call.predictions, call.references)
     request = call.request
     encoder = encoder_for(request)
