@@ -47,7 +47,12 @@ def read_file(path: str | os.PathLike, source: str):
 def check_format(record, source: str, *, kind: str, version: int) -> dict:
     """``record`` if it is a JSON object with ``"format": kind`` and ``"version": version``; a
     ValueError naming ``source`` and the field otherwise."""
-    if not isinstance(record, dict) or record.get("format") != kind:
+    if not isinstance(record, dict):
+        found = {list: "a JSON array", str: "a JSON string", bool: "true or false", type(None): "null"}.get(
+            type(record), "a JSON number"
+        )
+        raise ValueError(f"{source}: {found}, not an object: a {kind} file is one JSON object")
+    if record.get("format") != kind:
         raise ValueError(f'{source}: not a {kind} file (no "format": "{kind}")')
     if record.get("version") != version:
         raise ValueError(f"{source}: version {record.get('version')!r}; this moverkit reads version {version}")

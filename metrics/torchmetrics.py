@@ -15,6 +15,8 @@ for all the pairs at once, whatever the batches and however many processes.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import math
 from collections.abc import Sequence
 
@@ -22,6 +24,7 @@ import numpy as np
 import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
+from torchmetrics.utilities.distributed import gather_all_tensors
 
 from moverkit._core.inputs import check_inputs
 from moverkit.registry import get
@@ -68,7 +71,21 @@ class MoverkitMetric(Metric):
     pair, and put back in the order of a ``DistributedSampler`` without shuffling (pair ``i`` of
     rank ``r`` is pair ``i * world_size + r``), so two processes give the single-process tensors;
     the means do not depend on the order. The sampler's padding (it repeats pairs to even out the
-    ranks) is scored like any pair, as in every torchmetrics metric.
+    ranks) is scored like any pair, as in every torchmetrics metric. A process with no pairs gets
+    the other processes' scores.
+
+    The kept scores are what the function returned, whatever is done to the metric: ``set_dtype``,
+    ``.to(dtype)``, ``.half()`` or ``.double()`` move the states to another device but never change
+    their dtypes (float64 scores, integer ranks and lengths, UTF-8 bytes), and ``compute()`` gives
+    float64. In a ``MetricCollection`` each metric keeps its own states: torchmetrics' compute
+    groups share the states of metrics whose states are equal after the first update, and two
+    metrics' scores can be equal by chance (an empty prediction scores 0 under twmd and under
+    moverscore), so each metric carries an empty state named after its settings' hashcode
+    (``settings_<digest>``), which only a metric with the same settings shares.
+
+    ``merge_state(other)`` appends ``other``'s pairs after this metric's (arrival order; torchmetrics'
+    default puts the incoming ones first) and refuses a state of other settings. ``plot()`` draws the
+    means (one point, or one per result given) within the metric's range.
     """
 
     is_differentiable = False
@@ -88,6 +105,11 @@ class MoverkitMetric(Metric):
         cls.plot_upper_bound = spec.high if math.isfinite(spec.high) else None
 
     def __init__(self, **kwargs):
+        if not hasattr(type(self), "metric"):
+            raise TypeError(
+                "MoverkitMetric is the base class of moverkit's torchmetrics classes; use one of "
+                "CenteredBERTScore, TWMD, MoverScore, LazyEMD, SBERTScore"
+            )
         torchmetrics_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in METRIC_ARGUMENTS}
         super().__init__(**torchmetrics_kwargs)
         entry = get(self.metric)
@@ -97,12 +119,17 @@ class MoverkitMetric(Metric):
         self.hashcode = none["hashcode"]
         self.outputs = tuple(key for key in none if key != "hashcode")
         self.keeps_texts = entry.batch_dependence(self._arguments)
-        self.add_state("ranks", [], dist_reduce_fx="cat")
+        states = {"ranks": torch.long}
         if self.keeps_texts:
-            for name in ("pred_bytes", "pred_lengths", "ref_bytes", "ref_lengths", "ref_counts"):
-                self.add_state(name, [], dist_reduce_fx="cat")
+            states.update(pred_bytes=torch.uint8, pred_lengths=torch.long, ref_bytes=torch.uint8)
+            states.update(ref_lengths=torch.long, ref_counts=torch.long)
         else:
-            self.add_state("scores", [], dist_reduce_fx="cat")
+            states["scores"] = torch.float64  # flat: n_outputs per pair, pair after pair (one 1-D layout to gather)
+        # Never appended to: its name keeps a MetricCollection from sharing states across settings (class doc).
+        states[f"settings_{hashlib.sha256(self.hashcode.encode()).hexdigest()[:16]}"] = torch.float64
+        self._state_dtypes = states
+        for name in states:
+            self.add_state(name, [], dist_reduce_fx="cat")
 
     def update(self, preds: str | Sequence[str], target: str | Sequence[str] | Sequence[Sequence[str]]) -> None:
         """Add pairs: score them now, or keep their texts (see the class doc)."""
@@ -118,7 +145,7 @@ class MoverkitMetric(Metric):
             self._keep([ref for refs in references for ref in refs], "ref")
             self.ref_counts.append(torch.tensor([len(refs) for refs in references], device=self.device))
         else:
-            self.scores.append(self._score(predictions, references))
+            self.scores.append(self._score(predictions, references).reshape(-1))
 
     def compute(self) -> dict[str, torch.Tensor]:
         """Per-pair scores and their means (see the class doc)."""
@@ -135,6 +162,64 @@ class MoverkitMetric(Metric):
         result = {name: scores[:, k] for k, name in enumerate(self.outputs)}
         result.update({f"{name}_mean": scores[:, k].mean() for k, name in enumerate(self.outputs)})
         return result
+
+    def _wrap_compute(self, compute):
+        """torchmetrics squeezes a one-element result to a 0-d tensor; the per-pair scores stay one
+        score per pair (shape ``(1,)`` for one pair), so that ``len`` and iteration hold."""
+        wrapped = super()._wrap_compute(compute)
+
+        @functools.wraps(compute)
+        def one_score_per_pair(*args, **kwargs):
+            result = wrapped(*args, **kwargs)
+            return {key: value.reshape(-1) if key in self.outputs else value for key, value in result.items()}
+
+        return one_score_per_pair
+
+    def _apply(self, fn, exclude_state=""):
+        """A move (``.to(device)``, ``.cuda()``) moves the states; a dtype change (``set_dtype``,
+        ``.to(dtype)``, ``.half()``, ``.double()``) leaves them as they are (class doc): torchmetrics
+        would cast every state, integer ranks and lengths included, and round the float64 scores."""
+        computed, self._computed = self._computed, None
+        this = super()._apply(fn, exclude_state=tuple(self._defaults))
+        for name in self._defaults:
+            this._defaults[name] = [value.to(this.device) for value in this._defaults[name]]
+            setattr(this, name, _moved(getattr(this, name), this.device))
+        if computed is not None:
+            this._computed = {key: value.to(this.device) for key, value in computed.items()}
+        return this
+
+    def _sync_dist(self, dist_sync_fn=gather_all_tensors, process_group=None) -> None:
+        """Gather the states of every process. An empty state is first given its own dtype as an
+        empty tensor (torchmetrics stands in an empty float32 one, which gloo and NCCL cannot gather
+        beside int64 or uint8 states of the other processes), so a process with no pairs takes part."""
+        for name, dtype in self._state_dtypes.items():
+            if isinstance(getattr(self, name), list) and not getattr(self, name):
+                setattr(self, name, [torch.empty(0, dtype=dtype, device=self.device)])
+        super()._sync_dist(dist_sync_fn, process_group)
+
+    def merge_state(self, incoming_state) -> None:
+        """Add the pairs of ``incoming_state`` (a metric of this class or its ``metric_state``)
+        after this metric's own: arrival order (class doc)."""
+        state = incoming_state.metric_state if isinstance(incoming_state, MoverkitMetric) else incoming_state
+        if isinstance(state, dict) and set(state) != set(self._defaults):
+            raise ValueError(
+                f"{type(self).__name__}.merge_state: the incoming state is of other settings or another metric "
+                f"(states {sorted(state)}; this metric's {sorted(self._defaults)})"
+            )
+        if not isinstance(incoming_state, (dict, MoverkitMetric)):
+            super().merge_state(incoming_state)  # torchmetrics' own error for what is neither
+        ours = self.metric_state
+        for name in self._defaults:
+            setattr(self, name, state[name])
+        super().merge_state(ours)  # torchmetrics joins incoming + local: ours given as the incoming state come first
+
+    def plot(self, val=None, ax=None):
+        """Plot the means of ``val`` (a result of :meth:`compute`, a list of them, or the metric's
+        current result when None) within the metric's range; returns matplotlib's figure and axes."""
+        val = self.compute() if val is None else val
+        results = [val] if isinstance(val, dict) else list(val)
+        means = [{name: result[f"{name}_mean"] for name in self.outputs} for result in results]
+        return self._plot(means[0] if isinstance(val, dict) else means, ax)
 
     def _score(self, predictions: list[str], references: list[list[str]]) -> torch.Tensor:
         """The function's scores of the pairs, shape (n_pairs, n_outputs), float64, on the metric's device."""
@@ -160,6 +245,13 @@ def pair_order(ranks: torch.Tensor) -> torch.Tensor:
         position[mine] = torch.arange(int(mine.sum()), device=ranks.device)
     world = int(ranks.max()) + 1 if len(ranks) else 1
     return torch.argsort(position * world + ranks, stable=True)
+
+
+def _moved(state, device):
+    """A state (a list of tensors, or the tensor DDP's gathering left) on ``device``, dtype kept."""
+    if isinstance(state, torch.Tensor):
+        return state.to(device)
+    return [value.to(device) for value in state]
 
 
 def _cat(state, dtype: torch.dtype, device) -> torch.Tensor:

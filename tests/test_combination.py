@@ -199,6 +199,9 @@ def test_load_refuses_all_zero_weights_and_non_json(tmp_path):
     path.write_text("[1, 2")
     with pytest.raises(ValueError, match="not a JSON file"):
         combo.load(path)
+    path.write_text('[{"format": "moverkit-combination"}]')
+    with pytest.raises(ValueError, match="a JSON array, not an object: a moverkit-combination file is one JSON object"):
+        combo.load(path)
 
 
 def test_load_refuses_deeply_nested_json_and_a_path_that_is_none(tmp_path, capsys):

@@ -70,8 +70,8 @@ def test_three_updates_give_the_function_on_all_pairs(name, path, pairs, tiny_mo
             result[output], torch.tensor(expected[output], dtype=torch.float64), atol=1e-5, rtol=0
         )
         assert math.isclose(result[f"{output}_mean"].item(), sum(expected[output]) / 12, abs_tol=1e-5)
-    if path == "scores":  # only scores are kept, one row per pair
-        assert metric.scores[0].shape == (1, len(SPECS[name].outputs)) and not hasattr(metric, "pred_bytes")
+    if path == "scores":  # only scores are kept: the first update's one pair, its outputs in a row
+        assert metric.scores[0].shape == (len(SPECS[name].outputs),) and not hasattr(metric, "pred_bytes")
 
 
 def test_scores_are_batch_invariant(pairs):
@@ -229,3 +229,154 @@ def test_the_core_imports_neither_torchmetrics_nor_lighteval():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# Trust round 5: each metric keeps its own scores, whatever its first batch and whatever is done to it.
+
+# Each trigger: the collection's metrics and a first batch after which their states were equal.
+COLLECTION_TRIGGERS = {
+    "an empty prediction scores 0 under both": (("TWMD", {}), ("MoverScore", {"idf": False}), ([""], ["a reference"])),
+    "an empty first update": (("TWMD", {}), ("MoverScore", {"idf": False}), ([], [])),
+    "an identical first pair": (("SBERTScore", {}), ("CenteredBERTScore", {}), (["the same"], ["the same"])),
+    "two variants of one class": (("TWMD", {}), ("TWMD", {"variant": "trwmd"}), (["the same"], ["the same"])),
+}
+
+
+@pytest.mark.parametrize("trigger", sorted(COLLECTION_TRIGGERS))
+def test_each_metric_keeps_its_own_scores_in_a_collection(trigger, pairs, tiny_model_path):
+    """torchmetrics' compute groups merge metrics whose states are equal after the first update;
+    moverkit's states are scores, so two metrics must never share them by chance."""
+    first, second, batch = COLLECTION_TRIGGERS[trigger]
+    members = []
+    for class_name, extra in (first, second):
+        arguments = {"model_type": tiny_model_path, "centering": "none", **extra}
+        members.append((getattr(moverkit_torchmetrics, class_name)(**arguments), class_name, arguments))
+    collection = MetricCollection({f"m{k}": metric for k, (metric, _, _) in enumerate(members)})
+    predictions, references = pairs
+    for _ in range(2):  # and again after reset(): a grouping made in the first round would survive it
+        collection.update(*batch)
+        collection.update(predictions[:5], references[:5])
+        result = collection.compute()
+        for k, (metric, class_name, arguments) in enumerate(members):
+            name = CLASS_TO_NAME[class_name]
+            expected = getattr(functional, name)(
+                list(batch[0]) + predictions[:5], list(batch[1]) + references[:5], **arguments
+            )
+            for output in metric.outputs:
+                shared = all(output in other.outputs for other, _, _ in members)  # then prefixed by its key
+                torch.testing.assert_close(
+                    result[f"m{k}_{output}" if shared else output],
+                    torch.tensor(expected[output], dtype=torch.float64),
+                    atol=1e-6,
+                    rtol=0,
+                )
+        collection.reset()
+
+
+CLASS_TO_NAME = {class_name: name for name, class_name in CLASS_NAMES.items()}
+
+CONVERSIONS = {
+    "set_dtype(float64)": lambda m: m.set_dtype(torch.float64),
+    "set_dtype(float16)": lambda m: m.set_dtype(torch.float16),
+    "to(bfloat16)": lambda m: m.to(torch.bfloat16),
+    "double()": lambda m: m.double(),
+    "half()": lambda m: m.half(),
+}
+
+
+@pytest.mark.parametrize("path", ["scores", "texts"])
+@pytest.mark.parametrize("conversion", sorted(CONVERSIONS))
+def test_a_dtype_change_keeps_the_kept_scores(conversion, path, pairs, tiny_model_path, tiny_centering_stats):
+    """Integer states stay integer and float64 scores are not rounded: compute() gives the scores
+    kept before the change (within 1e-12), and update() goes on after it."""
+    arguments = _arguments("twmd", path, tiny_model_path, tiny_centering_stats)
+    metric = TWMD(**arguments)
+    predictions, references = pairs
+    metric.update(predictions[:6], references[:6])
+    before = metric.compute()["twmd"]
+    converted = CONVERSIONS[conversion](metric)
+    torch.testing.assert_close(converted.compute()["twmd"], before, atol=1e-12, rtol=0)
+    converted.update(predictions[6:], references[6:])
+    expected = functional.twmd(predictions, references, **arguments)["twmd"]
+    torch.testing.assert_close(
+        converted.compute()["twmd"], torch.tensor(expected, dtype=torch.float64), atol=1e-6, rtol=0
+    )
+
+
+def test_the_base_class_names_the_five_classes():
+    with pytest.raises(TypeError, match="MoverkitMetric is the base class.*CenteredBERTScore.*TWMD"):
+        MoverkitMetric()
+
+
+def test_one_pair_gives_one_score_per_output_not_a_scalar(tiny_model_path):
+    metric = CenteredBERTScore(model_type=tiny_model_path, centering="none")
+    metric.update("the cat sat on the mat", "a cat sat on the mat")
+    result = metric.compute()
+    assert result["f1"].shape == (1,) and len(result["f1"]) == 1
+    assert result["f1_mean"].shape == () and result["f1_mean"] == result["f1"][0]
+
+
+def test_merge_state_keeps_arrival_order_and_refuses_other_settings(pairs, tiny_model_path):
+    predictions, references = pairs
+    arguments = {"model_type": tiny_model_path, "centering": "none"}
+    first, second = TWMD(**arguments), TWMD(**arguments)
+    first.update(predictions[:4], references[:4])
+    second.update(predictions[4:7], references[4:7])
+    first.merge_state(second)
+    expected = functional.twmd(predictions[:7], references[:7], **arguments)["twmd"]
+    torch.testing.assert_close(first.compute()["twmd"], torch.tensor(expected, dtype=torch.float64), atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="other settings"):
+        first.merge_state(TWMD(variant="trwmd", **arguments))
+
+
+def test_plot_draws_the_means_within_the_metrics_range(pairs, tiny_model_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    predictions, references = pairs
+    metric = CenteredBERTScore(model_type=tiny_model_path, centering="none")
+    metric.update(predictions[:3], references[:3])
+    figure, axes = metric.plot()
+    assert {text.get_text() for text in axes.get_legend().get_texts()} == {"precision", "recall", "f1"}
+    low, high = SPECS["centered_bertscore"].low, SPECS["centered_bertscore"].high
+    bottom, top = axes.get_ylim()  # the metric's range, with torchmetrics' margin
+    assert bottom <= low < high <= top and top - bottom <= 1.5 * (high - low)
+    matplotlib.pyplot.close(figure)
+
+
+def _ddp_empty_rank_worker(rank, world, init_file, out_dir, pairs, settings):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        results = {}
+        for label, arguments in settings.items():
+            metric = TWMD(**arguments)
+            if rank == 0:
+                metric.update(*pairs)
+            else:
+                metric.update([], [])  # this process got no pairs
+            results[label] = {key: value.cpu() for key, value in metric.compute().items()}
+        torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.integration
+def test_a_process_with_no_pairs_gets_the_other_processes_scores(pairs, tiny_model_path, tmp_path):
+    predictions, references = pairs[0][:5], pairs[1][:5]
+    settings = {
+        "scores": {"model_type": tiny_model_path, "centering": "none"},
+        "texts": {"model_type": tiny_model_path, "centering": "batch"},
+    }
+    torch.multiprocessing.spawn(
+        _ddp_empty_rank_worker,
+        args=(2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings),
+        nprocs=2,
+    )
+    for label, arguments in settings.items():
+        expected = torch.tensor(functional.twmd(predictions, references, **arguments)["twmd"], dtype=torch.float64)
+        for rank in (0, 1):
+            result = torch.load(tmp_path / f"rank{rank}.pt")[label]
+            torch.testing.assert_close(result["twmd"], expected, atol=1e-6, rtol=0)
