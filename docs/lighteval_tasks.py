@@ -26,7 +26,15 @@ from lighteval.metrics.metrics import Metrics
 from lighteval.tasks.lighteval_task import LightevalTaskConfig
 from lighteval.tasks.requests import Doc
 
-from moverkit.lighteval import centered_bertscore, lazy_emd, moverscore, sbertscore, twmd
+from moverkit.lighteval import (
+    centered_bertscore,
+    centered_bertscore_precision,
+    centered_bertscore_recall,
+    lazy_emd,
+    moverscore,
+    sbertscore,
+    twmd,
+)
 
 LANGUAGES = {"de": "German", "ro": "Romanian", "en": "English"}
 
@@ -57,7 +65,17 @@ TASKS_TABLE = [
         few_shots_split=None,
         few_shots_select=None,
         generation_size=None,
-        metrics=[centered_bertscore, sbertscore, twmd, moverscore, lazy_emd, Metrics.bleu, Metrics.chrf],
+        metrics=[
+            centered_bertscore_precision,
+            centered_bertscore_recall,
+            centered_bertscore,
+            sbertscore,
+            twmd,
+            moverscore,
+            lazy_emd,
+            Metrics.bleu,
+            Metrics.chrf,
+        ],
         stop_sequence=["\n"],
         version=0,
     )

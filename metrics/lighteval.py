@@ -1,93 +1,163 @@
-"""moverkit's metrics as lighteval metrics (``pip install "moverkit[lighteval]"``), in the shape of
-lighteval's own ``Metrics.bert_score``: a ``SampleLevelMetricGrouping`` of precision, recall and F1
-for centered_bertscore and sbertscore, a ``SampleLevelMetric`` for twmd, moverscore and lazy_emd,
-each averaged over the corpus, each with its direction. In a custom-tasks file::
+"""moverkit's metrics as lighteval metrics (``pip install "moverkit[lighteval]"``), batched: a task's
+samples are scored in one ``moverkit.functional`` call (one encoder pass over the task's distinct
+texts), not one call per sample. In a custom-tasks file::
 
     from moverkit.lighteval import centered_bertscore, twmd
 
     LightevalTaskConfig(..., metrics=[centered_bertscore, twmd])
 
-and ``metric(name, **arguments)`` makes one with other arguments (those of
-``moverkit.functional.<name>``). docs/lighteval_tasks.py is a whole custom-tasks file.
+Each object is one ``SampleLevelMetric`` with ``batched_compute=True``, averaged over the corpus,
+with its direction: ``twmd``, ``moverscore`` and ``lazy_emd`` their one score;
+``centered_bertscore`` and ``sbertscore`` their F1 (named ``<name>_f1``), with
+``centered_bertscore_precision``, ``centered_bertscore_recall`` (and sbertscore's) beside. They
+are separate metrics, not one grouping as lighteval's own ``bert_score``, because lighteval 0.13's
+batched path takes one name per metric (``lighteval.metrics.apply_metric`` indexes its outputs by
+``metric.metric_name``, which a grouping's list of names cannot be: ``TypeError: unhashable type:
+'list'``). The outputs of one metric and settings share one scorer, which keeps the last task's
+result, so precision, recall and F1 together still cost one call.
 
-lighteval scores one sample at a time, so a setting that needs every text of the corpus
-(``centering="batch"``, IDF over the call's texts) is refused: pass ``centering="corpus"`` and an
-IDF dict fitted on a corpus instead. For that reason ``moverscore`` here is MoverScore v2 with
-``idf=False`` (the releases' ``defaultdict(lambda: 1.)``, every token weighing 1), not its
-default IDF over the call's references, which one pair would reduce to zero weights.
+``metric(name, output=None, **arguments)`` makes one with other arguments (those of
+``moverkit.functional.<name>``). Since a task is one call, the settings that look at every text of
+the call work here: ``centering="batch"`` centers by the mean of the task's texts (the paper's batch
+centering), ``idf=True`` (moverscore's default) counts document frequencies over the task's
+references. Their scores then depend on the task's samples, as the paper's batch centering does; the
+defaults do not (a sample scores the same in any task). ``moverscore`` here keeps ``idf=False``
+(every token weighing 1, the releases' ``defaultdict(lambda: 1.)``), as before, so that its numbers do
+not change with the task.
+
+lighteval's per-sample path (``compute_sample(doc=..., model_response=...)``) still scores one
+sample; a batch-dependent setting is refused there, as one sample cannot carry it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from lighteval.metrics.metrics_sample import SampleLevelComputation
-from lighteval.metrics.utils.metric_utils import Metric, SampleLevelMetric, SampleLevelMetricGrouping
+from lighteval.metrics.utils.metric_utils import Metric, SampleLevelMetric
 from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc, SamplingMethod
+from lighteval.utils.utils import as_list
 
 from moverkit.registry import get
 
-__all__ = ["MoverkitSampleScore", "centered_bertscore", "lazy_emd", "metric", "moverscore", "sbertscore", "twmd"]
+__all__ = [
+    "MoverkitSampleScore",
+    "centered_bertscore",
+    "centered_bertscore_precision",
+    "centered_bertscore_recall",
+    "lazy_emd",
+    "metric",
+    "moverscore",
+    "sbertscore",
+    "sbertscore_precision",
+    "sbertscore_recall",
+    "twmd",
+]
+
+
+class TaskScorer:
+    """``moverkit.functional.<name>(**arguments)`` over a task's samples, keeping the last call's
+    texts and result: the outputs of one metric (precision, recall, F1), each its own lighteval
+    metric, ask for the same samples in turn and share one call."""
+
+    def __init__(self, name: str, arguments: dict):
+        self.name = name
+        self.arguments = arguments
+        self.batch_dependence = get(name).batch_dependence(arguments)
+        self._last: tuple[tuple, dict] | None = None
+
+    def __call__(self, docs: list[Doc], responses: list[ModelResponse]) -> dict:
+        texts = _sample_texts(self.name, docs, responses)
+        if self._last is None or self._last[0] != texts:
+            result = get(self.name).function(*texts, **self.arguments)
+            self._last = (texts, result)
+        return self._last[1]
 
 
 class MoverkitSampleScore(SampleLevelComputation):
-    """Scores a sample's first prediction (``model_response.final_text[0]``) against its gold
-    references (``doc.get_golds()``; the best score over several is kept) with
-    ``moverkit.functional.<name>(**arguments)``: a dict of the grouping's names for a metric with
-    several outputs, the one score otherwise (whatever its key, e.g. twmd's ``variant``)."""
+    """One output of a :class:`TaskScorer`: for each sample, its first prediction
+    (``as_list(model_response.final_text)[0]``, the whole string when ``final_text`` is one) scored
+    against its gold references (``doc.get_golds()``; the best over several is kept).
 
-    def __init__(self, name: str, metric_names: list[str] | None = None, **arguments):
-        self.name = name
-        self.metric_names = metric_names
-        self.arguments = arguments
+    ``compute(docs=..., responses=...)`` (lighteval's batched path) gives the list of the task's
+    scores; ``compute(doc=..., model_response=...)`` the one sample's score."""
 
-    def compute(self, doc: Doc, model_response: ModelResponse, **kwargs) -> dict[str, float] | float:
-        function = get(self.name).function
-        prediction = model_response.final_text[0]
-        result = function([prediction], [list(doc.get_golds())], **self.arguments)
-        result.pop("hashcode")
-        if self.metric_names is None:
-            (scores,) = result.values()
-            return scores[0]
-        spec = get(self.name).spec
-        return {name: result[output][0] for name, output in zip(self.metric_names, spec.outputs)}
+    def __init__(self, scorer: TaskScorer, output: str):
+        self.scorer = scorer
+        self.output = output
+
+    def compute(
+        self,
+        doc: Doc | None = None,
+        model_response: ModelResponse | None = None,
+        docs: list[Doc] | None = None,
+        responses: list[ModelResponse] | None = None,
+        **kwargs,
+    ) -> list[float] | float:
+        if docs is not None:
+            return self.scorer(docs, responses)[self.output]
+        if self.scorer.batch_dependence:
+            raise ValueError(
+                f"moverkit.lighteval {self.scorer.name}: {self.scorer.batch_dependence}, which one sample cannot "
+                "carry; lighteval's batched path (batched_compute=True, these metrics' default) scores the task at once"
+            )
+        return self.scorer([doc], [model_response])[self.output][0]
 
 
-def metric(name: str, **arguments) -> Metric:
-    """The lighteval metric of moverkit metric ``name`` with ``arguments`` (those of
-    ``moverkit.functional.<name>``, checked by name here and by value at the first sample). A
-    metric with precision, recall and F1 is a grouping named ``<name>_precision``, ``<name>_recall``,
-    ``<name>_f1``; the others are named ``<name>``. A setting whose scores depend on other samples
-    is refused (see the module doc)."""
+def _sample_texts(name: str, docs: list[Doc], responses: list[ModelResponse]) -> tuple[tuple, tuple]:
+    """Each sample's first prediction and its golds, or a ValueError naming the sample whose response
+    or golds are empty (lighteval's ``final_text`` may be a list of responses or one string)."""
+    if len(docs) != len(responses):
+        raise ValueError(f"moverkit.lighteval {name}: {len(docs)} docs but {len(responses)} responses")
+    predictions, references = [], []
+    for i, (doc, response) in enumerate(zip(docs, responses)):
+        where = f"moverkit.lighteval {name}: sample {i} (task {doc.task_name!r}, id {doc.id!r})"
+        texts = as_list(response.final_text)
+        if not texts:
+            raise ValueError(f"{where} has an empty response (final_text {response.final_text!r}): nothing to score")
+        golds = as_list(doc.get_golds())
+        if not golds:
+            raise ValueError(f"{where} has no gold reference (gold_index {doc.gold_index!r})")
+        predictions.append(texts[0])
+        references.append(tuple(golds))
+    return tuple(predictions), tuple(references)
+
+
+_SCORERS: dict[str, TaskScorer] = {}
+
+
+def metric(name: str, output: str | None = None, **arguments) -> Metric:
+    """The batched lighteval metric of ``output`` (default: the metric's main score) of moverkit
+    metric ``name`` under ``arguments`` (those of ``moverkit.functional.<name>``, checked by name
+    here and by value at the first task). Named ``<name>`` for a metric of one score, and
+    ``<name>_<output>`` for ``precision``, ``recall`` and ``f1``. The outputs of one name and
+    arguments share one scorer (see the module doc)."""
     entry = get(name)
     spec = entry.spec
     arguments = entry.scoring_arguments(arguments, f"moverkit.lighteval.metric({name!r})")
-    reason = entry.batch_dependence(arguments)
-    if reason:
+    output = spec.main if output is None else output
+    if output not in spec.outputs:
         raise ValueError(
-            f"moverkit.lighteval.metric({name!r}): {reason}, but lighteval scores one sample at a time; pass "
-            "centering='corpus' (or 'none') and idf=False or an IDF dict fitted on a corpus"
+            f"moverkit.lighteval.metric({name!r}): output {output!r}; {name} gives {', '.join(spec.outputs)}"
         )
-    if len(spec.outputs) == 1:
-        return SampleLevelMetric(
-            metric_name=name,
-            sample_level_fn=MoverkitSampleScore(name, **arguments),
-            category=SamplingMethod.GENERATIVE,
-            corpus_level_fn=np.mean,
-            higher_is_better=spec.higher_is_better,
-        )
-    names = [f"{name}_{output}" for output in spec.outputs]
-    return SampleLevelMetricGrouping(
-        metric_name=names,
-        sample_level_fn=MoverkitSampleScore(name, names, **arguments),
+    key = f"{name}{sorted(arguments.items())!r}"
+    scorer = _SCORERS.setdefault(key, TaskScorer(name, arguments))
+    return SampleLevelMetric(
+        metric_name=name if len(spec.outputs) == 1 else f"{name}_{output}",
+        sample_level_fn=MoverkitSampleScore(scorer, output),
         category=SamplingMethod.GENERATIVE,
-        corpus_level_fn=dict.fromkeys(names, np.mean),
-        higher_is_better=dict.fromkeys(names, spec.higher_is_better),
+        corpus_level_fn=np.mean,
+        higher_is_better=spec.higher_is_better,
+        batched_compute=True,
     )
 
 
 centered_bertscore = metric("centered_bertscore")
+centered_bertscore_precision = metric("centered_bertscore", "precision")
+centered_bertscore_recall = metric("centered_bertscore", "recall")
 sbertscore = metric("sbertscore")
+sbertscore_precision = metric("sbertscore", "precision")
+sbertscore_recall = metric("sbertscore", "recall")
 twmd = metric("twmd")
 moverscore = metric("moverscore", idf=False)
 lazy_emd = metric("lazy_emd")

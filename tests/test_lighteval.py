@@ -4,11 +4,15 @@ file whose tasks use these metrics."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from pathlib import Path
 
+import numpy as np
 import pytest
+from lighteval.metrics import apply_metric
 from lighteval.metrics.metrics_sample import SampleLevelComputation
-from lighteval.metrics.utils.metric_utils import SampleLevelMetric, SampleLevelMetricGrouping
+from lighteval.metrics.utils.metric_utils import SampleLevelMetric
 from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.registry import Registry
 from lighteval.tasks.requests import Doc
@@ -23,32 +27,131 @@ GOLDS = ["a cat was sitting on the mat", "there is a cat on the mat"]
 FIXED_ARGUMENTS = {"moverscore": {"idf": False}}  # the module's moverscore (one sample has no IDF of its own)
 
 
+def _outputs(name):
+    """The module's metrics of moverkit metric ``name``, by output."""
+    spec = SPECS[name]
+    if len(spec.outputs) == 1:
+        return {name: getattr(moverkit_lighteval, name)}
+    return {
+        output: getattr(moverkit_lighteval, name if output == spec.main else f"{name}_{output}")
+        for output in spec.outputs
+    }
+
+
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_compute_sample_gives_the_function_on_lightevals_objects(name):
-    metric = getattr(moverkit_lighteval, name)
     spec = SPECS[name]
-    assert isinstance(metric.sample_level_fn, SampleLevelComputation)
     doc = Doc(query="Translate: Die Katze sass auf der Matte.", choices=GOLDS, gold_index=[0, 1])
-    result = metric.compute_sample(doc=doc, model_response=ModelResponse(text=[PREDICTION]))
     expected = getattr(functional, name)([PREDICTION], [GOLDS], **FIXED_ARGUMENTS.get(name, {}))
-    if len(spec.outputs) > 1:
-        assert isinstance(metric, SampleLevelMetricGrouping)
-        assert metric.higher_is_better == dict.fromkeys(metric.metric_name, spec.higher_is_better)
-        assert result == {f"{name}_{output}": expected[output][0] for output in spec.outputs}
-    else:
-        assert isinstance(metric, SampleLevelMetric) and metric.higher_is_better is spec.higher_is_better
-        assert result == {name: expected[name][0]}
-    aggregate = metric.get_corpus_aggregations()
-    assert set(aggregate) == set(result) and aggregate[next(iter(result))]([0.25, 0.75]) == 0.5
+    for output, metric in _outputs(name).items():
+        assert isinstance(metric, SampleLevelMetric) and metric.batched_compute
+        assert isinstance(metric.sample_level_fn, SampleLevelComputation)
+        assert metric.higher_is_better is spec.higher_is_better
+        assert metric.metric_name == (name if len(spec.outputs) == 1 else f"{name}_{output}")
+        # lighteval's per-sample path, and its batched one on a task of one sample
+        result = metric.compute_sample(doc=doc, model_response=ModelResponse(text=[PREDICTION]))
+        assert result == {metric.metric_name: expected[output][0]}
+        batched = metric.compute_sample(docs=[doc], responses=[ModelResponse(text=[PREDICTION])])
+        assert batched == {metric.metric_name: [expected[output][0]]}
+        aggregate = metric.get_corpus_aggregations()
+        assert set(aggregate) == set(result) and aggregate[metric.metric_name]([0.25, 0.75]) == 0.5
 
 
-def test_a_setting_that_needs_the_corpus_is_refused():
-    with pytest.raises(ValueError, match="centering='batch'.*one sample at a time"):
-        moverkit_lighteval.metric("twmd", centering="batch")
-    with pytest.raises(ValueError, match="idf=None"):
-        moverkit_lighteval.metric("moverscore")
+def test_a_string_response_is_scored_whole_and_an_empty_one_is_named():
+    """lighteval's ``final_text`` is one string when ``text`` was given as one: its first character
+    is not the prediction (twmd scored 0.0214 against the identical reference)."""
+    doc = Doc(query="q", choices=[PREDICTION], gold_index=0, task_name="demo", id="7")
+    result = moverkit_lighteval.twmd.compute_sample(doc=doc, model_response=ModelResponse(text=PREDICTION))
+    assert result == {"twmd": functional.twmd([PREDICTION], [PREDICTION])["twmd"][0]}
+    assert result["twmd"] == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(ValueError, match=r"sample 1 \(task 'demo', id '7'\) has an empty response \(final_text \[\]\)"):
+        moverkit_lighteval.twmd.compute_sample(
+            docs=[doc, doc], responses=[ModelResponse(text=[PREDICTION]), ModelResponse(text=[])]
+        )
+    with pytest.raises(ValueError, match=r"sample 0 .* has no gold reference"):
+        moverkit_lighteval.twmd.compute_sample(
+            doc=Doc(query="q", choices=[], gold_index=[]), model_response=ModelResponse(text="a")
+        )
+
+
+@pytest.fixture(scope="module")
+def task(wmt_pairs):
+    """A task of 24 real samples, one with two golds, and lighteval's objects for it."""
+    predictions, references = (list(side[:24]) for side in wmt_pairs)
+    references = [[ref] for ref in references]
+    references[3].append(references[4][0])
+    docs = [
+        Doc(query=f"q{i}", choices=refs, gold_index=list(range(len(refs))), task_name="t", id=str(i))
+        for i, refs in enumerate(references)
+    ]
+    responses = [ModelResponse(text=[prediction]) for prediction in predictions]
+    return predictions, references, docs, responses
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_the_batched_metrics_equal_the_per_sample_ones(name, task):
+    """At settings whose scores do not depend on the other pairs (each module object's), a task
+    scored at once gives each sample's own score (within 1e-6), and the function on the task."""
+    predictions, references, docs, responses = task
+    expected = getattr(functional, name)(predictions, references, **FIXED_ARGUMENTS.get(name, {}))
+    for output, metric in _outputs(name).items():
+        batched = metric.compute_sample(docs=docs, responses=responses)[metric.metric_name]
+        alone = [metric.compute_sample(doc=d, model_response=r)[metric.metric_name] for d, r in zip(docs, responses)]
+        assert np.allclose(batched, alone, atol=1e-6, rtol=0)
+        assert np.allclose(batched, expected[output], atol=1e-9, rtol=0)
+
+
+def test_lightevals_apply_metric_runs_the_outputs_of_one_metric_in_one_call(task, monkeypatch):
+    """lighteval's own batched path (``apply_metric``) over precision, recall and F1 of
+    centered_bertscore beside twmd: every name in every sample's output, one function call each."""
+    predictions, references, docs, responses = task
+    calls = []
+    real_get = moverkit_lighteval.get
+
+    def counting_get(name):
+        entry = real_get(name)
+
+        @functools.wraps(entry.function)
+        def function(*args, **kwargs):
+            calls.append(name)
+            return entry.function(*args, **kwargs)
+
+        return dataclasses.replace(entry, function=function)
+
+    monkeypatch.setattr(moverkit_lighteval, "get", counting_get)
+    fresh = [
+        moverkit_lighteval.metric("centered_bertscore", output, centering="sentence")
+        for output in ("precision", "recall", "f1")
+    ]
+    outputs = apply_metric(responses=responses, docs=docs, metrics=[*fresh, moverkit_lighteval.twmd])
+    assert sorted(calls) == ["centered_bertscore", "twmd"]
+    expected = functional.centered_bertscore(predictions, references, centering="sentence")
+    assert len(outputs) == len(docs)
+    for i, output in enumerate(outputs):
+        assert set(output) == {
+            "centered_bertscore_precision",
+            "centered_bertscore_recall",
+            "centered_bertscore_f1",
+            "twmd",
+        }
+        assert output["centered_bertscore_recall"] == expected["recall"][i]
+
+
+def test_batch_dependent_settings_score_the_task_at_once_and_are_refused_per_sample(task):
+    predictions, references, docs, responses = task
+    for name, arguments in (("twmd", {"centering": "batch"}), ("moverscore", {})):
+        metric = moverkit_lighteval.metric(name, **arguments)
+        expected = getattr(functional, name)(predictions, references, **arguments)[name]
+        assert np.allclose(metric.compute_sample(docs=docs, responses=responses)[name], expected, atol=1e-9, rtol=0)
+        with pytest.raises(ValueError, match="which one sample cannot carry"):
+            metric.compute_sample(doc=docs[0], model_response=responses[0])
+
+
+def test_arguments_are_checked_by_name_and_output():
     with pytest.raises(TypeError, match="unknown argument 'temprature'"):
         moverkit_lighteval.metric("twmd", temprature=0.1)
+    with pytest.raises(ValueError, match="output 'accuracy'; centered_bertscore gives precision, recall, f1"):
+        moverkit_lighteval.metric("centered_bertscore", "accuracy")
 
 
 def test_the_custom_tasks_file_loads_and_uses_the_moverkit_metrics():
@@ -56,7 +159,14 @@ def test_the_custom_tasks_file_loads_and_uses_the_moverkit_metrics():
     configs = Registry._extract_configs(module)
     assert set(configs) == {"moverkit_wmt16:de-en", "moverkit_wmt16:ro-en"}
     for config in configs.values():
-        names = {m.metric_name if isinstance(m.metric_name, str) else m.metric_name[-1] for m in config.metrics}
-        assert {"centered_bertscore_f1", "sbertscore_f1", "twmd", "moverscore", "lazy_emd"} <= names
+        names = {m.metric_name for m in config.metrics if isinstance(m.metric_name, str)}
+        assert {
+            "centered_bertscore_f1",
+            "centered_bertscore_recall",
+            "sbertscore_f1",
+            "twmd",
+            "moverscore",
+            "lazy_emd",
+        } <= names
     doc = module.translation_prompt({"translation": {"de": "Die Katze.", "en": "The cat."}}, "moverkit_wmt16:de-en")
     assert doc.get_golds() == ["The cat."] and doc.query.startswith("German phrase: Die Katze.")
