@@ -82,9 +82,16 @@ class MoverkitSampleScore(SampleLevelComputation):
     ``compute(docs=..., responses=...)`` (lighteval's batched path) gives the list of the task's
     scores; ``compute(doc=..., model_response=...)`` the one sample's score."""
 
-    def __init__(self, scorer: TaskScorer, output: str):
+    def __init__(self, scorer: TaskScorer, output: str | None):
         self.scorer = scorer
-        self.output = output
+        self.output = output  # None: the metric's one score, whatever its key (twmd's is its variant)
+
+    def _scores(self, docs: list[Doc], responses: list[ModelResponse]) -> list[float]:
+        result = self.scorer(docs, responses)
+        if self.output is not None:
+            return result[self.output]
+        (scores,) = (value for key, value in result.items() if key != "hashcode")
+        return scores
 
     def compute(
         self,
@@ -95,13 +102,13 @@ class MoverkitSampleScore(SampleLevelComputation):
         **kwargs,
     ) -> list[float] | float:
         if docs is not None:
-            return self.scorer(docs, responses)[self.output]
+            return self._scores(docs, responses)
         if self.scorer.batch_dependence:
             raise ValueError(
                 f"moverkit.lighteval {self.scorer.name}: {self.scorer.batch_dependence}, which one sample cannot "
                 "carry; lighteval's batched path (batched_compute=True, these metrics' default) scores the task at once"
             )
-        return self.scorer([doc], [model_response])[self.output][0]
+        return self._scores([doc], [model_response])[0]
 
 
 def _sample_texts(name: str, docs: list[Doc], responses: list[ModelResponse]) -> tuple[tuple, tuple]:
@@ -142,9 +149,10 @@ def metric(name: str, output: str | None = None, **arguments) -> Metric:
         )
     key = f"{name}{sorted(arguments.items())!r}"
     scorer = _SCORERS.setdefault(key, TaskScorer(name, arguments))
+    one_score = len(spec.outputs) == 1
     return SampleLevelMetric(
-        metric_name=name if len(spec.outputs) == 1 else f"{name}_{output}",
-        sample_level_fn=MoverkitSampleScore(scorer, output),
+        metric_name=name if one_score else f"{name}_{output}",
+        sample_level_fn=MoverkitSampleScore(scorer, None if one_score else output),
         category=SamplingMethod.GENERATIVE,
         corpus_level_fn=np.mean,
         higher_is_better=spec.higher_is_better,

@@ -147,6 +147,14 @@ def test_batch_dependent_settings_score_the_task_at_once_and_are_refused_per_sam
             metric.compute_sample(doc=docs[0], model_response=responses[0])
 
 
+def test_a_metric_whose_output_is_named_by_its_arguments(task):
+    """twmd's one score is keyed by its variant (``trwmd`` here); the lighteval metric keeps its name."""
+    predictions, references, docs, responses = task
+    metric = moverkit_lighteval.metric("twmd", variant="trwmd")
+    expected = functional.twmd(predictions, references, variant="trwmd")["trwmd"]
+    assert np.allclose(metric.compute_sample(docs=docs, responses=responses)["twmd"], expected, atol=1e-9, rtol=0)
+
+
 def test_arguments_are_checked_by_name_and_output():
     with pytest.raises(TypeError, match="unknown argument 'temprature'"):
         moverkit_lighteval.metric("twmd", temprature=0.1)
