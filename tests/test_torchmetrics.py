@@ -144,6 +144,23 @@ def test_pair_order_interleaves_the_ranks_as_a_distributed_sampler():
     assert pair_order(torch.zeros(3, dtype=torch.long)).tolist() == [0, 1, 2]
 
 
+def _spawn(worker, args: tuple, nprocs: int, tmp_path) -> None:
+    """``torch.multiprocessing.spawn(worker, args, nprocs)`` run from a child Python process.
+
+    spawn starts multiprocessing's resource tracker in the process that calls it, and the tracker
+    lives as long as that process, holding its stderr: called in pytest's own process, it outlived
+    the tests and kept the run's output open past pytest's summary. From a child, it ends with it."""
+    job = tmp_path / "spawn.pt"
+    torch.save({"worker": worker.__name__, "args": args, "nprocs": nprocs}, job)
+    code = (
+        "import sys, torch; import test_torchmetrics as t; "
+        f"job = torch.load({str(job)!r}, weights_only=False); "
+        "torch.multiprocessing.spawn(getattr(t, job['worker']), args=job['args'], nprocs=job['nprocs'])"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
 def _ddp_worker(rank, world, init_file, out_dir, pairs, settings):
     import torch.distributed as dist
 
@@ -169,9 +186,7 @@ def test_two_gloo_processes_give_the_single_process_numbers_in_pair_order(pairs,
         "scores": {"model_type": tiny_model_path, "centering": "none"},
         "texts": {"model_type": tiny_model_path, "centering": "batch"},
     }
-    torch.multiprocessing.spawn(
-        _ddp_worker, args=(2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings), nprocs=2
-    )
+    _spawn(_ddp_worker, (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings), 2, tmp_path)
     for label, arguments in settings.items():
         expected = torch.tensor(functional.twmd(predictions, references, **arguments)["twmd"], dtype=torch.float64)
         for rank in (0, 1):
@@ -370,10 +385,11 @@ def test_a_process_with_no_pairs_gets_the_other_processes_scores(pairs, tiny_mod
         "scores": {"model_type": tiny_model_path, "centering": "none"},
         "texts": {"model_type": tiny_model_path, "centering": "batch"},
     }
-    torch.multiprocessing.spawn(
+    _spawn(
         _ddp_empty_rank_worker,
-        args=(2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings),
-        nprocs=2,
+        (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings),
+        2,
+        tmp_path,
     )
     for label, arguments in settings.items():
         expected = torch.tensor(functional.twmd(predictions, references, **arguments)["twmd"], dtype=torch.float64)
