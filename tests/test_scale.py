@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 import moverkit
 from moverkit import MoverkitWarning
@@ -110,6 +111,24 @@ def test_budget_from_environment(monkeypatch):
     assert streaming.memory_budget() == 64 * 2**20
     monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET")
     assert streaming.memory_budget() == streaming.DEFAULT_MEMORY_BUDGET
+
+
+def test_on_a_cuda_device_the_budget_is_a_share_of_its_free_memory(monkeypatch):
+    """The device's free memory (faked here: torch.cuda.mem_get_info of a lent H200's 139 GB), unless
+    the user set a budget; a CPU keeps the host default."""
+    cuda, free = torch.device("cuda", 0), 139 * 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free, 141 * 2**30))
+    monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET", raising=False)
+    assert streaming.memory_budget(cuda) == int(streaming.CUDA_MEMORY_SHARE * free)
+    assert streaming.memory_budget(torch.device("cpu")) == streaming.DEFAULT_MEMORY_BUDGET
+    monkeypatch.setenv("MOVERKIT_MEMORY_BUDGET", "64MB")
+    assert streaming.memory_budget(cuda) == 64 * 2**20
+    monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET")
+    moverkit.set_memory_budget("1GB")
+    try:
+        assert streaming.memory_budget(cuda) == 2**30
+    finally:
+        moverkit.set_memory_budget(None)
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "1e9"])

@@ -57,12 +57,29 @@ def pad(
         if value.shape[0] == 0:
             padded.append(value.new_zeros((*mask.shape, *value.shape[1:])))
             continue
-        # Zeros, then the real rows written in: 1.3x faster than gathering every slot and zeroing
-        # the padding after (measured, 100 x 40 x 384 floats), and the same tensor.
-        out = value.new_zeros((*mask.shape, *value.shape[1:]))
-        out[mask] = value[position[mask]]
-        padded.append(out)
+        fill = gather_rows if value.is_cuda else write_rows
+        padded.append(fill(value, position, mask))
     return (mask, *padded)
+
+
+def write_rows(value: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Zeros, then the real rows written in: on a CPU 1.3x faster than :func:`gather_rows`
+    (measured, 100 x 40 x 384 floats), and the same tensor. Its boolean-mask indexing asks how many
+    rows are real, so on a GPU the host would wait for the device at every batch."""
+    out = value.new_zeros((*mask.shape, *value.shape[1:]))
+    out[mask] = value[position[mask]]
+    return out
+
+
+def gather_rows(value: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Every slot gathered, the padding then zeroed: the tensor of :func:`write_rows` (bit for bit)
+    without a shape that depends on the data, so the host never waits for the device (CUDA)."""
+    gathered = value[position]
+    return torch.where(
+        mask.view(*mask.shape, *(1,) * (value.dim() - 1)),
+        gathered,
+        torch.zeros((), dtype=value.dtype, device=value.device),
+    )
 
 
 def pair_buckets(rows: torch.Tensor, cols: torch.Tensor, max_elements: int) -> Iterator[torch.Tensor]:

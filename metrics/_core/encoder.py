@@ -359,15 +359,27 @@ def check_finite(
     could tell. A model whose weights are NaN (a fine-tuning that diverged) gives NaN everywhere; a
     forward pass in float16 can overflow to infinity. :func:`encode` and the sentence encoder check
     each batch after its forward pass: one reduction on the device, negligible next to the pass."""
+    if not bool(all_finite(vectors, attention)):
+        raise non_finite_error(model, dtype)
+
+
+def non_finite_error(model: str, dtype: str) -> NonFiniteOutputs:
+    """The error of :func:`check_finite`, naming ``model``."""
+    hint = f"; the forward pass in dtype={dtype!r} may overflow: try dtype='float32'" if dtype == "float16" else ""
+    return NonFiniteOutputs(
+        f"the outputs of {model} are not finite (NaN or infinite vectors): its weights may be NaN or "
+        f"infinite, as after a fine-tuning that diverged{hint}; no score can be computed with it"
+    )
+
+
+def all_finite(vectors: torch.Tensor, attention: torch.Tensor | None = None) -> torch.Tensor:
+    """Whether every real vector of ``vectors`` is finite (see :func:`check_finite`), as a 0-d bool
+    tensor on their device: :func:`encode` combines the batches' answers on the device and reads
+    the result once, after the last batch, so that no batch waits for the device."""
     finite = torch.isfinite(vectors).all(-1)
     if attention is not None:
         finite = finite | (attention == 0)
-    if not bool(finite.all()):
-        hint = f"; the forward pass in dtype={dtype!r} may overflow: try dtype='float32'" if dtype == "float16" else ""
-        raise NonFiniteOutputs(
-            f"the outputs of {model} are not finite (NaN or infinite vectors): its weights may be NaN or "
-            f"infinite, as after a fine-tuning that diverged{hint}; no score can be computed with it"
-        )
+    return finite.all()
 
 
 def check_max_length(encoder: Encoder, max_length: int | None) -> int:
@@ -521,23 +533,28 @@ def encode(
         layer_vectors = torch.empty(len(layers), n_rows, dim, dtype=torch.float32, device=encoder.device)
     pad_id = encoder.tokenizer.pad_token_id or 0
     described = f"model_type={encoder.path!r} ({encoder.name}, layer {encoder.layer})"
+    finite = torch.ones((), dtype=torch.bool, device=encoder.device)
+    # Nothing in the loop waits for the device: the padding, the real tokens' places and their
+    # positions in the flattened batch are found on the host (the CPU tensors of pad), the outputs
+    # gathered by index, and the finiteness check read once, after the loop.
     with tqdm(total=len(rows), desc="encoding", unit="text", disable=not request.verbose) as bar:
         for batch, width in encode_batches(row_lengths, batch_size, encoder.device, limit):
             attention, input_ids, place = pad(row_offsets, torch.tensor(batch), flat_ids, places, width=width)
-            input_ids = input_ids.masked_fill_(~attention, pad_id).to(encoder.device)
-            place = place[attention].to(encoder.device)
-            real = attention.to(encoder.device)
-            attention = real.long()
+            input_ids = input_ids.masked_fill_(~attention, pad_id).to(encoder.device, non_blocking=True)
+            place = place[attention].to(encoder.device, non_blocking=True)
+            real = attention.reshape(-1).nonzero().squeeze(1).to(encoder.device, non_blocking=True)
+            attention = attention.long().to(encoder.device, non_blocking=True)
             if layers is None:
                 out = encoder.forward(input_ids, attention, dtype)
-                check_finite(described, out, dtype, attention)
             else:
                 out, stacked = encoder.forward_layers(input_ids, attention, layers, dtype)
-                check_finite(described, stacked, dtype, attention)
-                check_finite(described, out, dtype, attention)
-                layer_vectors[:, place] = stacked[:, real]
-            vectors[place] = out[real]
+                finite &= all_finite(stacked, attention)
+                layer_vectors[:, place] = stacked.flatten(1, 2).index_select(1, real)
+            finite &= all_finite(out, attention)
+            vectors[place] = out.flatten(0, 1).index_select(0, real)
             bar.update(len(batch))  # texts encoded, not batches
+    if not bool(finite):
+        raise non_finite_error(described, dtype)
     if plan.source is not None:  # each token of a long text: its vector from its most central window
         source = plan.source.to(encoder.device)
         vectors = vectors[source]

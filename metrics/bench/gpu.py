@@ -10,6 +10,12 @@ each (``torch.cuda.max_memory_allocated``); the device's name; the mean and larg
 the main score of each half precision from float32 on the GPU; and the largest difference of a
 main score between the GPU and the CPU, both in float32, on the first pairs.
 
+Each metric is set against the floor (issue 40), timed in the same run over the same distinct
+texts: one tokenizer call, then the encoder's forward (the layers the metrics run) with a copy of
+its weights in :data:`FLOOR_DTYPE`, over length-sorted batches of :data:`FLOOR_TOKENS` padded
+tokens (:func:`floor_call`); the table gives each cell's ratio to it (``x floor``), at the 2,800
+pairs and at the scale run.
+
 Every timed call ends with ``torch.cuda.synchronize()``, so the time is the device's work, not its
 queue. The device's facts (availability, name, synchronization, peak memory) are read through
 :func:`device_api`, the ``torch.cuda`` module, which the unit tests replace by a fake to run the
@@ -45,6 +51,9 @@ SCALE_BATCH_SIZE = 256
 SCALE_METRICS = ("centered_bertscore", "twmd")
 CHECK_PAIRS = 200
 """Pairs scored on both the GPU and the CPU in float32 for the largest score difference."""
+FLOOR_DTYPE = "float16"
+FLOOR_TOKENS = 16_384
+"""Padded tokens per forward pass of the floor (length-sorted batches, issue 40's floor)."""
 
 
 def require_cuda() -> None:
@@ -97,6 +106,56 @@ def bert_score_call(predictions, references, model_path: str, device: str) -> tu
     return (lambda: scorer.score(predictions, references, batch_size=64)), bert_score.__version__
 
 
+def floor_call(texts: list[str], model_type: str, device: str, dtype: str = FLOOR_DTYPE) -> Callable[[], int]:
+    """The floor over ``texts`` (distinct): one tokenizer call (the encoder's tokenizer, truncated
+    to its limit), then the forward of moverkit's encoder for ``model_type`` (cut after its default
+    layer) with its weights copied in ``dtype``, over length-sorted batches of at most
+    :data:`FLOOR_TOKENS` padded tokens, each padded on the host to its longest text. The call
+    returns the number of tokens; the vectors are not kept. No metric can do less than this work."""
+    import copy
+
+    import numpy as np
+    import torch
+
+    from moverkit._core.batching import length_batches
+    from moverkit._core.encoder import get_encoder
+
+    encoder = get_encoder(model_type, device=device)
+    model = copy.deepcopy(encoder.model).to(dtype=getattr(torch, dtype)).eval()
+    pad_id = encoder.tokenizer.pad_token_id or 0
+
+    def run() -> int:
+        ids = encoder.tokenizer(
+            texts,
+            truncation=True,
+            max_length=encoder.max_length,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        lengths = [len(row) for row in ids]
+        with torch.inference_mode():
+            for batch in length_batches(lengths, max(len(ids), 1), FLOOR_TOKENS):
+                width = lengths[batch[0]]
+                input_ids = np.full((len(batch), width), pad_id, dtype=np.int64)
+                for row, i in enumerate(batch):
+                    input_ids[row, : lengths[i]] = ids[i]
+                attention = (np.arange(width)[None, :] < np.array([lengths[i] for i in batch])[:, None]).astype(
+                    np.int64
+                )
+                model(
+                    input_ids=torch.from_numpy(input_ids).to(device),
+                    attention_mask=torch.from_numpy(attention).to(device),
+                )
+        return sum(lengths)
+
+    return run
+
+
+def distinct(predictions: Sequence[str], references: Sequence[str]) -> list[str]:
+    """The distinct texts of a call, as a metric encodes them."""
+    return list(dict.fromkeys([*predictions, *references]))
+
+
 def measure(
     predictions: list[str],
     references: list[str],
@@ -140,7 +199,11 @@ def measure(
     if peer is not None:
         seconds, peak, _ = timed(peer[0], rounds, device)
         peer = {"version": peer[1], "seconds": seconds, "pairs_per_s": len(predictions) / seconds, "peak": peak}
-    scale = {}
+    texts = distinct(predictions, references)
+    seconds, _, tokens = timed(floor_call(texts, path, device), rounds, device)
+    floor = {"seconds": seconds, "pairs_per_s": len(predictions) / seconds, "texts": len(texts), "tokens": tokens}
+    log("done: the floor")
+    scale, scale_floor = {}, None
     if scale_pairs:
         texts = distinct_texts(segments, 2 * scale_pairs)
         scale_kwargs = {"dtype": scale_dtype, "batch_size": SCALE_BATCH_SIZE, **common}
@@ -149,6 +212,8 @@ def measure(
             seconds, peak, _ = timed(run, 1, device)
             scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
             log(f"done: {name} on {scale_pairs:,} pairs")
+        seconds, _, tokens = timed(floor_call(texts, path, device), 1, device)
+        scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts), "tokens": tokens}
     differences = {}
     few = predictions[:check_pairs], references[:check_pairs]
     for name in RUNS:
@@ -165,6 +230,8 @@ def measure(
         "drift": drift,
         "peer": peer,
         "scale": scale,
+        "floor": floor,
+        "scale_floor": scale_floor,
         "scale_pairs": scale_pairs,
         "scale_dtype": scale_dtype,
         "check_pairs": len(few[0]),
@@ -177,9 +244,14 @@ def format_report(report: dict) -> str:
     run, the peak memory and the GPU-CPU differences."""
     dtypes = report["dtypes"]
     gib = 2**30
+    floor = report["floor"]
     lines = [
         f"Metrics on {report['device']} (torch {report['torch']}), {report['n_pairs']:,} pairs, after a warm-up "
-        f"call, median of {report['rounds']} calls",
+        f"call, median of {report['rounds']} calls; each cell's time as a multiple of the floor (x floor)",
+        "",
+        f"Floor: one tokenizer call and the forward with {FLOOR_DTYPE} weights over the {floor['texts']:,} distinct "
+        f"texts ({floor['tokens']:,} tokens, batches of {FLOOR_TOKENS:,} padded tokens): {floor['seconds']:.3f} s "
+        f"({floor['pairs_per_s']:,.0f} pairs/s)",
         "",
         "| metric | " + " | ".join(dtypes) + " | peak GPU memory |",
         "|---|" + "---:|" * len(dtypes) + "---:|",
@@ -187,7 +259,10 @@ def format_report(report: dict) -> str:
     for name, kwargs in RUNS.items():
         args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
         cells = [report["table"][name, d] for d in dtypes]
-        speeds = [f"{c['seconds']:.2f} s ({c['pairs_per_s']:,.0f} pairs/s)" for c in cells]
+        speeds = [
+            f"{c['seconds']:.2f} s ({c['pairs_per_s']:,.0f} pairs/s, {c['seconds'] / floor['seconds']:.1f}x floor)"
+            for c in cells
+        ]
         peak = max(c["peak"] for c in cells) / gib
         lines.append(f"| {name}{f' ({args})' if args else ''} | " + " | ".join(speeds) + f" | {peak:.2f} GiB |")
     lines.append("")
@@ -204,11 +279,17 @@ def format_report(report: dict) -> str:
             f"- bert-score {peer['version']} (same weights and layer, batch_size=64, float32): {peer['seconds']:.2f} s "
             f"({peer['pairs_per_s']:,.0f} pairs/s), peak {peer['peak'] / gib:.2f} GiB"
         )
+    scale_floor = report["scale_floor"]
     for name, row in report["scale"].items():
         lines.append(
             f"- {name} on {report['scale_pairs']:,} distinct pairs, {report['scale_dtype']}, "
-            f"batch_size={SCALE_BATCH_SIZE}: {row['seconds']:.1f} s ({row['pairs_per_s']:,.0f} pairs/s), "
-            f"peak {row['peak'] / gib:.2f} GiB"
+            f"batch_size={SCALE_BATCH_SIZE}: {row['seconds']:.1f} s ({row['pairs_per_s']:,.0f} pairs/s, "
+            f"{row['seconds'] / scale_floor['seconds']:.1f}x floor), peak {row['peak'] / gib:.2f} GiB"
+        )
+    if scale_floor is not None:
+        lines.append(
+            f"- the floor on those {scale_floor['texts']:,} texts ({scale_floor['tokens']:,} tokens): "
+            f"{scale_floor['seconds']:.1f} s ({scale_floor['pairs_per_s']:,.0f} pairs/s)"
         )
     diffs = ", ".join(f"{name} {value:.1e}" for name, value in report["differences"].items())
     lines.append(f"- max |GPU float32 - CPU float32| of the main score on {report['check_pairs']} pairs: {diffs}")

@@ -103,3 +103,24 @@ def test_a_metric_refuses_a_pair_too_big_to_align(monkeypatch):
     with pytest.raises(ValueError, match="a pair of 55 x 56 units needs a 3,080-entry alignment"):
         functional.twmd([text], [text + "again"], centering="none")
     assert functional.twmd(["a cat"], ["the cat"], centering="none")["twmd"][0] > 0
+
+
+def test_the_gpu_fill_gives_the_cpu_fill_bit_for_bit():
+    """pad's two ways of filling a batch (the CPU's masked write, the GPU's gather-then-zero, which
+    never waits for the device) give the same tensor, NaN, -0.0 and integer rows included."""
+    from moverkit._core.batching import gather_rows, write_rows
+
+    offsets = torch.tensor([0, 3, 3, 7, 8])
+    items = torch.tensor([2, 0, 1, 3])
+    lengths = offsets[items + 1] - offsets[items]
+    mask = torch.arange(5)[None, :] < lengths[:, None]
+    position = torch.where(mask, offsets[items][:, None] + torch.arange(5)[None, :], 0)
+    vectors = torch.randn(8, 6, dtype=torch.float64)
+    vectors[1, 2], vectors[4, 0] = float("nan"), -0.0
+    for value in (vectors, torch.arange(8), torch.randn(8, 2, 3).float()):
+        written, gathered = write_rows(value, position, mask), gather_rows(value, position, mask)
+        assert written.dtype == gathered.dtype and written.shape == gathered.shape
+        assert torch.equal(
+            written.view(-1).view(torch.uint8) if written.is_floating_point() else written,
+            gathered.view(-1).view(torch.uint8) if gathered.is_floating_point() else gathered,
+        )

@@ -14,6 +14,7 @@ import moverkit
 from moverkit import fit_centering
 from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
 from moverkit._core.request import DEFAULT_MODEL
+from moverkit._core.sentences import join_fragments, one_sentence, pysbd_segments
 from moverkit._core.stats_file import shipped_stats_path
 from moverkit.functional.sbertscore import sbertscore
 
@@ -324,6 +325,46 @@ def test_splitting_other_languages_and_bad_language():
     ]
     with pytest.raises(ValueError, match="lang must be one of"):
         split_sentences("Hello. World.", "xx")
+
+
+def _pysbd_sentences(text, lang):
+    """What split_sentences gives by pysbd alone (its path before the one-sentence test)."""
+    return [s.strip() for s in join_fragments(pysbd_segments(text, lang)) if s.strip()]
+
+
+ONE_SENTENCE_CASES = [
+    ("en", "the cat sat on the mat ."),
+    ("en", "He said &quot;stop&quot; ; then nothing"),
+    ("en", 'She left."'),
+    ("en", "Is it so?!)"),
+    ("en", "A text with a semicolon; still one"),
+    ("el", "Τι κάνεις;"),
+    ("el", "Καλημέρα; τι κάνεις"),
+    ("zh", "我们走吧。"),
+    ("hi", "यह एक वाक्य है।"),
+    ("ar", "كيف حالك؟"),
+    ("hy", "Բարեւ։"),
+    ("en", "two lines\nof text"),
+    ("en", "U.S. troops"),
+    ("en", "Hi. ... !!!"),
+    ("en", "Wait\u2026 what"),
+]
+
+
+@pytest.mark.parametrize(("lang", "text"), ONE_SENTENCE_CASES)
+def test_the_one_sentence_test_passes_only_texts_pysbd_keeps_whole(lang, text):
+    if one_sentence(text, lang):
+        assert _pysbd_sentences(text, lang) == [text.strip()]
+    assert split_sentences(text, lang) == _pysbd_sentences(text, lang)
+
+
+def test_the_one_sentence_test_agrees_with_pysbd_on_wmt17(wmt_pairs):
+    """Every WMT17 text of the sample that skips pysbd is one sentence by pysbd too, and most skip it."""
+    texts = list(dict.fromkeys([*wmt_pairs[0], *wmt_pairs[1]]))
+    whole = [text for text in texts if one_sentence(text, "en")]
+    assert len(whole) > len(texts) / 2
+    for text in texts:
+        assert split_sentences(text) == _pysbd_sentences(text, "en")
 
 
 # --- contract ------------------------------------------------------------------------------------
