@@ -68,7 +68,7 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     assert "- bert-score 0.3.13 (same weights and layer" in report
     assert "- centered_bertscore on 8 distinct pairs, float32, batch_size=256:" in report
     assert "- twmd on 8 distinct pairs" in report and "x floor), peak" in report
-    assert "- the floor on those 16 texts (" in report
+    assert "- the floor on those 16 texts: " in report
     assert "Floor: one tokenizer call and the forward with float16 weights over the " in report
     assert report.count("x floor)") == 1 + len(gpu.RUNS) * 2 + len(gpu.SCALE_METRICS)  # the heading, then each cell
     # GPU and CPU are both the CPU here: the same scores.
@@ -88,7 +88,7 @@ def test_report_gives_seconds_and_pairs_per_second_per_precision():
         "drift": {("twmd", "float16"): {"mean": 1.2e-4, "max": 4.5e-4}},
         "peer": None,
         "scale": {},
-        "floor": {"seconds": 0.125, "pairs_per_s": 22400.0, "texts": 4982, "tokens": 145554},
+        "floor": {"seconds": 0.125, "pairs_per_s": 22400.0, "texts": 4982},
         "scale_floor": None,
         "scale_pairs": 0,
         "scale_dtype": "float16",
@@ -102,30 +102,9 @@ def test_report_gives_seconds_and_pairs_per_second_per_precision():
         in text
     )
     assert (
-        "Floor: one tokenizer call and the forward with float16 weights over the 4,982 distinct texts (145,554 tokens, "
-        "batches of 16,384 padded tokens): 0.125 s (22,400 pairs/s)" in text
+        "Floor: one tokenizer call and the forward with float16 weights over the 4,982 distinct texts (batches of "
+        "16,384 padded tokens): 0.125 s (22,400 pairs/s)" in text
     )
     assert "- twmd float16 against float32 on the GPU, main score: mean |diff| 1.2e-04, max 4.5e-04" in text
     assert "- bert-score: not installed, not timed" in text
     assert "on 200 pairs: twmd 3.0e-07" in text
-
-
-def test_the_floor_tokenizes_once_and_runs_every_token_through_the_encoder(tiny_model_path, monkeypatch):
-    """The floor's call: one tokenizer call over the texts, every token through the encoder's
-    forward (its weights in the floor's precision, the encoder's own left in float32)."""
-    import torch
-
-    from moverkit._core.encoder import get_encoder
-
-    texts = ["a cat sat on the mat", "stocks fell", "the market fell sharply on monday"]
-    encoder = get_encoder(tiny_model_path, device="cpu")
-    run = gpu.floor_call(texts, tiny_model_path, "cpu", dtype="bfloat16")
-    calls = []
-    real = type(encoder.tokenizer).__call__
-    monkeypatch.setattr(
-        type(encoder.tokenizer), "__call__", lambda self, *a, **k: calls.append(a) or real(self, *a, **k)
-    )
-    expected = sum(len(ids) for ids in real(encoder.tokenizer, texts)["input_ids"])
-    calls.clear()
-    assert run() == expected and len(calls) == 1
-    assert next(encoder.model.parameters()).dtype == torch.float32

@@ -11,10 +11,10 @@ the main score of each half precision from float32 on the GPU; and the largest d
 main score between the GPU and the CPU, both in float32, on the first pairs.
 
 Each metric is set against the floor (issue 40), timed in the same run over the same distinct
-texts: one tokenizer call, then the encoder's forward (the layers the metrics run) with a copy of
-its weights in :data:`FLOOR_DTYPE`, over length-sorted batches of :data:`FLOOR_TOKENS` padded
-tokens (:func:`floor_call`); the table gives each cell's ratio to it (``x floor``), at the 2,800
-pairs and at the scale run.
+texts: one tokenizer call, then the model's forward with its weights in :data:`FLOOR_DTYPE`, over
+length-sorted batches of :data:`~moverkit.bench.overhead.FLOOR_TOKEN_BUDGET` padded tokens
+(:func:`moverkit.bench.overhead.floor`, the CPU proxy's floor on the device); the table gives each
+cell's ratio to it (``x floor``), at the 2,800 pairs and at the scale run.
 
 Every timed call ends with ``torch.cuda.synchronize()``, so the time is the device's work, not its
 queue. The device's facts (availability, name, synchronization, peak memory) are read through
@@ -27,6 +27,8 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+
+from .overhead import FLOOR_TOKEN_BUDGET, floor
 
 
 def device_api():
@@ -52,8 +54,7 @@ SCALE_METRICS = ("centered_bertscore", "twmd")
 CHECK_PAIRS = 200
 """Pairs scored on both the GPU and the CPU in float32 for the largest score difference."""
 FLOOR_DTYPE = "float16"
-FLOOR_TOKENS = 16_384
-"""Padded tokens per forward pass of the floor (length-sorted batches, issue 40's floor)."""
+"""The precision of the floor's weights (issue 40: a float16 copy of the weights is the fastest forward)."""
 
 
 def require_cuda() -> None:
@@ -106,51 +107,6 @@ def bert_score_call(predictions, references, model_path: str, device: str) -> tu
     return (lambda: scorer.score(predictions, references, batch_size=64)), bert_score.__version__
 
 
-def floor_call(texts: list[str], model_type: str, device: str, dtype: str = FLOOR_DTYPE) -> Callable[[], int]:
-    """The floor over ``texts`` (distinct): one tokenizer call (the encoder's tokenizer, truncated
-    to its limit), then the forward of moverkit's encoder for ``model_type`` (cut after its default
-    layer) with its weights copied in ``dtype``, over length-sorted batches of at most
-    :data:`FLOOR_TOKENS` padded tokens, each padded on the host to its longest text. The call
-    returns the number of tokens; the vectors are not kept. No metric can do less than this work."""
-    import copy
-
-    import numpy as np
-    import torch
-
-    from moverkit._core.batching import length_batches
-    from moverkit._core.encoder import get_encoder
-
-    encoder = get_encoder(model_type, device=device)
-    model = copy.deepcopy(encoder.model).to(dtype=getattr(torch, dtype)).eval()
-    pad_id = encoder.tokenizer.pad_token_id or 0
-
-    def run() -> int:
-        ids = encoder.tokenizer(
-            texts,
-            truncation=True,
-            max_length=encoder.max_length,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-        )["input_ids"]
-        lengths = [len(row) for row in ids]
-        with torch.inference_mode():
-            for batch in length_batches(lengths, max(len(ids), 1), FLOOR_TOKENS):
-                width = lengths[batch[0]]
-                input_ids = np.full((len(batch), width), pad_id, dtype=np.int64)
-                for row, i in enumerate(batch):
-                    input_ids[row, : lengths[i]] = ids[i]
-                attention = (np.arange(width)[None, :] < np.array([lengths[i] for i in batch])[:, None]).astype(
-                    np.int64
-                )
-                model(
-                    input_ids=torch.from_numpy(input_ids).to(device),
-                    attention_mask=torch.from_numpy(attention).to(device),
-                )
-        return sum(lengths)
-
-    return run
-
-
 def distinct(predictions: Sequence[str], references: Sequence[str]) -> list[str]:
     """The distinct texts of a call, as a metric encodes them."""
     return list(dict.fromkeys([*predictions, *references]))
@@ -200,8 +156,8 @@ def measure(
         seconds, peak, _ = timed(peer[0], rounds, device)
         peer = {"version": peer[1], "seconds": seconds, "pairs_per_s": len(predictions) / seconds, "peak": peak}
     texts = distinct(predictions, references)
-    seconds, _, tokens = timed(floor_call(texts, path, device), rounds, device)
-    floor = {"seconds": seconds, "pairs_per_s": len(predictions) / seconds, "texts": len(texts), "tokens": tokens}
+    seconds, _, _ = timed(floor(path, texts, device=device, dtype=FLOOR_DTYPE), rounds, device)
+    floor_row = {"seconds": seconds, "pairs_per_s": len(predictions) / seconds, "texts": len(texts)}
     log("done: the floor")
     scale, scale_floor = {}, None
     if scale_pairs:
@@ -212,8 +168,8 @@ def measure(
             seconds, peak, _ = timed(run, 1, device)
             scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
             log(f"done: {name} on {scale_pairs:,} pairs")
-        seconds, _, tokens = timed(floor_call(texts, path, device), 1, device)
-        scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts), "tokens": tokens}
+        seconds, _, _ = timed(floor(path, texts, device=device, dtype=FLOOR_DTYPE), 1, device)
+        scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts)}
     differences = {}
     few = predictions[:check_pairs], references[:check_pairs]
     for name in RUNS:
@@ -230,7 +186,7 @@ def measure(
         "drift": drift,
         "peer": peer,
         "scale": scale,
-        "floor": floor,
+        "floor": floor_row,
         "scale_floor": scale_floor,
         "scale_pairs": scale_pairs,
         "scale_dtype": scale_dtype,
@@ -250,7 +206,7 @@ def format_report(report: dict) -> str:
         f"call, median of {report['rounds']} calls; each cell's time as a multiple of the floor (x floor)",
         "",
         f"Floor: one tokenizer call and the forward with {FLOOR_DTYPE} weights over the {floor['texts']:,} distinct "
-        f"texts ({floor['tokens']:,} tokens, batches of {FLOOR_TOKENS:,} padded tokens): {floor['seconds']:.3f} s "
+        f"texts (batches of {FLOOR_TOKEN_BUDGET:,} padded tokens): {floor['seconds']:.3f} s "
         f"({floor['pairs_per_s']:,.0f} pairs/s)",
         "",
         "| metric | " + " | ".join(dtypes) + " | peak GPU memory |",
@@ -288,7 +244,7 @@ def format_report(report: dict) -> str:
         )
     if scale_floor is not None:
         lines.append(
-            f"- the floor on those {scale_floor['texts']:,} texts ({scale_floor['tokens']:,} tokens): "
+            f"- the floor on those {scale_floor['texts']:,} texts: "
             f"{scale_floor['seconds']:.1f} s ({scale_floor['pairs_per_s']:,.0f} pairs/s)"
         )
     diffs = ", ".join(f"{name} {value:.1e}" for name, value in report["differences"].items())

@@ -62,16 +62,25 @@ def tiny_encoder(folder: str | Path, seed: int = 0) -> str:
     return str(folder)
 
 
-def floor(model_path: str, texts: Sequence[str], token_budget: int = FLOOR_TOKEN_BUDGET) -> Callable[[], None]:
+def floor(
+    model_path: str,
+    texts: Sequence[str],
+    token_budget: int = FLOOR_TOKEN_BUDGET,
+    *,
+    device: str = "cpu",
+    dtype: str = "float32",
+) -> Callable[[], None]:
     """The floor's run: ``texts`` tokenized in one fast-tokenizer call (truncated at the
     tokenizer's limit), then encoded in batches sorted by length, longest first, of at most
-    ``token_budget`` padded tokens. The model is loaded (and run once) here, untimed."""
+    ``token_budget`` padded tokens, by the model's weights in ``dtype`` on ``device`` (``moverkit
+    bench gpu`` takes float16 weights on a CUDA device). The model is loaded (and run once) here,
+    untimed."""
     import numpy as np
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModel.from_pretrained(model_path).eval()
+    model = AutoModel.from_pretrained(model_path).to(device=device, dtype=getattr(torch, dtype)).eval()
     limit = min(tokenizer.model_max_length, model.config.max_position_embeddings)
     texts = list(texts)
 
@@ -89,7 +98,10 @@ def floor(model_path: str, texts: Sequence[str], token_budget: int = FLOOR_TOKEN
             mask = steps[None, :] < lengths[batch, None]
             input_ids = np.where(mask, flat[np.minimum(starts[batch, None] + steps, len(flat) - 1)], 0)
             with torch.inference_mode():
-                model(input_ids=torch.from_numpy(input_ids), attention_mask=torch.from_numpy(mask.astype(np.int64)))
+                model(
+                    input_ids=torch.from_numpy(input_ids).to(device),
+                    attention_mask=torch.from_numpy(mask.astype(np.int64)).to(device),
+                )
             at += len(batch)
 
     run()
