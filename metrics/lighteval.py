@@ -13,11 +13,12 @@ with its direction: ``twmd``, ``moverscore`` and ``lazy_emd`` their one score;
 are separate metrics, not one grouping as lighteval's own ``bert_score``, because lighteval 0.13's
 batched path takes one name per metric (``lighteval.metrics.apply_metric`` indexes its outputs by
 ``metric.metric_name``, which a grouping's list of names cannot be: ``TypeError: unhashable type:
-'list'``). The outputs of one metric and settings share one scorer, which keeps the last task's
-result, so precision, recall and F1 together still cost one call.
+'list'``). The outputs of one metric share one scorer, which keeps the last task's texts and result
+(until the next task), so precision, recall and F1 together still cost one call.
 
-``metric(name, output=None, **arguments)`` makes one with other arguments (those of
-``moverkit.functional.<name>``). Since a task is one call, the settings that look at every text of
+``metrics(name, **arguments)`` makes the metrics of every output with other arguments (those of
+``moverkit.functional.<name>``), sharing one scorer; ``metric(name, output, **arguments)`` one of
+them; ``metric_name=`` names them apart when one task holds two of one name. Since a task is one call, the settings that look at every text of
 the call work here: ``centering="batch"`` centers by the mean of the task's texts (the paper's batch
 centering), ``idf=True`` (moverscore's default) counts document frequencies over the task's
 references. Their scores then depend on the task's samples, as the paper's batch centering does; the
@@ -47,6 +48,7 @@ __all__ = [
     "centered_bertscore_recall",
     "lazy_emd",
     "metric",
+    "metrics",
     "moverscore",
     "sbertscore",
     "sbertscore_precision",
@@ -122,7 +124,10 @@ def _sample_texts(name: str, docs: list[Doc], responses: list[ModelResponse]) ->
         texts = as_list(response.final_text)
         if not texts:
             raise ValueError(f"{where} has an empty response (final_text {response.final_text!r}): nothing to score")
-        golds = as_list(doc.get_golds())
+        try:
+            golds = as_list(doc.get_golds())
+        except (TypeError, IndexError):  # gold_index None, or past the choices
+            golds = []
         if not golds:
             raise ValueError(f"{where} has no gold reference (gold_index {doc.gold_index!r})")
         predictions.append(texts[0])
@@ -130,42 +135,51 @@ def _sample_texts(name: str, docs: list[Doc], responses: list[ModelResponse]) ->
     return tuple(predictions), tuple(references)
 
 
-_SCORERS: dict[str, TaskScorer] = {}
-
-
-def metric(name: str, output: str | None = None, **arguments) -> Metric:
-    """The batched lighteval metric of ``output`` (default: the metric's main score) of moverkit
-    metric ``name`` under ``arguments`` (those of ``moverkit.functional.<name>``, checked by name
-    here and by value at the first task). Named ``<name>`` for a metric of one score, and
-    ``<name>_<output>`` for ``precision``, ``recall`` and ``f1``. The outputs of one name and
-    arguments share one scorer (see the module doc)."""
+def metrics(name: str, *, metric_name: str | None = None, **arguments) -> list[Metric]:
+    """The batched lighteval metrics of every output of moverkit metric ``name`` under
+    ``arguments`` (those of ``moverkit.functional.<name>``, checked by name here and by value at the
+    first task), one per output, in the order of the spec's outputs, sharing one :class:`TaskScorer`:
+    in one task they cost one call. Named ``<metric_name>`` for a metric of one score and
+    ``<metric_name>_<output>`` for precision, recall and F1; ``metric_name`` is ``name`` unless
+    given. lighteval keeps one score per name in a task, so two metrics of one name with other
+    arguments in the same task need a ``metric_name`` each."""
     entry = get(name)
     spec = entry.spec
     arguments = entry.scoring_arguments(arguments, f"moverkit.lighteval.metric({name!r})")
+    scorer = TaskScorer(name, arguments)
+    base = name if metric_name is None else metric_name
+    if len(spec.outputs) == 1:  # one score, whatever its key (twmd's is its variant)
+        named = [(base, None)]
+    else:
+        named = [(f"{base}_{output}", output) for output in spec.outputs]
+    return [
+        SampleLevelMetric(
+            metric_name=label,
+            sample_level_fn=MoverkitSampleScore(scorer, output),
+            category=SamplingMethod.GENERATIVE,
+            corpus_level_fn=np.mean,
+            higher_is_better=spec.higher_is_better,
+            batched_compute=True,
+        )
+        for label, output in named
+    ]
+
+
+def metric(name: str, output: str | None = None, *, metric_name: str | None = None, **arguments) -> Metric:
+    """The batched lighteval metric of ``output`` (default: the metric's main score) of moverkit
+    metric ``name`` under ``arguments``: one of :func:`metrics` (its names and checks). Several
+    outputs of one metric made by separate calls do not share a scorer: take :func:`metrics`."""
+    spec = get(name).spec
     output = spec.main if output is None else output
     if output not in spec.outputs:
         raise ValueError(
             f"moverkit.lighteval.metric({name!r}): output {output!r}; {name} gives {', '.join(spec.outputs)}"
         )
-    key = f"{name}{sorted(arguments.items())!r}"
-    scorer = _SCORERS.setdefault(key, TaskScorer(name, arguments))
-    one_score = len(spec.outputs) == 1
-    return SampleLevelMetric(
-        metric_name=name if one_score else f"{name}_{output}",
-        sample_level_fn=MoverkitSampleScore(scorer, None if one_score else output),
-        category=SamplingMethod.GENERATIVE,
-        corpus_level_fn=np.mean,
-        higher_is_better=spec.higher_is_better,
-        batched_compute=True,
-    )
+    return metrics(name, metric_name=metric_name, **arguments)[spec.outputs.index(output)]
 
 
-centered_bertscore = metric("centered_bertscore")
-centered_bertscore_precision = metric("centered_bertscore", "precision")
-centered_bertscore_recall = metric("centered_bertscore", "recall")
-sbertscore = metric("sbertscore")
-sbertscore_precision = metric("sbertscore", "precision")
-sbertscore_recall = metric("sbertscore", "recall")
-twmd = metric("twmd")
-moverscore = metric("moverscore", idf=False)
-lazy_emd = metric("lazy_emd")
+centered_bertscore_precision, centered_bertscore_recall, centered_bertscore = metrics("centered_bertscore")
+sbertscore_precision, sbertscore_recall, sbertscore = metrics("sbertscore")
+(twmd,) = metrics("twmd")
+(moverscore,) = metrics("moverscore", idf=False)
+(lazy_emd,) = metrics("lazy_emd")

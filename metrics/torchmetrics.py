@@ -80,8 +80,8 @@ class MoverkitMetric(Metric):
     float64. In a ``MetricCollection`` each metric keeps its own states: torchmetrics' compute
     groups share the states of metrics whose states are equal after the first update, and two
     metrics' scores can be equal by chance (an empty prediction scores 0 under twmd and under
-    moverscore), so each metric carries an empty state named after its settings' hashcode
-    (``settings_<digest>``), which only a metric with the same settings shares.
+    moverscore), so each metric carries an empty state named after its settings (``settings_<digest>``
+    of its hashcode without the versions), which only a metric with the same settings shares.
 
     ``merge_state(other)`` appends ``other``'s pairs after this metric's (arrival order; torchmetrics'
     default puts the incoming ones first) and refuses a state of other settings. ``plot()`` draws the
@@ -126,7 +126,9 @@ class MoverkitMetric(Metric):
         else:
             states["scores"] = torch.float64  # flat: n_outputs per pair, pair after pair (one 1-D layout to gather)
         # Never appended to: its name keeps a MetricCollection from sharing states across settings (class doc).
-        states[f"settings_{hashlib.sha256(self.hashcode.encode()).hexdigest()[:16]}"] = torch.float64
+        # Named by the hashcode's settings, not its versions: a saved state_dict loads after an upgrade.
+        settings = self.hashcode.rsplit("_version=", 1)[0]
+        states[f"settings_{hashlib.sha256(settings.encode()).hexdigest()[:16]}"] = torch.float64
         self._state_dtypes = states
         for name in states:
             self.add_state(name, [], dist_reduce_fx="cat")
@@ -179,13 +181,16 @@ class MoverkitMetric(Metric):
         """A move (``.to(device)``, ``.cuda()``) moves the states; a dtype change (``set_dtype``,
         ``.to(dtype)``, ``.half()``, ``.double()``) leaves them as they are (class doc): torchmetrics
         would cast every state, integer ranks and lengths included, and round the float64 scores."""
-        computed, self._computed = self._computed, None
+        # Results kept by compute() and forward() are scores too: moved, never cast.
+        kept = {key: getattr(self, key) for key in ("_computed", "_forward_cache")}
+        self._computed = self._forward_cache = None
         this = super()._apply(fn, exclude_state=tuple(self._defaults))
         for name in self._defaults:
             this._defaults[name] = [value.to(this.device) for value in this._defaults[name]]
             setattr(this, name, _moved(getattr(this, name), this.device))
-        if computed is not None:
-            this._computed = {key: value.to(this.device) for key, value in computed.items()}
+        for key, result in kept.items():
+            if result is not None:
+                setattr(this, key, {name: value.to(this.device) for name, value in result.items()})
         return this
 
     def _sync_dist(self, dist_sync_fn=gather_all_tensors, process_group=None) -> None:
@@ -198,20 +203,21 @@ class MoverkitMetric(Metric):
         super()._sync_dist(dist_sync_fn, process_group)
 
     def merge_state(self, incoming_state) -> None:
-        """Add the pairs of ``incoming_state`` (a metric of this class or its ``metric_state``)
-        after this metric's own: arrival order (class doc)."""
-        state = incoming_state.metric_state if isinstance(incoming_state, MoverkitMetric) else incoming_state
-        if isinstance(state, dict) and set(state) != set(self._defaults):
+        """Add the pairs of ``incoming_state`` (a metric of this class and settings, or its
+        ``metric_state``, lists or gathered tensors) after this metric's own: arrival order (class
+        doc). Nothing changes unless the merge can be done; a cached result is dropped."""
+        if self.dist_sync_on_step or not isinstance(incoming_state, (dict, type(self))):
+            super().merge_state(incoming_state)  # torchmetrics' own error, before anything changes
+        state = incoming_state.metric_state if isinstance(incoming_state, Metric) else incoming_state
+        if set(state) != set(self._defaults):
             raise ValueError(
                 f"{type(self).__name__}.merge_state: the incoming state is of other settings or another metric "
                 f"(states {sorted(state)}; this metric's {sorted(self._defaults)})"
             )
-        if not isinstance(incoming_state, (dict, MoverkitMetric)):
-            super().merge_state(incoming_state)  # torchmetrics' own error for what is neither
-        ours = self.metric_state
         for name in self._defaults:
-            setattr(self, name, state[name])
-        super().merge_state(ours)  # torchmetrics joins incoming + local: ours given as the incoming state come first
+            setattr(self, name, _as_list(getattr(self, name)) + _as_list(state[name]))
+        self._computed = None
+        self._update_count += 1
 
     def plot(self, val=None, ax=None):
         """Plot the means of ``val`` (a result of :meth:`compute`, a list of them, or the metric's
@@ -245,6 +251,11 @@ def pair_order(ranks: torch.Tensor) -> torch.Tensor:
         position[mine] = torch.arange(int(mine.sum()), device=ranks.device)
     world = int(ranks.max()) + 1 if len(ranks) else 1
     return torch.argsort(position * world + ranks, stable=True)
+
+
+def _as_list(state) -> list:
+    """A state as a list of tensors (a list state, or the tensor DDP's gathering left)."""
+    return [state] if isinstance(state, torch.Tensor) else list(state)
 
 
 def _moved(state, device):

@@ -119,10 +119,7 @@ def test_lightevals_apply_metric_runs_the_outputs_of_one_metric_in_one_call(task
         return dataclasses.replace(entry, function=function)
 
     monkeypatch.setattr(moverkit_lighteval, "get", counting_get)
-    fresh = [
-        moverkit_lighteval.metric("centered_bertscore", output, centering="sentence")
-        for output in ("precision", "recall", "f1")
-    ]
+    fresh = moverkit_lighteval.metrics("centered_bertscore", centering="sentence")  # one scorer for the three
     outputs = apply_metric(responses=responses, docs=docs, metrics=[*fresh, moverkit_lighteval.twmd])
     assert sorted(calls) == ["centered_bertscore", "twmd"]
     expected = functional.centered_bertscore(predictions, references, centering="sentence")
@@ -153,6 +150,25 @@ def test_a_metric_whose_output_is_named_by_its_arguments(task):
     metric = moverkit_lighteval.metric("twmd", variant="trwmd")
     expected = functional.twmd(predictions, references, variant="trwmd")["trwmd"]
     assert np.allclose(metric.compute_sample(docs=docs, responses=responses)["twmd"], expected, atol=1e-9, rtol=0)
+
+
+def test_two_metrics_of_one_name_are_named_apart_in_a_task(task):
+    """lighteval keeps one score per name: a second twmd with other arguments takes a metric_name."""
+    predictions, references, docs, responses = task
+    trwmd = moverkit_lighteval.metric("twmd", variant="trwmd", metric_name="trwmd")
+    (precision,) = [
+        m for m in moverkit_lighteval.metrics("sbertscore", metric_name="sbert") if "precision" in m.metric_name
+    ]
+    outputs = apply_metric(responses=responses, docs=docs, metrics=[moverkit_lighteval.twmd, trwmd, precision])
+    assert set(outputs[0]) == {"twmd", "trwmd", "sbert_precision"}
+    expected = functional.twmd(predictions, references, variant="trwmd")["trwmd"]
+    assert [output["trwmd"] for output in outputs] == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_doc_without_a_gold_is_named():
+    doc = Doc(query="q", choices=["a"], gold_index=None, task_name="demo", id="3")
+    with pytest.raises(ValueError, match=r"sample 0 \(task 'demo', id '3'\) has no gold reference \(gold_index None\)"):
+        moverkit_lighteval.twmd.compute_sample(docs=[doc], responses=[ModelResponse(text=["a"])])
 
 
 def test_arguments_are_checked_by_name_and_output():

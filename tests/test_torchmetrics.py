@@ -349,6 +349,52 @@ def test_merge_state_keeps_arrival_order_and_refuses_other_settings(pairs, tiny_
         first.merge_state(TWMD(variant="trwmd", **arguments))
 
 
+def test_merge_state_changes_nothing_when_refused_and_takes_gathered_tensors(pairs, tiny_model_path):
+    """Review findings: a refused merge left the incoming pairs in place of the metric's own; a
+    state of tensors (as DDP's gathering leaves it) could not be merged; a cached result survived."""
+    predictions, references = pairs
+    arguments = {"model_type": tiny_model_path, "centering": "none"}
+    synced = TWMD(dist_sync_on_step=True, **arguments)
+    synced.update(predictions[:2], references[:2])
+    other = TWMD(**arguments)
+    other.update(predictions[2:3], references[2:3])
+    with pytest.raises(RuntimeError, match="merge_state"):
+        synced.merge_state(other)
+    assert synced.compute()["twmd"].shape == (2,)
+    first = TWMD(**arguments)
+    first.update(predictions[:2], references[:2])
+    first.compute()  # cached
+    first.merge_state({key: torch.cat(value) for key, value in other.metric_state.items() if value} | {
+        key: value for key, value in other.metric_state.items() if not value})  # fmt: skip
+    expected = functional.twmd(predictions[:3], references[:3], **arguments)["twmd"]
+    torch.testing.assert_close(first.compute()["twmd"], torch.tensor(expected, dtype=torch.float64), atol=1e-6, rtol=0)
+
+
+def test_a_saved_state_loads_under_other_versions(tiny_model_path, monkeypatch):
+    """The state that keeps settings apart in a collection is named by the settings, not by the
+    versions the hashcode also names: a state_dict saved before an upgrade still loads."""
+    import moverkit._core.hashing as hashing
+
+    arguments = {"model_type": tiny_model_path, "centering": "none"}
+    saved = TWMD(**arguments)
+    saved.persistent(True)
+    state = saved.state_dict()
+    monkeypatch.setattr(hashing, "__version__", "9.9.9")
+    upgraded = TWMD(**arguments)
+    assert "9.9.9" in upgraded.hashcode and upgraded.hashcode != saved.hashcode
+    upgraded.persistent(True)
+    upgraded.load_state_dict(state)  # strict: the same keys
+
+
+def test_forwards_batch_value_is_not_cast(pairs, tiny_model_path):
+    predictions, references = pairs
+    metric = TWMD(model_type=tiny_model_path, centering="none")
+    batch = metric(predictions[:3], references[:3])["twmd"]
+    metric.to(torch.float16)
+    assert metric._forward_cache["twmd"].dtype == torch.float64
+    torch.testing.assert_close(metric._forward_cache["twmd"], batch, atol=0, rtol=0)
+
+
 def test_plot_draws_the_means_within_the_metrics_range(pairs, tiny_model_path):
     pytest.importorskip("matplotlib")
     import matplotlib

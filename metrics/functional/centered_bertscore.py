@@ -78,16 +78,17 @@ def _scores(call, encoder, call_idf, *, idf):
 
 def pair_scores(data: PairData) -> torch.Tensor:
     """Precision, recall and F1 of every pair by greedy matching (BERTScore, Eq. 3-5), before
-    rescaling: float64, shape (3, n_pairs), on the CPU."""
-    scores = torch.zeros(3, len(data.pred_index), dtype=torch.float64)
+    rescaling: float64, shape (3, n_pairs), on the CPU (kept on the clouds' device until the last
+    batch, so that no batch waits for the device)."""
+    scores = torch.zeros(3, len(data.pred_index), dtype=torch.float64, device=data.pred_index.device)
     for batch in data.batches(with_special=True):
         pred, ref = data.pad_pairs(batch, with_special=True)
         same = data.pred_index[batch] == data.ref_index[batch]
         sim = self_cosine_one(cosine_matrix(pred.vectors, ref.vectors), same, pred.mask)
         precision, recall = greedy_match(sim, pred.mask, ref.mask, pred.weights, ref.weights)
         precision, recall = precision.double(), recall.double()
-        scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
-    return scores
+        scores[:, batch] = torch.stack([precision, recall, f_measure(precision, recall)])
+    return scores.cpu()
 
 
 def alignment(data: PairData, pair: int) -> dict:

@@ -183,19 +183,27 @@ def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:
     ``live`` (no mass on a side). Warns once if some pairs stopped at ``max_iter``; a score above
     :func:`score_bound` (which the optimal plan cannot exceed: the iterations stopped far from it,
     at a tiny epsilon) is an error naming the settings, never a number."""
-    scores = torch.full((len(data.pred_index),), EMPTY_SCORE, dtype=torch.float64, device=data.pred_index.device)
-    stalled, worst, beyond, highest = 0, 0.0, 0, (0.0, 0.0)
+    on = data.pred_index.device
+    scores = torch.full((len(data.pred_index),), EMPTY_SCORE, dtype=torch.float64, device=on)
+    # Counts and maxima stay on the device until the last batch (no batch waits for it).
+    stalled = torch.zeros((), dtype=torch.long, device=on)
+    worst = torch.zeros((), dtype=torch.float64, device=on)
+    beyond = torch.zeros((), dtype=torch.long, device=on)
+    over_bounds = []  # per batch: (its bound, the highest of its scores over it, or -inf)
     for pairs in data.batches(pairs=torch.nonzero(live).flatten(), max_elements=SOLVER_BATCH_ELEMENTS):
         cost, solved, plan = solve_pairs(data, pairs, params)
         scores[pairs] = (plan * cost).sum((1, 2))
-        stalled += int((~solved.converged).sum())
-        worst = max(worst, float(solved.error.max()))
+        stalled += (~solved.converged).sum()
+        worst = torch.maximum(worst, solved.error.max().double())
         # The padded shape bounds every pair's token counts, and the bound grows with them.
         bound = score_bound(cost.shape[1], cost.shape[2], params["epsilon"], params["reg_c"], params["reg_r"])
         over = ~(scores[pairs] <= bound)  # NaN included
-        if bool(over.any()):
-            beyond += int(over.sum())
-            highest = max(highest, (float(scores[pairs][over].nan_to_num(math.inf).max()), bound))
+        beyond += over.sum()
+        over_bounds.append((bound, torch.where(over, scores[pairs].nan_to_num(math.inf), -math.inf).max()))
+    stalled, worst, beyond = int(stalled), float(worst), int(beyond)
+    highest = max(
+        ((float(score), bound) for bound, score in over_bounds if float(score) > -math.inf), default=(0.0, 0.0)
+    )
     if beyond:
         raise ValueError(
             f"lazy_emd: {beyond} of {int(live.sum())} pairs scored above the bound of the transport plan "

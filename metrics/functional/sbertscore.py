@@ -80,7 +80,7 @@ def sbertscore(call: MetricCall) -> dict:
     torch.cumsum(lengths, 0, out=offsets[1:])
     pred_index, ref_index = texts.pair_indices(on)
 
-    scores = torch.zeros(3, len(pred_index), dtype=torch.float64)
+    scores = torch.zeros(3, len(pred_index), dtype=torch.float64, device=on)  # read once, after the last batch
     for batch in pair_buckets(lengths[pred_index], lengths[ref_index], PAIR_BATCH_ELEMENTS):
         batch = batch.to(on)
         pred_mask, pred = pad(offsets, pred_index[batch], vectors, rows=rows)
@@ -88,10 +88,10 @@ def sbertscore(call: MetricCall) -> dict:
         # Every sentence is a candidate and weighs 1; a sentence's cosine with itself is 1.
         sim = self_cosine_one(cosine_matrix(pred, ref), pred_index[batch] == ref_index[batch], pred_mask)
         precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_mask.to(pred.dtype), ref_mask.to(ref.dtype))
-        scores[:, batch.cpu()] = torch.stack([precision, recall, f_measure(precision, recall)]).cpu()
+        scores[:, batch] = torch.stack([precision, recall, f_measure(precision, recall)])
 
     results, best = call.results(
-        scores,
+        scores.cpu(),
         OUTPUTS,
         group=texts.group,
         n_predictions=len(texts.predictions),
