@@ -60,7 +60,20 @@ def split_sentences(text: str, lang: str = "en") -> list[str]:
         return []
     if one_sentence(text, lang):
         return [text.strip()]
-    return [s.strip() for s in join_fragments(pysbd_segments(text, lang)) if s.strip()]
+    try:
+        segments = pysbd_segments(text, lang)
+    except ValueError:
+        # pysbd's list rules read "\x1c1." as a numbered item (its \s takes the information
+        # separators U+001C-U+001F) and then fail on int("\x1c1"): split the text with them as spaces.
+        segments = pysbd_segments(text.translate(SEPARATORS_AS_SPACES), lang)
+    return [s.strip() for s in join_fragments(segments) if s.strip()]
+
+
+SEPARATORS_AS_SPACES = str.maketrans(dict.fromkeys("\x1c\x1d\x1e\x1f", " "))
+
+PYSBD_MARKERS = frozenset("\u01aa\u01c3\u0238\u0239\u02bc\u14f0\u14f1\u14f3\u14f4\u14f7\u14f8")
+"""Letters pysbd writes into a text as markers while it splits (``ȸ``, ``ȹ``, ``ƪ``, ``ᓷ`` in
+``&ᓷ&``, ...) and rewrites after: in a user's text they are split on, rewritten or dropped."""
 
 
 PLAIN_MARKS = frozenset(",;:&#%/+=-_@*")
@@ -79,8 +92,8 @@ def one_sentence(text: str, lang: str) -> bool:
     most one of the language's sentence marks (pysbd's ``Punctuations``) and one closing quote. What
     this leaves out is what pysbd's rules read: a sentence mark inside the text, quotes, brackets
     and parentheses (pysbd splits ``1) eggs 2) milk`` as a list, ``"no" Then`` at the quote), line
-    breaks, tabs and runs of spaces, an ellipsis or ``?!`` at the end, and pysbd's own marker
-    characters. Held to pysbd (tests): every WMT17 text that passes (4,152 of 4,982) and random
+    breaks, tabs and runs of spaces, an ellipsis or ``?!`` at the end, and the letters pysbd uses as
+    its own markers (:data:`PYSBD_MARKERS`). Held to pysbd (tests): every WMT17 text that passes (4,152 of 4,982) and random
     texts of quotes, brackets, list markers, marks and white space in 14 languages."""
     marks = _marks(lang)
     text = text.strip()
@@ -92,7 +105,10 @@ def one_sentence(text: str, lang: str) -> bool:
     apostrophe = body.find("'")
     if apostrophe >= 0 and (body.count("'") > 1 or not body[apostrophe - 1 : apostrophe].isalnum()):
         return False
-    return all((c.isalnum() or c == " " or c in PLAIN_MARKS or c == "'") and c not in marks for c in body)
+    return all(
+        (c.isalnum() or c == " " or c in PLAIN_MARKS or c == "'") and c not in marks and c not in PYSBD_MARKERS
+        for c in body
+    )
 
 
 @functools.cache
@@ -140,7 +156,9 @@ def pysbd_segments(text: str, lang: str) -> list[str]:
         if start + width >= len(text):
             return segments + found
         starts = _starts(piece, found)
-        kept = 0 if starts is None else sum(0 < at <= width - SPLIT_MARGIN for at in starts)
+        # Segments after the first that start before the margin: the ones before each are complete
+        # (the first may start past 0, after white space pysbd drops).
+        kept = 0 if starts is None else sum(starts[0] < at <= width - SPLIT_MARGIN for at in starts)
         if not kept:
             width *= 2
             continue

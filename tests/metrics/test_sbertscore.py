@@ -357,6 +357,11 @@ ONE_SENTENCE_CASES = [
     ("ar", "كيف حالك؟"),
     ("ar", "مرحبا: كيف"),
     ("hy", "Բարեւ։"),
+    # pysbd's own marker letters (second review): split on, rewritten or dropped by it
+    ("en", "The \u0238 digraph."),
+    ("en", "Say &\u14f7& now"),
+    ("en", "See a\u01aa\u01aa\u01aab here."),
+    ("de", "a\u0238b."),
 ]
 
 
@@ -367,12 +372,28 @@ def test_the_one_sentence_test_passes_only_texts_pysbd_keeps_whole(lang, text):
     assert split_sentences(text, lang) == _pysbd_sentences(text, lang)
 
 
+def test_texts_pysbd_fails_on_are_split_with_the_separators_as_spaces():
+    """pysbd's list rules take the information separators U+001C-U+001F for white space, then fail
+    on int('\\x1c1'): such a text is split with them read as spaces, not an error."""
+    assert split_sentences("Item\x1c1. Go now. Fine.") == split_sentences("Item 1. Go now. Fine.")
+
+
+def test_a_long_text_with_leading_white_space_is_split():
+    """pysbd_segments read its first window's first segment, which starts after leading white
+    space, as a boundary, and ran past its list (IndexError) on a text with no other in the window."""
+    text = " " + "a " * 2000
+    assert split_sentences(text) == [text.strip()]
+    several = "  " + "the cat sat on the mat . " * 300
+    assert split_sentences(several) == ["the cat sat on the mat ."] * 300
+
+
 def test_the_one_sentence_test_agrees_with_pysbd_on_random_texts():
     """Random texts of words, quotes, brackets, list markers, sentence marks of several scripts, pysbd's
     marker characters and odd white space: wherever the test passes a text, pysbd keeps it whole."""
     rng = random.Random(0)
     pieces = [*"abcXYZ019 .,!?;:'\"()-&/αβΓابت؟،։Աբ।|कख。！？我们"] + ["\x0c", "\n", "\t", "\u201c", "\u201d",
-              "\u2026", "\u2019", "  ", "1)", "a)", "i.", " I", " The", "&quot;", "\u222f", "\u2609", "?!"]  # fmt: skip
+              "\u2026", "\u2019", "  ", "1)", "a)", "i.", " I", " The", "&quot;", "\u222f", "\u2609", "?!", "\u0238",
+              "&\u14f7&", "\u01aa"]  # fmt: skip
     passed = 0
     for _ in range(8000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 25)))
