@@ -93,8 +93,9 @@ def one_sentence(text: str, lang: str) -> bool:
     this leaves out is what pysbd's rules read: a sentence mark inside the text, quotes, brackets
     and parentheses (pysbd splits ``1) eggs 2) milk`` as a list, ``"no" Then`` at the quote), line
     breaks, tabs and runs of spaces, an ellipsis or ``?!`` at the end, and the letters pysbd uses as
-    its own markers (:data:`PYSBD_MARKERS`). Held to pysbd (tests): every WMT17 text that passes (4,152 of 4,982) and random
-    texts of quotes, brackets, list markers, marks and white space in 14 languages."""
+    its own markers (:data:`PYSBD_MARKERS`). Held to pysbd by tests: every WMT17 text that passes
+    (4,152 of 4,982), and seeded random texts of quotes, brackets, list markers, marks, marker letters
+    and white space in 6 languages."""
     marks = _marks(lang)
     text = text.strip()
     body = text.rstrip(marks + CLOSING_QUOTES)

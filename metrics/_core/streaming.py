@@ -31,7 +31,6 @@ usually share one).
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -90,10 +89,10 @@ def memory_budget(device: torch.device | None = None) -> int:
     on a CUDA ``device``, :data:`CUDA_MEMORY_SHARE` of its free memory, else the default."""
     if _budget is not None:
         return _budget
-    if device is not None and device.type == "cuda" and not os.environ.get(MEMORY_BUDGET_VARIABLE, "").strip():
-        free, _total = torch.cuda.mem_get_info(device)
-        return max(int(CUDA_MEMORY_SHARE * free), 1)
-    return size_from_env(MEMORY_BUDGET_VARIABLE, DEFAULT_MEMORY_BUDGET)
+    default = DEFAULT_MEMORY_BUDGET
+    if device is not None and device.type == "cuda":
+        default = max(int(CUDA_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]), 1)
+    return size_from_env(MEMORY_BUDGET_VARIABLE, default)
 
 
 ChunkScorer = Callable[[MetricCall, Encoder, "Mapping | None"], dict]

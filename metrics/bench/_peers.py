@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 
+def distinct(predictions, references) -> list[str]:
+    """The distinct texts of a call (predictions, then references), in the order of first use."""
+    return list(dict.fromkeys([*predictions, *references]))
+
+
 def encoder_floor(predictions, references, model_type=None, num_layers=None):
     """The encoder alone on the distinct texts: the floor no embedding metric can beat."""
     from moverkit._core.encoder import encode, encoder_for
@@ -10,7 +15,7 @@ def encoder_floor(predictions, references, model_type=None, num_layers=None):
 
     request = EncoderRequest(model_type, num_layers)
     encoder = encoder_for(request)
-    texts = list(dict.fromkeys(list(predictions) + list(references)))
+    texts = distinct(predictions, references)
     encode(encoder, texts[:2], request)
     return lambda: encode(encoder, texts, request)
 

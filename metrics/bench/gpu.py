@@ -28,6 +28,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from ._peers import distinct
 from .overhead import FLOOR_TOKEN_BUDGET, floor
 
 
@@ -105,11 +106,6 @@ def bert_score_call(predictions, references, model_path: str, device: str) -> tu
     layer = default_layer(name, AutoConfig.from_pretrained(path).num_hidden_layers)
     scorer = bert_score.BERTScorer(model_type=path, num_layers=layer, device=device)
     return (lambda: scorer.score(predictions, references, batch_size=64)), bert_score.__version__
-
-
-def distinct(predictions: Sequence[str], references: Sequence[str]) -> list[str]:
-    """The distinct texts of a call, as a metric encodes them."""
-    return list(dict.fromkeys([*predictions, *references]))
 
 
 def measure(

@@ -124,10 +124,11 @@ def measure(
 ) -> dict:
     """Median seconds of the floor and of each of ``metrics`` over ``rounds`` interleaved rounds,
     with the tiny encoder saved in ``folder``."""
+    from ._peers import distinct
     from .speed import interleaved
 
     model_path = tiny_encoder(folder)
-    texts = list(dict.fromkeys(list(predictions) + list(references)))
+    texts = distinct(predictions, references)
     runs = {"floor": floor(model_path, texts)}
     runs.update({name: metric_run(name, model_path, predictions, references) for name in metrics})
     # Python's cyclic garbage collector off while timing, as timeit does: a full collection

@@ -201,10 +201,8 @@ def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:
         beyond += over.sum()
         over_bounds.append((bound, torch.where(over, scores[pairs].nan_to_num(math.inf), -math.inf).max()))
     stalled, worst, beyond = int(stalled), float(worst), int(beyond)
-    highest = max(
-        ((float(score), bound) for bound, score in over_bounds if float(score) > -math.inf), default=(0.0, 0.0)
-    )
     if beyond:
+        highest = max((float(score), bound) for bound, score in over_bounds)  # a batch with none gives -inf
         raise ValueError(
             f"lazy_emd: {beyond} of {int(live.sum())} pairs scored above the bound of the transport plan "
             f"({highest[0]:.3g} > {highest[1]:.3g}): the Sinkhorn iterations stopped far from the plan at "
