@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._core.cache import set_cache
-    from ._core.centering_fit import fit_centering
-    from ._core.memory import release
-    from ._core.streaming import set_memory_budget
-    from ._core.user_warnings import MoverkitWarning
+    from ._core.base import MoverkitWarning
+    from ._core.call import set_memory_budget
+    from ._core.centering import fit_centering
+    from ._core.encoding import release, set_cache
     from .comparison import compare
     from .mapping import map_scores
 
@@ -73,11 +72,11 @@ def means(result: dict) -> dict:
 # with bootstrap intervals and paired significance (moverkit.comparison); ``map_scores`` makes a
 # ``datasets.Dataset.map`` function of a metric (moverkit.mapping).
 _LAZY = {
-    "fit_centering": "._core.centering_fit",
-    "release": "._core.memory",
-    "set_memory_budget": "._core.streaming",
-    "set_cache": "._core.cache",
-    "MoverkitWarning": "._core.user_warnings",
+    "fit_centering": "._core.centering",
+    "release": "._core.encoding",
+    "set_memory_budget": "._core.call",
+    "set_cache": "._core.encoding",
+    "MoverkitWarning": "._core.base",
     "compare": ".comparison",
     "map_scores": ".mapping",
 }

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ._core.inputs import check_text, from_numpy, is_missing
+from ._core.base import check_text, from_numpy, is_missing
 
 _PARENT_PID = os.getpid()
 """The process that imported moverkit; a call anywhere else runs in a (forked) worker."""

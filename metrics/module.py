@@ -11,7 +11,7 @@ import threading
 import datasets
 import evaluate
 
-from ._core.inputs import check_inputs
+from ._core.base import check_inputs
 
 ARGUMENT_DOCS = {
     "model_type": (

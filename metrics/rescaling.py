@@ -1,6 +1,6 @@
 """Fitting rescaling baselines (Zhang et al., 2020, Section 4 "Baseline rescaling"): the mean
 score of random pairs of unrelated texts, bert-score's method, for any of the five metrics, model,
-layer, centering and setting. Reading, writing and applying them is :mod:`moverkit._core.baseline`;
+layer, centering and setting. Reading, writing and applying them is :mod:`moverkit._core.call.baseline`;
 fitting scores pairs with the metric itself, so it lives above the metrics, not in the core.
 
 The shipped baselines (``metrics/baselines/``) were fitted with :func:`fit_baseline` on the
@@ -67,11 +67,11 @@ def fit_baseline(
 
     Rows are ``(layer, P, R, F)`` for centered_bertscore (bert-score's format, as before) and
     ``(layer, *means, settings)`` for the others, ``settings`` the
-    :func:`~moverkit._core.baseline.settings_key` of the scores (so that a file is never applied
-    to a call under other settings); write them with :func:`~moverkit._core.baseline.baseline_csv`
+    :func:`~moverkit._core.call.baseline.settings_key` of the scores (so that a file is never applied
+    to a call under other settings); write them with :func:`~moverkit._core.call.baseline.baseline_csv`
     and :func:`baseline_columns`."""
 
-    from moverkit._core.baseline import settings_key
+    from moverkit._core.call import settings_key
     from moverkit.registry import REGISTRY
 
     if metric not in REGISTRY:
@@ -114,7 +114,7 @@ def fitted_layers(metric: str, model_type, layers, device) -> list[int | None]:
             raise ValueError(f"{metric} scores sentence vectors: it has no layers to fit (leave layers out)")
         return [None]
     if layers is None:
-        from moverkit._core.encoder import get_encoder
+        from moverkit._core.encoding import get_encoder
 
         n_layers = int(get_encoder(model_type, num_layers=-1, device=device).layer)
         return list(range(n_layers + 1))
@@ -127,7 +127,7 @@ def fitted_layers(metric: str, model_type, layers, device) -> list[int | None]:
 def baseline_columns(metric: str, options: Mapping | None = None) -> tuple[str, ...]:
     """The value columns of ``metric``'s baseline file under ``options`` (``P, R, F``; ``TWMD``,
     ``TRWMD``, ...; ``MOVERSCORE``; ``LAZY_EMD``)."""
-    from moverkit._core.baseline import score_columns
+    from moverkit._core.call import score_columns
 
     if metric in ("centered_bertscore", "sbertscore"):
         return score_columns(("precision", "recall", "f1"))

@@ -26,7 +26,7 @@ from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
-from moverkit._core.inputs import check_inputs
+from moverkit._core.base import check_inputs
 from moverkit.registry import get
 
 __all__ = ["TWMD", "CenteredBERTScore", "LazyEMD", "MoverScore", "MoverkitMetric", "SBERTScore"]

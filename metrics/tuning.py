@@ -16,7 +16,7 @@ on the others, and reports :math:`r_g(\hat s_{-g})` beside :math:`r_g` of the me
 settings: the held-out figures are what a new language pair can expect.
 
 **Cost.** Every distinct text goes through the encoder once, keeping every layer of the grid from
-that one forward pass (:func:`~moverkit._core.encoder.encode` with ``layers``). Each combination of
+that one forward pass (:func:`~moverkit._core.encoding.encoder.encode` with ``layers``). Each combination of
 the arguments that change the token clouds (layer, centering, IDF, MoverScore's filters) is then
 prepared once (:func:`~moverkit._core.prepare_pairs` with those clouds); the arguments that act
 after it (variant, temperature, epsilon, penalties) reuse it, and for twmd the cosine matrices too
@@ -315,7 +315,7 @@ def _settings(target, expanded: list[dict] | None, model_type) -> tuple[list[dic
     varied = [*grid_keys, *(k for k in ("num_layers", "centering") if k in defaults and k not in grid_keys)]
     default_layer = None
     if "num_layers" in defaults:
-        from ._core.encoder import default_layer as table_layer
+        from ._core.encoding import default_layer as table_layer
 
         # MoverScore takes the last layer by default, as its release; the others the model's table entry.
         default_layer = n_layers if target.name == "moverscore" else table_layer(name, n_layers)
@@ -342,7 +342,7 @@ def _model_facts(model_type, token_level: bool) -> tuple[str | None, int, bool]:
     centering statistics ship for it (for every layer, or for its sentence vectors when not
     ``token_level``). The full encoder loaded here is the one :func:`score_settings` runs."""
     from ._core.centering import Centering
-    from ._core.encoder import get_encoder
+    from ._core.encoding import get_encoder
 
     if not token_level:
         return None, 0, model_type is None  # the embedded model's sentence statistic ships
@@ -376,10 +376,9 @@ def score_settings(
     (see the module doc). sbertscore's settings are one call of the metric each."""
     import time
 
+    from ._core.base import call_texts
     from ._core.centering import Centering
-    from ._core.encoder import encode, get_encoder
-    from ._core.inputs import call_texts
-    from ._core.request import EncoderRequest
+    from ._core.encoding import EncoderRequest, encode, get_encoder
 
     predictions, references = list(predictions), list(references)
     common = {"batch_size": batch_size, "device": device, "dtype": dtype, "max_length": max_length}

@@ -44,7 +44,7 @@ class Import:
 
 
 def module_name(path: Path, source: Path = SOURCE) -> str:
-    """``moverkit._core.centering`` for ``metrics/_core/centering.py``; ``moverkit`` for the root."""
+    """``moverkit._core.centering.maths`` for ``metrics/_core/centering.py``; ``moverkit`` for the root."""
     parts = path.relative_to(source).with_suffix("").parts
     if parts[-1] == "__init__":
         parts = parts[:-1]

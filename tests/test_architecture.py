@@ -4,7 +4,7 @@ resolves ``moverkit`` and relative imports and counts imports inside functions."
 from __future__ import annotations
 
 import pytest
-from import_graph import ROOT, SOURCE, cycles, package_imports, room_edges
+from import_graph import ROOT, SOURCE, cycles, package_imports, room, room_edges
 
 MAX_LINES = 600
 ROOT_IMPORTERS = {"cli", "demo", "bench"}
@@ -51,6 +51,41 @@ def test_core_stands_on_the_ground(edges):
     assert not bad, f"_core imports rooms built on it: {bad}"
 
 
+CORE_LAYERS = ("base", "encoding", "centering", "call")
+"""``_core``'s layers, lowest first (issue 41): each imports only those before it."""
+
+
+def _core_layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "_core" else None
+
+
+def test_core_is_its_four_layers():
+    core = SOURCE / "_core"
+    assert sorted(p.name for p in core.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(CORE_LAYERS)
+    assert [p.name for p in core.glob("*.py")] == ["__init__.py"], "a module file of _core outside its layers"
+
+
+def test_each_core_layer_imports_only_the_layers_below():
+    bad = []
+    for imp in package_imports():
+        a, b = _core_layer(imp.source), _core_layer(imp.target)
+        if a and b and CORE_LAYERS.index(b) > CORE_LAYERS.index(a):
+            bad.append(f"{a} -> {b}: {_where([imp])}")
+    assert not bad, f"a layer of _core imports one above it: {bad}"
+
+
+def test_code_outside_core_enters_it_only_through_a_front_door():
+    # ``moverkit._core`` or ``moverkit._core.<layer>`` (its __init__), never a module file.
+    doors = {"moverkit._core", *(f"moverkit._core.{layer}" for layer in CORE_LAYERS)}
+    bad = [
+        f"{imp.target}: {_where([imp])}"
+        for imp in package_imports()
+        if room(imp.source) != "_core" and room(imp.target) == "_core" and imp.target not in doors
+    ]
+    assert not bad, f"imports of a module file of _core from outside it: {bad}"
+
+
 def test_no_package_file_over_600_lines():
     sizes = {
         p.relative_to(SOURCE.parent): len(p.read_text(encoding="utf-8").splitlines()) for p in SOURCE.rglob("*.py")
@@ -76,7 +111,7 @@ def test_the_shared_arguments_are_declared_once_and_opened_by_one_function():
     import inspect
 
     from moverkit import functional
-    from moverkit._core.call import open_call
+    from moverkit._core.call.opening import open_call
     from moverkit.functional.entry import INPUTS, SHARED, TOKEN_ONLY
     from moverkit.registry import REGISTRY
 

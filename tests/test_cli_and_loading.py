@@ -480,6 +480,6 @@ def test_bench_cache_loop_scores_as_uncached(tmp_path):
     report = run(data, "centered_bertscore", n=12, evaluations=3, rounds=2)
     assert len(report["seconds"]) == 3 and report["speedups"][0] == 1.0 and report["rounds"] == 2
     assert report["max_abs_delta_vs_uncached"] < 1e-5  # float32 batching noise at most
-    from moverkit._core.cache import cache_info
+    from moverkit._core.encoding.cache import cache_info
 
     assert cache_info()["max_bytes"] == 0  # the bench leaves the cache off

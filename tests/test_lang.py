@@ -9,8 +9,8 @@ import warnings
 import pytest
 
 from moverkit import MoverkitWarning, functional
-from moverkit._core.baseline import baseline_csv
-from moverkit._core.request import check_lang
+from moverkit._core.call.baseline import baseline_csv
+from moverkit._core.encoding.request import check_lang
 from moverkit.functional.lazy_emd import resolve_params
 
 METRICS = ["centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd"]
@@ -110,7 +110,7 @@ def test_the_sentence_splitter_takes_lang_as_every_metric_does():
     # One language check (issue 33): the splitter's codes are checked by check_lang too, so
     # split_sentences and sentence-level fit_centering take "DE" as sbertscore does, and refuse a
     # code pysbd has no splitter for by listing the ones it has.
-    from moverkit._core.sentences import split_sentences, splitter_tag
+    from moverkit._core.encoding.sentences import split_sentences, splitter_tag
 
     text = "Das kostet z. B. 3,50 Euro. Dann ging er."
     assert (

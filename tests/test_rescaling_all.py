@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 from moverkit import functional
-from moverkit._core.baseline import BASELINE_DIR, baseline_csv, baseline_name, read_baseline, settings_key
+from moverkit._core.call.baseline import BASELINE_DIR, baseline_csv, baseline_name, read_baseline, settings_key
 from moverkit.cli import main
 from moverkit.rescaling import baseline_columns, fit_baseline
 from moverkit.specs import SPECS

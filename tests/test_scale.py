@@ -9,8 +9,8 @@ import torch
 
 import moverkit
 from moverkit import MoverkitWarning
-from moverkit._core import streaming
-from moverkit._core.request import EncoderRequest
+from moverkit._core.call import streaming
+from moverkit._core.encoding.request import EncoderRequest
 from moverkit.functional import centered_bertscore, lazy_emd, twmd
 
 
@@ -197,7 +197,7 @@ def test_a_chunked_call_fixes_glibcs_mmap_threshold_and_an_unchunked_one_does_no
     # glibc raises its mmap threshold to every large block freed (up to 32 MB), so a chunked call's
     # encoder activations came from the heap, whose holes grew with the chunks: peak RSS 887-996 MB
     # for 3,000 pairs at a 64 MB budget, 773 MB with the threshold fixed (docs/scale.md).
-    from moverkit._core import heap
+    from moverkit._core.base import heap
 
     libc = _FakeLibc()
     monkeypatch.setattr(heap, "_libc", lambda: libc)

@@ -1,46 +1,62 @@
-"""The shared core of moverkit: encoders, token clouds, sentences, IDF, centering, matching, pairs
-and hashcodes.
+"""The shared core of moverkit, in four layers, each importing only those below it:
+
+- ``base``: argument checks, warnings, hardware, sizes, padding and bucketing, matching, inputs;
+- ``encoding``: encoders, token clouds, sentences, the cache, IDF;
+- ``centering``: the centering maths, the statistics file, its fitting;
+- ``call``: a metric call's opening, its pairs, streaming, baselines and the hashcode.
+
+Code outside ``_core`` imports ``_core`` or a layer (``moverkit._core.encoding``), never a module
+file of it (tests/test_architecture.py holds this); this front door re-exports the names most code
+needs.
 
 Every metric module imports it from the installed ``moverkit`` package, so one process keeps one
 encoder per (model, layer, device) across all five metrics.
 """
 
-from .centering import (
-    CENTERING_MODES,
-    SENTENCE_CENTERING_MODES,
-    center,
-    center_rows,
-    check_centering,
-    row_mean,
-)
-from .centering_fit import fit_centering
-from .encoder import (
-    DEFAULT_MODEL,
-    MODEL_LAYERS,
-    Encoder,
-    TokenClouds,
-    embedded_model_path,
-    encode,
-    get_encoder,
-    tokenize,
-)
-from .hardware import resolve_device
-from .hashing import get_hash, pair_hash
-from .idf import IdfTable, check_idf, token_weights
-from .inputs import (
+from .base import (
     CallTexts,
     best_per_group,
     call_texts,
     check_inputs,
     check_texts,
+    checks,
+    cosine_matrix,
+    f_measure,
     flatten_pairs,
+    greedy_match,
     reference_index,
+    resolve_device,
 )
-from .matching import cosine_matrix, f_measure, greedy_match
-from .memory import release
-from .pairs import PaddedClouds, PairData, prepare_pairs
-from .sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, get_sentence_encoder, split_sentences
-from .stats_file import CenteringStats
+from .call import PaddedClouds, PairData, get_hash, pair_hash, prepare_pairs
+from .centering import (
+    CENTERING_MODES,
+    SENTENCE_CENTERING_MODES,
+    CenteringStats,
+    center,
+    center_rows,
+    check_centering,
+    fit_centering,
+    row_mean,
+)
+from .encoding import (
+    DEFAULT_MODEL,
+    MODEL_LAYERS,
+    SENTENCE_LAYER,
+    Encoder,
+    IdfTable,
+    SentenceEncoder,
+    TokenClouds,
+    check_idf,
+    embedded_model_path,
+    encode,
+    encode_sentences,
+    get_encoder,
+    get_sentence_encoder,
+    release,
+    split_sentences,
+    token_weights,
+    tokenize,
+)
 
 __all__ = [
     "CENTERING_MODES",
@@ -63,6 +79,7 @@ __all__ = [
     "center_rows",
     "check_centering",
     "check_idf",
+    "checks",
     "check_inputs",
     "check_texts",
     "cosine_matrix",

@@ -10,8 +10,7 @@ def distinct(predictions, references) -> list[str]:
 
 def encoder_floor(predictions, references, model_type=None, num_layers=None):
     """The encoder alone on the distinct texts: the floor no embedding metric can beat."""
-    from moverkit._core.encoder import encode, encoder_for
-    from moverkit._core.request import EncoderRequest
+    from moverkit._core.encoding import EncoderRequest, encode, encoder_for
 
     request = EncoderRequest(model_type, num_layers)
     encoder = encoder_for(request)

@@ -4,7 +4,7 @@ A training loop evaluates on the same references again and again with new predic
 ``evaluations`` calls of a metric on the first ``n`` references of the judgments, each call with
 ``n`` predictions never scored before (evaluation ``e`` takes hypotheses ``e*n`` onwards, each
 without its ``e``-th word), the model loaded and warm before the first, the cache on (the default
-budget, :func:`~moverkit._core.cache.cache_enabled`: back as it was after the loop) and empty at
+budget, :func:`~moverkit._core.encoding.cache.cache_enabled`: back as it was after the loop) and empty at
 the start of the loop. The loop runs ``rounds`` times (the cache emptied before each). Reported: each evaluation's median wall time over the rounds and
 its speed-up over the first's, the same in CPU time (user + system of this process: with one torch
 thread, what other jobs on the machine change least), and the largest difference from the same
@@ -44,7 +44,7 @@ def run(
     data: Judgments, metric: str = "centered_bertscore", n: int = 1000, evaluations: int = 5, rounds: int = 1
 ) -> dict:
     import moverkit
-    from moverkit._core.cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache
+    from moverkit._core.encoding import DEFAULT_MAX_BYTES, cache_enabled, clear_cache
 
     references, predictions = loop_inputs(data, n, evaluations)
     module = moverkit.load(metric)

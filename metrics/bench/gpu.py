@@ -100,7 +100,7 @@ def bert_score_call(predictions, references, model_path: str, device: str) -> tu
         return None
     from transformers import AutoConfig
 
-    from moverkit._core.encoder import default_layer, resolve_model
+    from moverkit._core.encoding import default_layer, resolve_model
 
     name, path = resolve_model(model_path)
     layer = default_layer(name, AutoConfig.from_pretrained(path).num_hidden_layers)
@@ -126,7 +126,7 @@ def measure(
     of the scale run."""
     import torch
 
-    from moverkit._core.encoder import resolve_model
+    from moverkit._core.encoding import resolve_model
 
     from . import MAIN_OUTPUTS
     from .scale import distinct_texts

@@ -18,7 +18,7 @@ import torch
 
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path, prepare_pairs
 from moverkit._core.centering import Centering
-from moverkit._core.request import EncoderRequest
+from moverkit._core.encoding import EncoderRequest
 from moverkit.functional.lazy_emd import pair_scores, pairs_with_mass
 
 from . import CorrelationRow, SpeedSuite

@@ -23,9 +23,9 @@ truncated metric sees under half of each."""
 def _n_tokens(texts: list[str]) -> list[int]:
     """Token counts by the embedded model's tokenizer, special tokens included."""
     from moverkit._core import get_encoder
-    from moverkit._core.encoder import _quiet_transformers
+    from moverkit._core.encoding import quiet_transformers
 
-    with _quiet_transformers():
+    with quiet_transformers():
         return [len(ids) for ids in get_encoder().tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
 
 

@@ -52,7 +52,7 @@ def tiny_encoder(folder: str | Path, seed: int = 0) -> str:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from moverkit._core.encoder import embedded_model_path
+    from moverkit._core.encoding import embedded_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
     torch.manual_seed(seed)

@@ -25,7 +25,7 @@ def per_system_batch(
     once in one call per system (each system centered with the mean of its own outputs and the
     references, as a user who scores one system at a time gets). The cache of token clouds is on (``cache_bytes``, emptied
     after each language pair), so both ways use the same vectors: the difference is the centering."""
-    from moverkit._core.cache import cache_enabled, clear_cache
+    from moverkit._core.encoding import cache_enabled, clear_cache
     from moverkit.registry import REGISTRY
 
     kwargs = {**kwargs, "centering": "batch"}

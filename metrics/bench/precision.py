@@ -7,7 +7,7 @@ dtype and their ratio, the mean and max :math:`|\\Delta|` of the main output, an
 Pearson r and Kendall tau with the human scores under each dtype. Under the table, the ISA it
 ran on (:func:`isa_line`): the CPU's model, its bfloat16 units, the environment variables that
 cap the kernels (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ...), and whether bfloat16 then
-is fast there (:func:`moverkit._core.hardware.native_bfloat16_cpu`).
+is fast there (:func:`moverkit._core.base.hardware.native_bfloat16_cpu`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
     import platform
 
-    from moverkit._core.hardware import cpuinfo_field
+    from moverkit._core.base import cpuinfo_field
 
     return cpuinfo_field("model name") or platform.processor() or platform.machine() or "unknown CPU"
 
@@ -43,8 +43,8 @@ def cpu_model() -> str:
 def isa_line(cpu: str, flags: frozenset[str], caps: Mapping[str, str], native_bfloat16: bool) -> str:
     """The ISA a benchmark ran on, in one line: ``cpu`` (model name), its bfloat16 units among
     ``flags``, the ``caps`` (variables of :data:`ISA_VARIABLES` that are set) and whether bfloat16
-    is fast under them (``native_bfloat16``, :func:`~moverkit._core.hardware.native_bfloat16_cpu`)."""
-    from moverkit._core.hardware import BFLOAT16_CPU_FLAGS
+    is fast under them (``native_bfloat16``, :func:`~moverkit._core.base.hardware.native_bfloat16_cpu`)."""
+    from moverkit._core.base import BFLOAT16_CPU_FLAGS
 
     units = ", ".join(sorted(BFLOAT16_CPU_FLAGS & flags)) or "none"
     capped = ", ".join(f"{k}={v}" for k, v in caps.items()) or "none (native)"
@@ -58,7 +58,7 @@ def isa_line(cpu: str, flags: frozenset[str], caps: Mapping[str, str], native_bf
 
 def machine_isa() -> str:
     """:func:`isa_line` of this process: its CPU, and the caps of its environment."""
-    from moverkit._core.hardware import cpu_flags, native_bfloat16_cpu
+    from moverkit._core.base import cpu_flags, native_bfloat16_cpu
 
     caps = {k: os.environ[k] for k in ISA_VARIABLES if os.environ.get(k, "").strip()}
     return isa_line(cpu_model(), cpu_flags(), caps, native_bfloat16_cpu())
@@ -78,7 +78,7 @@ def measure(metric: str, data: Judgments, rounds: int = 3) -> dict:
     """Times, score change and correlations of ``metric`` under each of :data:`DTYPES`. The
     slow-bfloat16 warning is silenced here: measuring that slowness is the point, and the table's
     ISA line says whether the CPU runs bfloat16 fast."""
-    from moverkit._core.hardware import SlowPrecisionWarning
+    from moverkit._core.base import SlowPrecisionWarning
 
     rows = {dtype: CorrelationRow(dtype, metric, MAIN_OUTPUTS[metric], {"dtype": dtype}) for dtype in DTYPES}
     warm = Judgments(data.groups[:16], data.predictions[:16], data.references[:16], data.human[:16])

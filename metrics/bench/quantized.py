@@ -191,7 +191,7 @@ def mean_pearson(scores: np.ndarray, pairs: list[dict]) -> float:
 def frontier(data_path: str, n_texts: int = 1200, n_pairs: int = 1400, rounds: int = 2) -> list[dict]:
     """One row per path of :data:`PATHS` (see the module's docstring), measured in this process
     under the ISA caps of its environment."""
-    from moverkit._core.encoder import get_encoder
+    from moverkit._core.encoding import get_encoder
 
     torch.set_num_threads(1)
     encoder = get_encoder(None, None, "cpu")

@@ -39,8 +39,7 @@ def sentence_encoder_floor(predictions, references):
     """The sentence encoder alone on the distinct sentences of the texts (split untimed): the floor
     of sbertscore, as :func:`~moverkit.bench._peers.encoder_floor` is the token-level metrics'."""
     from moverkit._core import encode_sentences, split_sentences
-    from moverkit._core.request import EncoderRequest
-    from moverkit._core.sentences import sentence_encoder_for
+    from moverkit._core.encoding import EncoderRequest, sentence_encoder_for
 
     request = EncoderRequest()
     encoder = sentence_encoder_for(request)

@@ -141,7 +141,7 @@ def _check_groups(data, path) -> None:
 
 def _system_level(components, kwargs, batch_size, device) -> dict:
     """``{lp: (features, human)}`` of the shipped extract's fit pairs, as :func:`moverkit.combination.fit_system` takes."""
-    from moverkit._core.cache import cache_enabled
+    from moverkit._core.encoding import cache_enabled
     from moverkit.combination.scoring import system_features
     from moverkit.judgments import UNSEEN_PAIRS, read_shipped, segment_scores
 

@@ -51,7 +51,7 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from moverkit._core.baseline import baseline_csv
+    from moverkit._core.call import baseline_csv
     from moverkit.lines import check_out, read_texts, write_atomic
     from moverkit.rescaling import baseline_columns, fit_baseline
 

@@ -103,7 +103,7 @@ def component_scores(
     hashcodes (name -> str). A moverkit metric is ``moverkit.functional.<name>`` at its defaults
     plus ``metric_kwargs[name]`` (the cache of token clouds is on meanwhile, so the token metrics
     encode each text once); chrF and BLEU are sacrebleu's sentence scores."""
-    from moverkit._core.cache import cache_enabled
+    from moverkit._core.encoding import cache_enabled
     from moverkit.registry import REGISTRY
 
     _check_texts(predictions, references)

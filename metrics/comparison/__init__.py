@@ -88,7 +88,7 @@ def compare(
     :class:`~moverkit.combination.Combination`) adds a ``"combined"`` row: each segment's calibrated
     combination of its components (its segment level), scored over all systems in one call; ``metrics``
     may then be empty."""
-    from moverkit._core.cache import cache_enabled
+    from moverkit._core.encoding import cache_enabled
     from moverkit._version import __version__
     from moverkit.registry import REGISTRY
     from moverkit.specs import spec

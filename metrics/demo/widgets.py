@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._core.stats_file import MAX_STATS_FILE_BYTES
+from .._core.centering import MAX_STATS_FILE_BYTES
 
 MAX_UPLOAD_BYTES = MAX_STATS_FILE_BYTES
 """The largest upload a page takes (1 MiB): its one upload is a corpus statistic, and no statistic
-is larger (``moverkit._core.stats_file.MAX_STATS_FILE_BYTES``; a real one of a 4,096-dim model is
+is larger (``moverkit._core.centering.stats_file.MAX_STATS_FILE_BYTES``; a real one of a 4,096-dim model is
 34 KB). Checked before the file is read (``Param.convert``), and passed to Gradio as
 ``max_file_size`` by the page's ``launch``, so that a larger upload is cut off while it arrives
 instead of filling the server's disk first."""
@@ -201,7 +201,7 @@ def beyond_loopback(server_name: str | None = None, share: bool | None = None) -
 def _offered_model(model: str, server_name: str | None = None, share: bool | None = None) -> str:
     """``model`` if the page offers it, else one same error for any value (nothing is looked up
     before this check, so the page does not tell whether a path exists on the server)."""
-    from moverkit._core.encoder import DEFAULT_MODEL
+    from moverkit._core.encoding import DEFAULT_MODEL
 
     offered = allowed_models(server_name, share)
     if offered is None or model in (DEFAULT_MODEL, *offered):
@@ -219,10 +219,10 @@ def _models_info(offered: tuple[str, ...] | None) -> str:
 
 def layer_param(unset: str | None = None, info: str | None = None) -> Param:
     """``num_layers``, the layer whose token vectors are compared; blank (``unset``) gives, unless
-    told otherwise, the tuned layer of the model (:data:`moverkit._core.encoder.MODEL_LAYERS`:
+    told otherwise, the tuned layer of the model (:data:`moverkit._core.encoding.encoder.MODEL_LAYERS`:
     the embedded model's is its last, 6th), else its last layer."""
     if unset is None:
-        from moverkit._core.encoder import DEFAULT_MODEL, MODEL_LAYERS
+        from moverkit._core.encoding import DEFAULT_MODEL, MODEL_LAYERS
 
         unset = str(MODEL_LAYERS[DEFAULT_MODEL])
         info = f"blank: the model's tuned layer ({unset} for the embedded one), else its last"

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from .._core import checks
-from .._core.encoder import NonFiniteOutputs
+from .._core.encoding import NonFiniteOutputs
 from ..functional.twmd import resolve_params
 from .card import fixed, model_card
 from .folder import MARKER, MODEL_FOLDER_FILES, OutputFolder

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._core import checks
-from .._core.user_warnings import warn_user
+from .._core.base import warn_user
 from ..judgments import Judgments, read_judgments
 
 STANDARDIZATIONS = ("group", "global", "none")

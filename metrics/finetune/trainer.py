@@ -14,8 +14,7 @@ import torch
 
 from .._core import prepare_pairs
 from .._core.centering import Centering
-from .._core.encoder import load_encoder
-from .._core.request import EncoderRequest
+from .._core.encoding import EncoderRequest, load_encoder
 from ..correlation import correlate
 from ..judgments import Judgments
 from ..registry import get as get_metric

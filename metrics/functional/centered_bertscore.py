@@ -23,10 +23,9 @@ from functools import partial
 import torch
 
 from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match, pair_hash, prepare_pairs
-from moverkit._core.call import MetricCall
-from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
-from moverkit._core.matching import self_cosine_one
-from moverkit._core.streaming import in_chunks
+from moverkit._core.base import self_cosine_one
+from moverkit._core.call import MetricCall, in_chunks
+from moverkit._core.encoding import count_zero_weight_texts, warn_zero_weights
 
 from .entry import metric_function
 
@@ -48,7 +47,7 @@ def centered_bertscore(
     reference (by F1). The arguments are those of ``moverkit.load("centered_bertscore").compute``,
     evaluate's ``bertscore`` arguments included (``use_fast_tokenizer``, ``nthreads`` and
     ``all_layers`` are checked and change nothing); with ``rescale_with_baseline`` the three scores
-    are rescaled by :func:`~moverkit._core.baseline.rescale`."""
+    are rescaled by :func:`~moverkit._core.call.baseline.rescale`."""
     checks.boolean("use_fast_tokenizer", use_fast_tokenizer)
     checks.positive_int("nthreads", nthreads)
     if checks.boolean("all_layers", all_layers):
@@ -58,7 +57,7 @@ def centered_bertscore(
 
 
 def _scores(call, encoder, call_idf, *, idf):
-    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
+    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.call.streaming.in_chunks`)."""
     data = prepare_pairs(
         call.predictions, call.references, call.request, call.centering, idf=idf, call_idf=call_idf, encoder=encoder
     )

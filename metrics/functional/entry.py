@@ -8,9 +8,9 @@ A metric function is written with its own arguments only, and a ``call`` paramet
 
 The decorator gives it its public signature: ``predictions`` and ``references``, its own keyword
 arguments, then the shared ones (the keyword parameters of
-:func:`~moverkit._core.call.open_call`, with their defaults), then ``settings``. The metric is
+:func:`~moverkit._core.call.opening.open_call`, with their defaults), then ``settings``. The metric is
 the one of the function's name. A caller's texts and shared arguments are checked by keyword
-into the :class:`~moverkit._core.call.MetricCall` that ``call`` receives, and ``settings=PATH`` is
+into the :class:`~moverkit._core.call.opening.MetricCall` that ``call`` receives, and ``settings=PATH`` is
 :func:`~moverkit.settings.with_settings`'s. ``inspect.signature``, ``help()``, evaluate's
 ``_compute``, settings files and the CLI read the public signature; static type checkers see the
 wrapper's ``**kwargs``.
@@ -46,7 +46,7 @@ def metric_function(
 ):
     """Decorate ``moverkit.functional.<metric>``, the function named as its metric (see the module
     doc). ``centering`` is the metric's default centering mode; ``level``, ``languages`` and
-    ``default_layer`` go to :func:`~moverkit._core.call.open_call`. A ``"sentence"`` metric takes
+    ``default_layer`` go to :func:`~moverkit._core.call.opening.open_call`. A ``"sentence"`` metric takes
     none of :data:`TOKEN_ONLY`."""
 
     def decorate(function):

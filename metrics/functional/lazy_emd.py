@@ -19,12 +19,9 @@ from functools import partial
 import torch
 
 from moverkit._core import check_idf, checks, pair_hash, prepare_pairs
-from moverkit._core.call import MetricCall
-from moverkit._core.idf import count_zero_weight_texts, warn_zero_weights
-from moverkit._core.matching import self_cosine_one
-from moverkit._core.request import check_lang, primary_language
-from moverkit._core.streaming import in_chunks
-from moverkit._core.user_warnings import ConvergenceWarning, warn_user
+from moverkit._core.base import ConvergenceWarning, self_cosine_one, warn_user
+from moverkit._core.call import MetricCall, in_chunks
+from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
 from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
 
@@ -75,7 +72,7 @@ def lazy_emd(
     references per prediction, the lowest distance is kept. ``lang`` chooses the penalty preset
     where ``reg_c`` or ``reg_r`` is not given (:func:`resolve_params`). With ``rescale_with_baseline``,
     each distance d becomes d / b, b the mean distance of unrelated sentence pairs: 0 for identical
-    texts, about 1 for unrelated ones, still lower is closer (:func:`~moverkit._core.baseline.rescale`).
+    texts, about 1 for unrelated ones, still lower is closer (:func:`~moverkit._core.call.baseline.rescale`).
     """
     params = resolve_params(call.request.lang, reg_c, reg_r, epsilon, max_iter)
     idf = check_idf(idf)
@@ -84,7 +81,7 @@ def lazy_emd(
 
 
 def _scores(call, encoder, call_idf, *, params, idf) -> dict:
-    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
+    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.call.streaming.in_chunks`)."""
     data = prepare_pairs(
         call.predictions, call.references, call.request, call.centering, idf=idf, call_idf=call_idf, encoder=encoder
     )
@@ -107,7 +104,7 @@ def resolve_params(lang, reg_c, reg_r, epsilon, max_iter) -> dict:
     """The penalties (an explicit value wins over the ``lang`` preset), epsilon and max_iter,
     checked, in hashcode order. ``float("inf")`` is a hard marginal, 0 a free one.
 
-    ``lang`` is a language code (any case, subtags allowed: :func:`~moverkit._core.request.check_lang`)
+    ``lang`` is a language code (any case, subtags allowed: :func:`~moverkit._core.encoding.request.check_lang`)
     or ``"other"``; a name that is no code (``"klingon"``) is refused. The preset is that of its
     language without subtags (``"zh-hans"`` takes ``"zh"``'s, ``"en-sci"`` ``"en"``'s); a real code
     without a tuned preset (``"de"``, ``"fi"``, ``"tlh"``) takes ``"other"``'s, the paper's choice for
@@ -148,7 +145,7 @@ def cosine_cost(pred, ref, same: torch.Tensor) -> torch.Tensor:
     """C_ij = 1 - cos(x_i, y_j) of padded unit vectors, float64, shape (B, n, m); in [0, 2] (a
     float32 dot product of unit vectors can pass 1 by a rounding error: cut back, so that C >= 0).
     A token's cost to itself is 0 in the pairs whose sides are the ``same`` text (B,), also where
-    centering made its vector zero (:func:`~moverkit._core.matching.self_cosine_one`)."""
+    centering made its vector zero (:func:`~moverkit._core.base.matching.self_cosine_one`)."""
     # b = pairs, p = prediction tokens, r = reference tokens, d = embedding dimension
     cosine = torch.einsum("bpd,brd->bpr", pred.vectors, ref.vectors).double()
     return 1.0 - self_cosine_one(cosine.clamp(-1.0, 1.0), same, pred.mask)

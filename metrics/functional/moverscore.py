@@ -37,9 +37,9 @@ import numpy as np
 import torch
 
 from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
-from moverkit._core.batching import pad, pair_buckets
+from moverkit._core.base import pad, pair_buckets
 from moverkit._core.call import MetricCall
-from moverkit._core.idf import idf_tag, warn_zero_weights, zero_weight_texts
+from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit.ot import exact_transport
 
 from .entry import metric_function
@@ -155,7 +155,7 @@ def moverscore(
     ``hashcode``; with ``return_alignment``, the units, optimal plan and cost matrix of each
     prediction and its best reference. The arguments are those of
     ``moverkit.load("moverscore").compute``. With ``rescale_with_baseline``, each score s becomes
-    (s - b) / (1 - b), b the mean score of unrelated sentence pairs (:func:`~moverkit._core.baseline.rescale`)."""
+    (s - b) / (1 - b), b the mean score of unrelated sentence pairs (:func:`~moverkit._core.call.baseline.rescale`)."""
     config = resolve_config(
         version,
         variant=variant,
@@ -206,7 +206,7 @@ def prepare(predictions, references, request, centering, config: Config, **sourc
 
 def hashcode(data: PairData, config: Config, *, rescaled: str | None = None) -> str:
     """The resolved configuration, the layers used and the stop list's digest (:func:`~moverkit._core.get_hash`);
-    with ``rescaled``, the baseline's values (:func:`~moverkit._core.baseline.baseline_tag`)."""
+    with ``rescaled``, the baseline's values (:func:`~moverkit._core.call.baseline.baseline_tag`)."""
     stop = "none"
     if config.stop_words:
         stop = hashlib.sha1("\n".join(sorted(config.stop_words)).encode()).hexdigest()[:10]

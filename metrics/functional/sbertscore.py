@@ -33,12 +33,9 @@ from moverkit._core import (
     greedy_match,
     split_sentences,
 )
-from moverkit._core.batching import pad, pair_buckets
-from moverkit._core.call import MetricCall
-from moverkit._core.matching import self_cosine_one
-from moverkit._core.pairs import PAIR_BATCH_ELEMENTS
-from moverkit._core.sentences import sentence_encoder_for, splitter_languages, splitter_tag
-from moverkit._core.user_warnings import warn_user
+from moverkit._core.base import pad, pair_buckets, self_cosine_one, warn_user
+from moverkit._core.call import PAIR_BATCH_ELEMENTS, MetricCall
+from moverkit._core.encoding import sentence_encoder_for, splitter_languages, splitter_tag
 
 from .entry import metric_function
 
@@ -51,7 +48,7 @@ def sbertscore(call: MetricCall) -> dict:
     over the references on its own, as bert-score), and the ``hashcode``; with
     ``return_alignment``, the sentences and the cosine matrix of each prediction and its best
     reference (by F1). The arguments are those of ``moverkit.load("sbertscore").compute``; with
-    ``rescale_with_baseline`` the three scores are rescaled by :func:`~moverkit._core.baseline.rescale`."""
+    ``rescale_with_baseline`` the three scores are rescaled by :func:`~moverkit._core.call.baseline.rescale`."""
     texts = call_texts(call.predictions, call.references)
     request, lang = call.request, call.request.lang
     encoder = sentence_encoder_for(request)

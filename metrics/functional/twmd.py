@@ -23,9 +23,8 @@ from functools import partial
 import torch
 
 from moverkit._core import checks, pair_hash, prepare_pairs
-from moverkit._core.call import MetricCall
-from moverkit._core.matching import self_cosine_one
-from moverkit._core.streaming import in_chunks
+from moverkit._core.base import self_cosine_one
+from moverkit._core.call import MetricCall, in_chunks
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
 
@@ -70,14 +69,14 @@ def twmd(
     0 for an empty side], "hashcode": str}``, plus ``"alignment"`` with ``return_alignment``.
     With several references per prediction, the best score is kept. With
     ``rescale_with_baseline``, each score s becomes (s - b) / (1 - b), b the mean score of unrelated
-    sentence pairs (:func:`~moverkit._core.baseline.rescale`).
+    sentence pairs (:func:`~moverkit._core.call.baseline.rescale`).
     """
     params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, call.centering.mode)
     return call.chosen(in_chunks(partial(_scores, params=params), call))
 
 
 def _scores(call, encoder, call_idf, *, params):
-    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.streaming.in_chunks`)."""
+    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.call.streaming.in_chunks`)."""
     data = prepare_pairs(call.predictions, call.references, call.request, call.centering, encoder=encoder)
     results, best = call.results(
         pair_scores(data, params),
@@ -170,7 +169,7 @@ def pair_values(data, params, batches: list[SimilarityBatch] | None = None) -> t
 
 def pair_similarity(data, pairs: torch.Tensor):
     """s_ij of the pairs ``pairs`` (with the cosine of a token with itself 1, see
-    :func:`~moverkit._core.matching.self_cosine_one`) and their padded reference and prediction clouds."""
+    :func:`~moverkit._core.base.matching.self_cosine_one`) and their padded reference and prediction clouds."""
     same = data.pred_index[pairs] == data.ref_index[pairs]
     # Texts against themselves (Eq. 1's C(X, X), self_pairs: one index tensor for both sides): each
     # cloud padded once. Told by the index tensors, on the host: `same.all()` would wait for the device.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from moverkit._core.baseline import baseline_csv, read_baseline
+from moverkit._core.call.baseline import baseline_csv, read_baseline
 
 GOOD = "LAYER,P,R,F\n0,0.3,0.31,0.29\n6,0.14,0.141,0.138\n"
 
@@ -142,7 +142,7 @@ def test_settings_round_trip_and_a_row_fitted_under_other_settings_is_refused(tm
 
 
 def test_settings_key_leaves_out_versions_precision_and_long_text_mode():
-    from moverkit._core.baseline import settings_key
+    from moverkit._core.call.baseline import settings_key
 
     code = (
         "lazy_emd:m_L6_no-idf_center=none_max_length=512_long_texts=window_dtype=bfloat16_reg_c=0.23"

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from moverkit._core import encode, get_encoder
-from moverkit._core.batching import CUDA_TOKENS_PER_TEXT, CUDA_WIDTHS, ENCODE_TOKEN_BUDGET, length_batches
-from moverkit._core.encoder import encode_batches
-from moverkit._core.request import EncoderRequest
+from moverkit._core.base.batching import CUDA_TOKENS_PER_TEXT, CUDA_WIDTHS, ENCODE_TOKEN_BUDGET, length_batches
+from moverkit._core.encoding.encoder import encode_batches
+from moverkit._core.encoding.request import EncoderRequest
 
 
 @pytest.mark.parametrize("max_tokens", [None, 1, 64, 4096])
@@ -74,7 +74,7 @@ def test_encode_makes_no_tensor_per_text(tiny_model_path, monkeypatch):
 @pytest.mark.slow
 def test_token_budget_does_not_change_vectors_beyond_rounding(monkeypatch):
     """The same texts encoded with and without the budget: float32 batching noise only."""
-    import moverkit._core.encoder as encoder_module
+    import moverkit._core.encoding.encoder as encoder_module
 
     encoder = get_encoder()
     texts = [" ".join(["word"] * n) + f" {n}" for n in (3, 40, 200, 400, 450)]
@@ -85,7 +85,7 @@ def test_token_budget_does_not_change_vectors_beyond_rounding(monkeypatch):
 
 
 def test_a_pair_too_big_to_align_is_refused_before_any_matrix():
-    from moverkit._core import batching
+    from moverkit._core.base import batching
 
     side = int(batching.MAX_PAIR_ELEMENTS**0.5) + 1
     with pytest.raises(ValueError, match=f"a pair of {side:,} x {side:,} units .* sbertscore"):
@@ -96,7 +96,7 @@ def test_a_pair_too_big_to_align_is_refused_before_any_matrix():
 def test_a_metric_refuses_a_pair_too_big_to_align(monkeypatch):
     """Through a metric (twmd, windows): two 40,000-token texts were killed for memory at 20 GB."""
     from moverkit import functional
-    from moverkit._core import batching
+    from moverkit._core.base import batching
 
     monkeypatch.setattr(batching, "MAX_PAIR_ELEMENTS", 400)
     text = "the cat sat on the mat and looked at the dog " * 5  # 55 tokens, against 56: 3,080 entries
@@ -108,7 +108,7 @@ def test_a_metric_refuses_a_pair_too_big_to_align(monkeypatch):
 def test_the_gpu_fill_gives_the_cpu_fill_bit_for_bit():
     """pad's two ways of filling a batch (the CPU's masked write, the GPU's gather-then-zero, which
     never waits for the device) give the same tensor, NaN, -0.0 and integer rows included."""
-    from moverkit._core.batching import gather_rows, write_rows
+    from moverkit._core.base.batching import gather_rows, write_rows
 
     offsets = torch.tensor([0, 3, 3, 7, 8])
     items = torch.tensor([2, 0, 1, 3])

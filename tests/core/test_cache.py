@@ -12,9 +12,17 @@ import torch
 
 import moverkit
 from moverkit import MoverkitWarning, functional
-from moverkit._core import cache, encode, get_encoder
-from moverkit._core.cache import DEFAULT_MAX_BYTES, cache_enabled, cache_info, cached_encode, clear_cache, set_cache
-from moverkit._core.request import EncoderRequest
+from moverkit._core import encode, get_encoder
+from moverkit._core.encoding import cache
+from moverkit._core.encoding.cache import (
+    DEFAULT_MAX_BYTES,
+    cache_enabled,
+    cache_info,
+    cached_encode,
+    clear_cache,
+    set_cache,
+)
+from moverkit._core.encoding.request import EncoderRequest
 
 # Five pairs per evaluation, ten distinct texts: as few as batch centering takes without a warning.
 REFERENCES = [
@@ -63,7 +71,7 @@ def test_off_by_default(monkeypatch):
 )
 def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name):
     # batch_size=1: each text is encoded alone, so cached and uncached vectors are the same floats
-    # (with larger batches they may differ in the last bits: see moverkit._core.cache).
+    # (with larger batches they may differ in the last bits: see moverkit._core.encoding.cache).
     function = getattr(functional, name)
     cached = [function(p, REFERENCES, batch_size=1, centering="batch") for p in PREDICTIONS]
     assert cache_info()["hits"] >= 2 * len(REFERENCES)  # evaluations 2 and 3 reuse the references
@@ -200,7 +208,7 @@ def test_bad_environment_budget_names_the_variable(monkeypatch, value):
 RELEASE_RSS = """
 import torch
 import moverkit
-from moverkit._core import cache
+from moverkit._core.encoding import cache
 
 def rss_mb():
     with open("/proc/self/status") as status:

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 import moverkit
 from moverkit import MoverkitWarning
 from moverkit._core import CenteringStats, TokenClouds, center, center_rows, check_centering, row_mean
-from moverkit._core.centering import Centering
-from moverkit._core.request import EncoderRequest
+from moverkit._core.centering.maths import Centering
+from moverkit._core.encoding.request import EncoderRequest
 
 
 def _few(n, unit="texts"):
@@ -164,7 +164,7 @@ def test_fit_centering_bad_arguments(kwargs, error, message):
     ],
 )
 def test_fit_centering_on_too_few_distinct_texts_warns(tiny_model_path, texts, level, distinct):
-    from moverkit._core.centering_fit import MIN_FIT_TEXTS
+    from moverkit._core.centering.fit import MIN_FIT_TEXTS
 
     unit = ("text" if level == "token" else "sentence") + ("" if distinct == 1 else "s")
     with warnings.catch_warnings(record=True) as caught:

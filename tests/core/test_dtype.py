@@ -8,8 +8,8 @@ from transformers import AutoModel, AutoTokenizer
 
 from moverkit import functional
 from moverkit._core import embedded_model_path, encode, get_encoder
-from moverkit._core.encoder import check_dtype
-from moverkit._core.request import EncoderRequest
+from moverkit._core.encoding.encoder import check_dtype
+from moverkit._core.encoding.request import EncoderRequest
 
 TEXTS = ["The cat sat on the mat.", "Stocks fell sharply on Monday after the report."]
 

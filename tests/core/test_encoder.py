@@ -15,7 +15,7 @@ from moverkit._core import (
     resolve_device,
     tokenize,
 )
-from moverkit._core.request import EncoderRequest
+from moverkit._core.encoding.request import EncoderRequest
 
 
 def _hidden_states(path, text):
@@ -102,7 +102,7 @@ def test_unknown_local_path_or_type_is_a_clear_error(tmp_path):
 def test_one_registry_for_token_and_sentence_encoders_and_one_release(tiny_model_path):
     import moverkit
     from moverkit._core import get_sentence_encoder, release
-    from moverkit._core.registry import loaded_models
+    from moverkit._core.encoding.registry import loaded_models
 
     assert moverkit.release is release
     token = get_encoder(tiny_model_path, 1)
@@ -143,7 +143,7 @@ def test_a_model_whose_outputs_are_not_finite_is_refused_by_name(nan_model_path,
 
 
 def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
-    from moverkit._core.encoder import NonFiniteOutputs
+    from moverkit._core.encoding.encoder import NonFiniteOutputs
 
     # Layers 0 and 1 are finite; layer 2 and 3 are not, whichever layer the encoder is cut after.
     texts = ["short", "a much longer text than the first one", "mid length text"]
@@ -157,7 +157,7 @@ def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
 
 
 def test_a_local_folder_takes_the_layer_of_the_id_it_is_named_after():
-    from moverkit._core.encoder import _resolve_layer
+    from moverkit._core.encoding.encoder import _resolve_layer
 
     assert _resolve_layer("sentence-transformers/all-mpnet-base-v2", None, 12) == 10
     assert _resolve_layer("all-mpnet-base-v2@0123456789", None, 12) == 10  # a local copy of it

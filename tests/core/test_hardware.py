@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from moverkit import functional
-from moverkit._core import hardware
-from moverkit._core.hardware import SlowPrecisionWarning, auto_dtype, check_dtype, native_bfloat16_cpu
-from moverkit._core.request import EncoderRequest
+from moverkit._core.base import hardware
+from moverkit._core.base.hardware import SlowPrecisionWarning, auto_dtype, check_dtype, native_bfloat16_cpu
+from moverkit._core.encoding.request import EncoderRequest
 
 CPU = torch.device("cpu")
 

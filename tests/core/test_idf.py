@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from moverkit._core import IdfTable, encode, get_encoder, token_weights
-from moverkit._core.request import EncoderRequest
+from moverkit._core.encoding.request import EncoderRequest
 
 
 def test_formula_on_a_toy_corpus():

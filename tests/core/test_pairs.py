@@ -11,9 +11,9 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import encode, get_encoder, prepare_pairs
-from moverkit._core.centering import Centering
-from moverkit._core.pairs import aggregated_layers
-from moverkit._core.request import EncoderRequest
+from moverkit._core.call.pairs import aggregated_layers
+from moverkit._core.centering.maths import Centering
+from moverkit._core.encoding.request import EncoderRequest
 
 
 def _idf(tokenizer, corpus):

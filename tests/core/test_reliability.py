@@ -14,9 +14,9 @@ import torch
 import moverkit
 from moverkit import functional
 from moverkit._core import CenteringStats, check_idf, encode, get_encoder, resolve_device, tokenize
-from moverkit._core.centering import Centering
-from moverkit._core.hardware import available_devices
-from moverkit._core.request import EncoderRequest
+from moverkit._core.base.hardware import available_devices
+from moverkit._core.centering.maths import Centering
+from moverkit._core.encoding.request import EncoderRequest
 
 # ---------------------------------------------------------------------------------------- IDF
 

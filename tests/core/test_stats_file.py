@@ -19,7 +19,7 @@ import pytest
 from numpy.lib import format as npy_format
 
 from moverkit._core import CenteringStats
-from moverkit._core.stats_file import MAX_MODEL_CHARS, MAX_STATS_DIM, MAX_STATS_FILE_BYTES
+from moverkit._core.centering.stats_file import MAX_MODEL_CHARS, MAX_STATS_DIM, MAX_STATS_FILE_BYTES
 
 FIELDS = {"model": "m", "layer": 2, "n_texts": 3, "n_tokens": 10}
 MEAN = np.linspace(-1.0, 1.0, 16)
@@ -288,7 +288,7 @@ def test_centering_with_a_loaded_or_shared_statistic_warns_nothing(tmp_path):
 def test_the_shipped_statistic_is_read_once_per_process(monkeypatch):
     # The default corpus centering read and checked its .npz on every call and every chunk (issue 33).
     from moverkit import functional
-    from moverkit._core import stats_file
+    from moverkit._core.centering import stats_file
 
     reads = []
     load = stats_file.CenteringStats.load.__func__

@@ -10,8 +10,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import encode, get_encoder
-from moverkit._core.request import EncoderRequest
-from moverkit._core.windows import WINDOW_STRIDE, nearest_window, plan_windows, window_starts
+from moverkit._core.base.windows import WINDOW_STRIDE, nearest_window, plan_windows, window_starts
+from moverkit._core.encoding.request import EncoderRequest
 
 LONG = " ".join(f"word{i % 37} number {i} of a long text ." for i in range(60))  # ~480 tokens
 

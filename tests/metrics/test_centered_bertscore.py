@@ -15,7 +15,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, CenteringStats, embedded_model_path
-from moverkit._core.stats_file import shipped_stats_path
+from moverkit._core.centering.stats_file import shipped_stats_path
 from moverkit.functional.centered_bertscore import centered_bertscore
 
 TOL = 1e-5

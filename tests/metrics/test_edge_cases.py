@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from moverkit import functional
-from moverkit._core.centering import MIN_BATCH_TEXTS, SENTENCE_CENTERING_MODES
+from moverkit._core.centering.maths import MIN_BATCH_TEXTS, SENTENCE_CENTERING_MODES
 
 TOKEN_METRICS = ("centered_bertscore", "twmd", "moverscore", "lazy_emd")
 OUTPUTS = {

@@ -16,8 +16,8 @@ from transformers import AutoModel, AutoTokenizer
 
 from moverkit import MoverkitWarning
 from moverkit._core import IdfTable, embedded_model_path, prepare_pairs
-from moverkit._core.centering import Centering
-from moverkit._core.request import EncoderRequest
+from moverkit._core.centering.maths import Centering
+from moverkit._core.encoding.request import EncoderRequest
 from moverkit.functional.lazy_emd import SOLVER_BATCH_ELEMENTS, lazy_emd, resolve_params
 
 PRESET_EN = (0.23, 0.31)

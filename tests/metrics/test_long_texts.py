@@ -10,8 +10,8 @@ import pytest
 
 from moverkit import functional
 from moverkit._core import get_encoder
-from moverkit._core.encoder import _quiet_transformers
-from moverkit._core.sentences import SPLIT_WINDOW, pysbd_segments, split_sentences
+from moverkit._core.encoding.encoder import quiet_transformers
+from moverkit._core.encoding.sentences import SPLIT_WINDOW, pysbd_segments, split_sentences
 
 TOKEN_LEVEL = {
     "centered_bertscore": ("precision", "recall", "f1"),
@@ -23,7 +23,7 @@ TOKEN_LEVEL = {
 
 def _n_tokens(*texts: str) -> list[int]:
     """Token counts, special tokens included."""
-    with _quiet_transformers():  # no "longer than the maximum" log: these texts are long on purpose
+    with quiet_transformers():  # no "longer than the maximum" log: these texts are long on purpose
         return [len(ids) for ids in get_encoder().tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
 
 

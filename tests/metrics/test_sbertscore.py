@@ -14,9 +14,9 @@ import transformers
 import moverkit
 from moverkit import fit_centering
 from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
-from moverkit._core.request import DEFAULT_MODEL
-from moverkit._core.sentences import join_fragments, one_sentence, pysbd_segments
-from moverkit._core.stats_file import shipped_stats_path
+from moverkit._core.centering.stats_file import shipped_stats_path
+from moverkit._core.encoding.request import DEFAULT_MODEL
+from moverkit._core.encoding.sentences import join_fragments, one_sentence, pysbd_segments
 from moverkit.functional.sbertscore import sbertscore
 
 TOL = 1e-6

@@ -21,9 +21,9 @@ from moverkit._core import (
     fit_centering,
     prepare_pairs,
 )
-from moverkit._core.centering import Centering
-from moverkit._core.request import EncoderRequest
-from moverkit._core.stats_file import shipped_stats_path
+from moverkit._core.centering.maths import Centering
+from moverkit._core.centering.stats_file import shipped_stats_path
+from moverkit._core.encoding.request import EncoderRequest
 from moverkit.functional.twmd import family_value, normalized, resolve_params, twmd, variant_plan
 
 VARIANTS = ("twmd", "trwmd", "sbert", "cka")
@@ -206,7 +206,7 @@ def test_a_text_against_itself_scores_one(pairs, variant):
     if variant != "sbert":  # sentence centering empties mean-pooled vectors (the paper leaves it out too)
         result = twmd(predictions=texts, references=texts, variant=variant, centering="sentence")
         # A one-token text is its own mean: centering makes it the zero vector, whose cosine with
-        # itself is still 1 (moverkit._core.matching.self_cosine_one); with another text it is 0.
+        # itself is still 1 (moverkit._core.base.matching.self_cosine_one); with another text it is 0.
         np.testing.assert_allclose(result[variant], [1.0] * len(texts), atol=1e-6)
         other = twmd(predictions=["one"], references=["two"], variant=variant, centering="sentence")
         assert other[variant] == [0.0]

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from moverkit._core import prepare_pairs
-from moverkit._core.centering import Centering
-from moverkit._core.request import EncoderRequest
+from moverkit._core.centering.maths import Centering
+from moverkit._core.encoding.request import EncoderRequest
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from moverkit._core.encoder import DEFAULT_MODEL
+from moverkit._core.encoding.encoder import DEFAULT_MODEL
 from moverkit.demo import (
     DEMO_MODELS_VARIABLE,
     LABEL_CHARS,
@@ -348,7 +348,7 @@ def test_scores_are_the_per_prediction_number_lists():
 
 @pytest.mark.parametrize(("texts", "warns"), [(MIN_BATCH_TEXTS - 1, True), (MIN_BATCH_TEXTS, False)])
 def test_batch_centering_of_too_few_texts_warns_once(load_metric, tiny_model_path, texts, warns):
-    # The metric's own warning (moverkit._core.centering), not a second one of the page. Distinct
+    # The metric's own warning (moverkit._core.centering.maths), not a second one of the page. Distinct
     # non-blank texts count: a repeated text and a blank line add nothing.
     predictions = [f"word{i}" for i in range(texts)] + ["word0", " "]
     references = ["word1"] * len(predictions)

@@ -21,7 +21,7 @@ def register(which) -> None:
 
 
 def run(args) -> int:
-    from moverkit._core.sizes import parse_size
+    from moverkit._core.base import parse_size
     from moverkit.bench import scale
     from moverkit.lines import check_out
 

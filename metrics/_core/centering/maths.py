@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import checks
-from .encoder import TokenClouds
+from ..base import checks
+from ..base.user_warnings import warn_user
+from ..encoding.encoder import TokenClouds
 from .stats_file import CenteringStats, resolve_stats
-from .user_warnings import warn_user
 
 CENTERING_MODES = ("none", "dim", "sentence", "batch", "corpus")
 """The centering modes of token vectors."""

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from .encoder import _quiet_transformers, check_finite, resolve_model
-from .hardware import check_dtype, precision, resolve_device
+from ..base.hardware import check_dtype, precision, resolve_device
+from ..base.user_warnings import warn_user
+from .encoder import check_finite, quiet_transformers, resolve_model
 from .registry import cached_model
 from .request import EncoderRequest, check_lang
-from .user_warnings import warn_user
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -244,7 +244,7 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
 
     local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             model = SentenceTransformer(path, device=str(device), local_files_only=local_only)
     except (OSError, ValueError) as err:
         where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: from the local cache)"
@@ -288,7 +288,7 @@ def _token_lengths(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[i
     tokenizer = getattr(encoder.model, "tokenizer", None)
     if not sentences or not callable(tokenizer):
         return [len(s) for s in sentences]
-    with _quiet_transformers():
+    with quiet_transformers():
         lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
     limit = getattr(encoder.model, "max_seq_length", None)
     n_cut = sum(n > limit for n in lengths) if limit else 0

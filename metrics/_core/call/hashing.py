@@ -7,10 +7,10 @@ from collections.abc import Mapping
 import torch
 import transformers
 
-from .._version import __version__
-from .encoder import Encoder
-from .idf import idf_tag
-from .stats_file import CenteringStats
+from ..._version import __version__
+from ..centering.stats_file import CenteringStats
+from ..encoding.encoder import Encoder
+from ..encoding.idf import idf_tag
 
 
 def get_hash(

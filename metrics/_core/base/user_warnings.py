@@ -14,7 +14,7 @@ import inspect
 import os
 import warnings
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 """The moverkit package: frames inside it are not the user's."""
 
 _INTERNAL_PACKAGES = ("moverkit", "evaluate", "evaluate_modules")

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import torch
 
-from . import checks
+from ..base import checks
+from ..base.inputs import best_per_group, reference_index
+from ..centering.maths import Centering
+from ..encoding.request import EncoderRequest, check_lang
 from .baseline import apply_baseline, check_rescaling
-from .centering import Centering
-from .inputs import best_per_group, reference_index
-from .request import EncoderRequest, check_lang
 
 
 @dataclass(frozen=True)

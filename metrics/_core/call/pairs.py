@@ -12,15 +12,15 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from . import checks
-from .batching import pad, pair_buckets
-from .cache import cached_encode
-from .centering import Centering, center
-from .encoder import Encoder, TokenClouds, check_max_length, encoder_for
-from .idf import IdfTable, check_idf, token_weights
-from .inputs import CallTexts, call_texts
-from .request import EncoderRequest
-from .stats_file import CenteringStats
+from ..base import checks
+from ..base.batching import pad, pair_buckets
+from ..base.inputs import CallTexts, call_texts
+from ..centering.maths import Centering, center
+from ..centering.stats_file import CenteringStats
+from ..encoding.cache import cached_encode
+from ..encoding.encoder import Encoder, TokenClouds, check_max_length, encoder_for
+from ..encoding.idf import IdfTable, check_idf, token_weights
+from ..encoding.request import EncoderRequest
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""

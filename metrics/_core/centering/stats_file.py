@@ -27,7 +27,7 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from .sentences import SENTENCE_LAYER
+from ..encoding.sentences import SENTENCE_LAYER
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +62,7 @@ class CenteringStats:
         """Write to ``path`` (a NumPy ``.npz`` archive; the name is used as given) whole or not at
         all (:func:`moverkit.lines.write_atomic`), or into a binary file object."""
         if isinstance(path, (str, os.PathLike)):
-            from ..lines import write_atomic
+            from ...lines import write_atomic
 
             archive = io.BytesIO()
             self.save(archive)
@@ -322,7 +322,7 @@ def _describe(model: str, layer: int) -> str:
     return f"{model} sentence vectors (layer {layer})" if layer == SENTENCE_LAYER else f"{model} layer {layer}"
 
 
-STATS_DIR = Path(__file__).resolve().parents[1] / "centering_stats"
+STATS_DIR = Path(__file__).resolve().parents[2] / "centering_stats"
 """The shipped ``corpus`` statistics: ``<model name, / as __>.layer<k>.npz`` (token vectors of
 layer ``k``) and ``<model name>.sentence.npz`` (sentence vectors), fitted by
 ``moverkit fit-centering`` on the 2,191 distinct references of the WMT17 segment-level DA file

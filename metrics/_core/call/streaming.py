@@ -39,15 +39,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from .call import MetricCall
-from .centering import row_mean, warn_small_batch
-from .encoder import Encoder, check_max_length, encode, encoder_for, tokenize
-from .heap import fix_mmap_threshold
-from .idf import IdfTable
-from .inputs import CallTexts, call_texts
-from .request import EncoderRequest
-from .sizes import parse_size, size_from_env
-from .stats_file import CenteringStats
+from ..base.heap import fix_mmap_threshold
+from ..base.inputs import CallTexts, call_texts
+from ..base.sizes import parse_size, size_from_env
+from ..centering.maths import row_mean, warn_small_batch
+from ..centering.stats_file import CenteringStats
+from ..encoding.encoder import Encoder, check_max_length, encode, encoder_for, tokenize
+from ..encoding.idf import IdfTable
+from ..encoding.request import EncoderRequest
+from .opening import MetricCall
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold on a CPU when neither :func:`set_memory_budget` nor

