@@ -86,7 +86,7 @@ def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):
     clouds = encode(encoder, texts.unique, EncoderRequest())
     expected, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=texts.counts())
     tiny_budget()
-    stats = streaming.batch_mean(encoder, texts, EncoderRequest(), 200, 512)
+    stats = streaming.batch_mean(encoder, texts, EncoderRequest(), 200, 512, encoder.max_length)
     assert stats.n_tokens == n
     assert stats.mean == pytest.approx(expected.numpy(), abs=1e-6)  # texts batch differently: float32 noise
 

@@ -22,9 +22,9 @@ from functools import partial
 
 import torch
 
-from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match, pair_hash, prepare_pairs
+from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match, pair_hash
 from moverkit._core.base import self_cosine_one
-from moverkit._core.call import MetricCall, in_chunks
+from moverkit._core.call import MetricCall, chunks
 from moverkit._core.encoding import count_zero_weight_texts, warn_zero_weights
 
 from .entry import metric_function
@@ -53,14 +53,12 @@ def centered_bertscore(
     if checks.boolean("all_layers", all_layers):
         raise ValueError("all_layers=True is not supported: score one layer per call with num_layers=k")
     idf = check_idf(idf)
-    return call.chosen(in_chunks(partial(_scores, idf=idf), call, idf=idf))
+    return call.close([_scores(chunk, idf=idf) for chunk in chunks(call, idf=idf)])
 
 
-def _scores(call, encoder, call_idf, *, idf):
-    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.call.streaming.in_chunks`)."""
-    data = prepare_pairs(
-        call.predictions, call.references, call.request, call.centering, idf=idf, call_idf=call_idf, encoder=encoder
-    )
+def _scores(call: MetricCall, *, idf) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
+    data = call.pairs(idf=idf)
     warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
     results, best = call.results(
         pair_scores(data),

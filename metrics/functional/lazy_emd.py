@@ -18,9 +18,9 @@ from functools import partial
 
 import torch
 
-from moverkit._core import check_idf, checks, pair_hash, prepare_pairs
+from moverkit._core import check_idf, checks, pair_hash
 from moverkit._core.base import ConvergenceWarning, self_cosine_one, warn_user
-from moverkit._core.call import MetricCall, in_chunks
+from moverkit._core.call import MetricCall, chunks
 from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
 from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE
@@ -76,15 +76,12 @@ def lazy_emd(
     """
     params = resolve_params(call.request.lang, reg_c, reg_r, epsilon, max_iter)
     idf = check_idf(idf)
-    score = partial(_scores, params=params, idf=idf)
-    return call.chosen(in_chunks(score, call, idf=idf))
+    return call.close([_scores(chunk, params=params, idf=idf) for chunk in chunks(call, idf=idf)])
 
 
-def _scores(call, encoder, call_idf, *, params, idf) -> dict:
-    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.call.streaming.in_chunks`)."""
-    data = prepare_pairs(
-        call.predictions, call.references, call.request, call.centering, idf=idf, call_idf=call_idf, encoder=encoder
-    )
+def _scores(call: MetricCall, *, params, idf) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
+    data = call.pairs(idf=idf)
     live = pairs_with_mass(data)
     results, best = call.results(
         pair_scores(data, live, params),

@@ -181,7 +181,7 @@ def moverscore(
     )
     if call.return_alignment:
         results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
-    return call.chosen(results)
+    return call.close([results])
 
 
 def prepare(predictions, references, request, centering, config: Config, **source) -> PairData:

@@ -118,7 +118,7 @@ def sbertscore(call: MetricCall) -> dict:
             }
             for k in best.tolist()
         ]
-    return call.chosen(results)
+    return call.close([results])
 
 
 def warn_empty(predictions: list[str], pair_references: list[str], split: dict[str, list[str]]) -> None:

@@ -22,9 +22,9 @@ from functools import partial
 
 import torch
 
-from moverkit._core import checks, pair_hash, prepare_pairs
+from moverkit._core import checks, pair_hash
 from moverkit._core.base import self_cosine_one
-from moverkit._core.call import MetricCall, in_chunks
+from moverkit._core.call import MetricCall, chunks
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
 
@@ -72,12 +72,12 @@ def twmd(
     sentence pairs (:func:`~moverkit._core.call.baseline.rescale`).
     """
     params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, call.centering.mode)
-    return call.chosen(in_chunks(partial(_scores, params=params), call))
+    return call.close([_scores(chunk, params=params) for chunk in chunks(call)])
 
 
-def _scores(call, encoder, call_idf, *, params):
-    """The result for one call, or for one chunk of a streamed call (:func:`~moverkit._core.call.streaming.in_chunks`)."""
-    data = prepare_pairs(call.predictions, call.references, call.request, call.centering, encoder=encoder)
+def _scores(call: MetricCall, *, params) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
+    data = call.pairs()
     results, best = call.results(
         pair_scores(data, params),
         (params["variant"],),

@@ -142,6 +142,17 @@ class CallTexts:
         """Occurrences of each text of :attr:`unique`, float64: its weight in a batch mean."""
         return torch.tensor(list(self.occurrences.values()), dtype=torch.float64)
 
+    def chunk(self, start: int, end: int) -> CallTexts:
+        """The texts of predictions ``start`` to ``end`` (and their pairs), as :func:`call_texts`
+        gives them for those predictions alone, without checking them again."""
+        first, last = torch.searchsorted(self.group, torch.tensor([start, end])).tolist()
+        predictions = self.predictions[start:end]
+        pair_references = self.pair_references[first:last]
+        occurrences = Counter(predictions)
+        occurrences.update(pair_references)
+        group = self.group[first:last] - start
+        return CallTexts(predictions, self.pair_predictions[first:last], pair_references, group, occurrences)
+
     def pair_indices(self, device=None) -> tuple[torch.Tensor, torch.Tensor]:
         """The prediction and the reference of every pair, as indices into :attr:`unique`."""
         return tuple(

@@ -2,7 +2,7 @@
 
 The opening (``open_call`` resolves and checks every shared argument once, into a ``MetricCall``),
 the pairs (``prepare_pairs``: encoded, centered, weighted and padded clouds of a bucket of pairs),
-streaming (``in_chunks``: a call larger than the memory budget in chunks), the rescaling baselines
+streaming (``chunks``: the call prepared once, in chunks under the memory budget), the rescaling baselines
 and the hashcode.
 """
 
@@ -10,7 +10,7 @@ from .baseline import baseline_csv, score_columns, settings_key
 from .hashing import get_hash, pair_hash
 from .opening import MetricCall, open_call
 from .pairs import PAIR_BATCH_ELEMENTS, PaddedClouds, PairData, prepare_pairs
-from .streaming import in_chunks, set_memory_budget
+from .streaming import chunks, set_memory_budget
 
 __all__ = [
     "MetricCall",
@@ -18,8 +18,8 @@ __all__ = [
     "PaddedClouds",
     "PairData",
     "baseline_csv",
+    "chunks",
     "get_hash",
-    "in_chunks",
     "open_call",
     "pair_hash",
     "prepare_pairs",

@@ -1,6 +1,14 @@
-"""One metric call as every metric opens and closes it: the shared arguments checked into a
-:class:`MetricCall` (:func:`open_call`), and the pair scores turned into the result
-(:meth:`MetricCall.results`).
+"""One metric call as every metric opens, prepares and closes it.
+
+1. :func:`open_call` checks the shared arguments into a :class:`MetricCall` (the encoder
+   ``request``, the ``centering`` plan, the output options);
+2. :func:`~moverkit._core.call.streaming.chunks` prepares it once: the texts checked
+   (:class:`~moverkit._core.base.inputs.CallTexts`), the encoder resolved, the token limit checked,
+   the IDF table of a chunked call fitted; it yields the call as one chunk, or as several under
+   the memory budget, each a prepared :class:`MetricCall`;
+3. the metric scores each chunk from :meth:`MetricCall.pairs` (its padded token clouds) and turns
+   the pair scores into the chunk's result with :meth:`MetricCall.results`;
+4. :meth:`MetricCall.close` merges the chunks' results into the call's.
 
 Every metric takes the same encoder, centering and output arguments (``model_type`` ...
 ``return_reference_index``). They are declared once, as the keyword parameters of
@@ -12,26 +20,31 @@ puts them into each metric function's public signature and hands the function th
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..base import checks
-from ..base.inputs import best_per_group, reference_index
+from ..base.inputs import CallTexts, best_per_group, reference_index
 from ..centering.maths import Centering
+from ..encoding.encoder import Encoder
 from ..encoding.request import EncoderRequest, check_lang
 from .baseline import apply_baseline, check_rescaling
+from .pairs import PairData, pair_data
 
 
 @dataclass(frozen=True)
 class MetricCall:
     """One call of ``metric`` (or one chunk of it): its ``predictions`` and ``references`` as
-    given (checked where they are read: :func:`~moverkit._core.inputs.call_texts`), and its
-    checked shared arguments: the encoder ``request``, the ``centering`` plan (a
-    :class:`~moverkit._core.centering.Centering`; the user's mode string is its ``mode``), whether
-    the scores are ``rescaled`` (with ``baseline_path``'s file, else the shipped one), and which
-    extra outputs were asked for."""
+    given, and its checked shared arguments: the encoder ``request``, the ``centering`` plan (a
+    :class:`~moverkit._core.centering.maths.Centering`; the user's mode string is its ``mode``),
+    whether the scores are ``rescaled`` (with ``baseline_path``'s file, else the shipped one), and
+    which extra outputs were asked for.
+
+    A prepared call (:func:`~moverkit._core.call.streaming.chunks`) also holds what every later
+    step reads, checked or resolved once: its ``texts``, its ``encoder``, its token ``limit`` and,
+    for ``idf=True`` past the memory budget, ``call_idf``, the table fitted on the whole call."""
 
     metric: str
     predictions: Sequence
@@ -42,6 +55,20 @@ class MetricCall:
     baseline_path: str | os.PathLike | None = None
     return_alignment: bool = False
     return_reference_index: bool = False
+    texts: CallTexts | None = None
+    encoder: Encoder | None = None
+    limit: int | None = None
+    call_idf: Mapping | None = None
+
+    def pairs(self, **options) -> PairData:
+        """The padded token clouds of this prepared call's pairs
+        (:func:`~moverkit._core.call.pairs.pair_data`; ``options``: ``idf`` checked by the metric,
+        ``drop_tokens``, ...), weighted by ``call_idf`` where the whole call fitted one."""
+        if self.texts is None:
+            raise RuntimeError("a MetricCall is scored once prepared: iterate moverkit._core.call.chunks(call)")
+        return pair_data(
+            self.texts, self.encoder, self.limit, self.request, self.centering, call_idf=self.call_idf, **options
+        )
 
     def results(
         self,
@@ -81,12 +108,22 @@ class MetricCall:
         results["reference_index"] = reference_index(best, group)
         return results, best
 
-    def chosen(self, results: dict) -> dict:
-        """``results`` without ``reference_index`` unless the call asked for it (it is computed
-        always, chunk by chunk: one subtraction per prediction)."""
+    def close(self, chunk_results: Sequence[dict]) -> dict:
+        """The call's result from its chunks' results (:meth:`results`, in order): lists
+        concatenated, the hashcode (the same in every chunk) once; ``reference_index`` left out
+        unless the call asked for it (it is computed always, chunk by chunk: one subtraction per
+        prediction)."""
+        merged = {}
+        for key, value in chunk_results[0].items():
+            if isinstance(value, list):
+                merged[key] = [item for result in chunk_results for item in result[key]]
+            else:
+                if any(result[key] != value for result in chunk_results):
+                    raise RuntimeError(f"chunks of one call disagree on {key!r}")
+                merged[key] = value
         if not self.return_reference_index:
-            del results["reference_index"]
-        return results
+            del merged["reference_index"]
+        return merged
 
 
 def open_call(
@@ -135,13 +172,16 @@ def open_call(
         verbose=verbose,
     )
     plan = Centering(centering, centering_stats, level=level)
+    rescaled = checks.boolean("rescale_with_baseline", rescale_with_baseline)
+    if rescaled or baseline_path is not None:  # else there is no baseline to check
+        rescaled = check_rescaling(metric, rescaled, baseline_path, lang=request.lang, centering=plan)
     return MetricCall(
         metric=metric,
         predictions=predictions,
         references=references,
         request=request,
         centering=plan,
-        rescaled=check_rescaling(metric, rescale_with_baseline, baseline_path, lang=request.lang, centering=plan),
+        rescaled=rescaled,
         baseline_path=baseline_path,
         return_alignment=checks.boolean("return_alignment", return_alignment),
         return_reference_index=checks.boolean("return_reference_index", return_reference_index),

@@ -161,10 +161,49 @@ def prepare_pairs(
     :func:`~moverkit._core.inputs.call_texts` gives them; with ``layer_vectors`` when ``layers`` is
     given), already encoded by ``encoder``: tuning (:mod:`moverkit.tuning`) encodes every text once
     with all layers and scores each layer from that one forward pass.
+
+    This is the checked entry, for callers outside a metric call (tuning, fine-tuning, the
+    benches): it checks the texts, the IDF arguments and the token limit and resolves the encoder,
+    then runs :func:`pair_data`. A metric call checked all that once, at its opening, and runs
+    :func:`pair_data` through :meth:`~moverkit._core.call.opening.MetricCall.pairs`.
     """
     texts = call_texts(predictions, references)
     idf = check_idf(idf)
     prediction_idf = None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf")
+    encoder = encoder_for(request) if encoder is None else encoder
+    return pair_data(
+        texts,
+        encoder,
+        check_max_length(encoder, request.max_length),
+        request,
+        centering,
+        idf=idf,
+        prediction_idf=prediction_idf,
+        call_idf=call_idf,
+        drop_tokens=drop_tokens,
+        layers=layers,
+        layer_aggregation=layer_aggregation,
+        clouds=clouds,
+    )
+
+
+def pair_data(
+    texts: CallTexts,
+    encoder: Encoder,
+    limit: int,
+    request: EncoderRequest,
+    centering: Centering,
+    *,
+    idf: bool | Mapping = False,
+    prediction_idf: bool | Mapping | None = None,
+    call_idf: Mapping | None = None,
+    drop_tokens: TokenFilter | None = None,
+    layers: int | Sequence[int] | None = None,
+    layer_aggregation: LayerAggregation | None = None,
+    clouds: TokenClouds | None = None,
+) -> PairData:
+    """:func:`prepare_pairs` of texts, IDF arguments and a token ``limit`` already checked, with
+    their ``encoder`` resolved: nothing here checks them again."""
     if (layers is None) != (layer_aggregation is None):
         raise ValueError("layers and layer_aggregation go together: give both or neither")
     if layer_aggregation is not None and centering.mode == "corpus":
@@ -174,11 +213,12 @@ def prepare_pairs(
         )
     if layer_aggregation is not None and centering.call_mean is not None:
         raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
-    encoder = encoder_for(request) if encoder is None else encoder
     stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
     if clouds is None:
-        clouds = cached_encode(encoder, texts.unique, request, layers=None if layers is None else used_layers)
+        clouds = cached_encode(
+            encoder, texts.unique, request, layers=None if layers is None else used_layers, limit=limit
+        )
     elif clouds.texts != texts.unique or (layers is not None and clouds.layers != used_layers):
         raise ValueError("the given clouds are not those of this call's distinct texts (and layers)")
     kept = kept_tokens(clouds, drop_tokens)
@@ -214,7 +254,7 @@ def prepare_pairs(
         idf=idf,
         prediction_idf=prediction_idf,
         layers=used_layers,
-        max_length=check_max_length(encoder, request.max_length),
+        max_length=limit,
         long_texts=request.long_texts,
         dtype=request.dtype,
     )

@@ -1,11 +1,11 @@
 r"""Scoring any number of pairs in bounded memory: chunked calls under a memory budget.
 
 A token-level metric holds the token vectors of every distinct text of its call (and a centered
-copy), so one call over :math:`N` texts needs memory in :math:`O(N)`. :func:`in_chunks` runs a
-metric's scoring function so that a call whose texts would pass the memory budget
-(:func:`set_memory_budget`) runs as consecutive chunks of predictions, each an ordinary call of
-the function (the same :func:`~moverkit._core.pairs.prepare_pairs` path, the same encoder), with
-the per-example results concatenated. Every pair's score is the one of the unchunked call:
+copy), so one call over :math:`N` texts needs memory in :math:`O(N)`. :func:`chunks` prepares a
+metric call once and hands it to the metric as chunks: one, the call itself, within the memory
+budget (:func:`set_memory_budget`); past it, consecutive chunks of predictions, each scored the
+same way (:meth:`~moverkit._core.call.opening.MetricCall.pairs`, the same encoder) and merged
+(:meth:`~moverkit._core.call.opening.MetricCall.close`). Every pair's score is the one of the unchunked call:
 
 - ``none``, ``dim``, ``sentence`` and ``corpus`` centering are per text (or fitted once), so
   chunks are independent;
@@ -20,9 +20,9 @@ the per-example results concatenated. Every pair's score is the one of the unchu
 With ``verbose=True`` a chunked call shows one progress bar over the pairs scored (the chunks
 themselves run quietly); a call within the budget shows the encoding bar as before.
 
-What a chunk takes from the whole call is an argument of the scoring function: its
-:class:`~moverkit._core.centering.Centering` carries the call's ``batch`` mean (``call_mean``), and
-``call_idf`` the call's IDF table. Distinct
+What a chunk takes from the whole call it holds: its
+:class:`~moverkit._core.centering.maths.Centering` carries the call's ``batch`` mean
+(``call_mean``), and ``call_idf`` the call's IDF table. Distinct
 texts are encoded once per chunk: a call that fits the budget is one chunk and encodes each
 distinct text once, as before; past the budget, a text shared by pairs of two chunks is encoded
 in both (chunks are consecutive predictions, so repeated references of neighbouring predictions
@@ -32,7 +32,7 @@ usually share one).
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
 import numpy as np
@@ -44,7 +44,7 @@ from ..base.inputs import CallTexts, call_texts
 from ..base.sizes import parse_size, size_from_env
 from ..centering.maths import row_mean, warn_small_batch
 from ..centering.stats_file import CenteringStats
-from ..encoding.encoder import Encoder, check_max_length, encode, encoder_for, tokenize
+from ..encoding.encoder import check_max_length, encode, encoder_for, token_ids
 from ..encoding.idf import IdfTable
 from ..encoding.request import EncoderRequest
 from .opening import MetricCall
@@ -70,7 +70,7 @@ _budget: int | None = None
 def set_memory_budget(size) -> None:
     """Bound the token vectors a metric call holds at once (``"1GB"``, ``"512MB"``, bytes; ``None``
     restores the default: ``MOVERKIT_MEMORY_BUDGET`` or :data:`DEFAULT_MEMORY_BUDGET`). Calls
-    over the budget run in chunks (:func:`in_chunks`); scores do not change."""
+    over the budget run in chunks (:func:`chunks`); scores do not change."""
     global _budget
     _budget = None if size is None else parse_size(size)
 
@@ -95,51 +95,44 @@ def memory_budget(device: torch.device | None = None) -> int:
     return size_from_env(MEMORY_BUDGET_VARIABLE, default)
 
 
-ChunkScorer = Callable[[MetricCall, Encoder, "Mapping | None"], dict]
-"""``score(call, encoder, call_idf)``: a metric's result for the pairs of ``call``, encoded by
-``encoder`` (the call's, resolved once), centered as ``call.centering`` says (with the whole
-call's ``batch`` mean in its ``call_mean`` when the call is chunked) and, for ``idf=True``,
-weighted by ``call_idf`` when given (the table fitted on every reference of the call)."""
-
-
-def in_chunks(
-    score: ChunkScorer,
-    call: MetricCall,
-    *,
-    idf: bool | Mapping = False,
-    name: str = "scoring",
-) -> dict:
-    """``score(call, encoder, None)``, or, when the call's texts pass the memory budget, the same
-    over calls of consecutive chunks of predictions, merged (see the module doc). The encoder of
-    ``call.request`` is resolved here, once, and handed to every chunk. ``idf`` is the metric's
-    ``idf`` argument (``True`` makes a first pass fit the call's table); ``name`` labels the
-    progress bar of a chunked call."""
+def chunks(call: MetricCall, *, idf: bool | Mapping = False, name: str = "scoring") -> Iterator[MetricCall]:
+    """``call`` prepared once, as the chunks a metric scores: the texts checked
+    (:func:`~moverkit._core.base.inputs.call_texts`), the encoder of ``call.request`` resolved and
+    its token limit checked (:func:`~moverkit._core.encoding.encoder.check_max_length`), each put
+    in the :class:`MetricCall` every chunk is. Within the memory budget that is the call itself,
+    one chunk; past it, consecutive chunks of predictions (see the module doc), with the whole
+    call's ``batch`` mean in their centering and, for ``idf=True`` (the metric's ``idf``, checked),
+    the whole call's IDF table in ``call_idf``. ``name`` labels the progress bar of a chunked call.
+    The metric scores each chunk and merges them with :meth:`MetricCall.close`."""
     texts = call_texts(call.predictions, call.references)
     request = call.request
     encoder = encoder_for(request)
+    limit = check_max_length(encoder, request.max_length)
+    call = replace(call, texts=texts, encoder=encoder, limit=limit)
     token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES
-    limit = None if request.long_texts == "window" else check_max_length(encoder, request.max_length)
+    planned = None if request.long_texts == "window" else limit
     max_tokens = memory_budget(encoder.device) // token_bytes
-    chunks = plan_chunks(texts, max_tokens, limit)
-    if len(chunks) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
-        return score(call, encoder, None)
+    ranges = plan_chunks(texts, max_tokens, planned)
+    if len(ranges) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
+        yield call
+        return
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
     centering = call.centering
     if centering.mode == "batch":
-        centering = centering.within_call(batch_mean(encoder, texts, request, max_tokens, limit))
-    call_idf = fit_idf(encoder, texts.pair_references, request) if idf is True else None
+        centering = centering.within_call(batch_mean(encoder, texts, request, max_tokens, planned, limit))
+    call_idf = fit_idf(encoder, texts.pair_references, limit, request.long_texts) if idf is True else None
     # One bar, over pairs, instead of one per chunk.
-    chunk_call = replace(call, request=replace(request, verbose=False), centering=centering)
-    results = []
+    chunk_call = replace(call, request=replace(request, verbose=False), centering=centering, call_idf=call_idf)
     bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
     with bar:
-        for start, end in chunks:
-            chunk = replace(
-                chunk_call, predictions=list(call.predictions[start:end]), references=list(call.references[start:end])
+        for start, end in ranges:
+            yield replace(
+                chunk_call,
+                predictions=list(call.predictions[start:end]),
+                references=list(call.references[start:end]),
+                texts=texts.chunk(start, end),
             )
-            results.append(score(chunk, encoder, call_idf))
             bar.update(int((texts.group < end).sum()) - bar.n)
-    return merge(results)
 
 
 def estimated_tokens(text: str, limit: int | None) -> int:
@@ -185,18 +178,20 @@ def text_chunks(texts: list[str], max_tokens: int, limit: int | None) -> Iterato
 
 
 def batch_mean(
-    encoder, texts: CallTexts, request: EncoderRequest, max_tokens: int, limit: int | None
+    encoder, texts: CallTexts, request: EncoderRequest, max_tokens: int, planned: int | None, limit: int
 ) -> CenteringStats | None:
     r"""First pass of ``batch`` centering: :math:`\mu` over every distinct text of the call, each
     counted as often as it occurs, from float64 sums accumulated chunk by chunk (``None`` when the
-    call has no token to average: each chunk then subtracts its own zero mean, as one call would)."""
+    call has no token to average: each chunk then subtracts its own zero mean, as one call would).
+    ``planned``: the token limit chunks are planned with (``None`` for windows); ``limit``: the
+    call's checked token limit."""
     unique, counts = texts.unique, texts.counts()
     total = torch.zeros(encoder.model.config.hidden_size, dtype=torch.float64)
     n, sizes = 0, []
-    for start, end in text_chunks(unique, max_tokens, limit):
+    for start, end in text_chunks(unique, max_tokens, planned):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # truncation is reported once, by the scoring pass
-            clouds = encode(encoder, unique[start:end], request)
+            clouds = encode(encoder, unique[start:end], request, limit=limit)
         mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts[start:end])
         total += mean.cpu() * rows
         n += rows
@@ -215,29 +210,15 @@ def batch_mean(
     )
 
 
-def fit_idf(encoder, references: list[str], request: EncoderRequest) -> IdfTable:
+def fit_idf(encoder, references: list[str], limit: int, long_texts: str) -> IdfTable:
     """First pass of ``idf=True``: the document frequencies of every reference of the call (one
-    document per pair), tokenized chunk by chunk."""
+    document per pair), tokenized chunk by chunk to the call's checked token ``limit``."""
 
     def documents():
         for start in range(0, len(references), 4096):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ids, _ = tokenize(encoder, references[start : start + 4096], request.max_length, request.long_texts)
+                ids, _ = token_ids(encoder, references[start : start + 4096], limit, long_texts)
             yield from ids
 
     return IdfTable(documents())
-
-
-def merge(results: list[dict]) -> dict:
-    """One result from the chunks' results: lists concatenated, the hashcode (the same in every
-    chunk) once."""
-    merged = {}
-    for key, value in results[0].items():
-        if isinstance(value, list):
-            merged[key] = [item for result in results for item in result[key]]
-        else:
-            if any(result[key] != value for result in results):
-                raise RuntimeError(f"chunks of one call disagree on {key!r}")
-            merged[key] = value
-    return merged

@@ -174,21 +174,27 @@ def cache_info() -> dict:
 
 
 def cached_encode(
-    encoder: Encoder, texts: Sequence[str], request: EncoderRequest, *, layers: Sequence[int] | None = None
+    encoder: Encoder,
+    texts: Sequence[str],
+    request: EncoderRequest,
+    *,
+    layers: Sequence[int] | None = None,
+    limit: int | None = None,
 ) -> TokenClouds:
-    """:func:`~moverkit._core.encoder.encode` (same arguments, same result), encoding only the
-    texts the cache does not hold and keeping the new ones."""
+    """:func:`~moverkit._core.encoding.encoder.encode` (same arguments, same result), encoding only
+    the texts the cache does not hold and keeping the new ones."""
     if _CACHE.max_bytes == 0 or encoder.trainable or encoder.model.training:
-        return encode(encoder, texts, request, layers=layers)
+        return encode(encoder, texts, request, layers=layers, limit=limit)
     layers = None if layers is None else encoder.check_layers(layers)
+    limit = check_max_length(encoder, request.max_length) if limit is None else limit
     with _CACHE._lock:
         model_id = _MODEL_IDS.setdefault(encoder.model, next(_NEXT_ID))
     config = (model_id, encoder.name, encoder.layer, str(encoder.device))
-    config += (check_max_length(encoder, request.max_length), request.long_texts, request.dtype, layers)
+    config += (limit, request.long_texts, request.dtype, layers)
     clouds = [_CACHE.get((config, text)) for text in texts]
     missing = [text for text, cloud in zip(texts, clouds) if cloud is None]
     if missing:
-        split = _split(encode(encoder, missing, request, layers=layers))
+        split = _split(encode(encoder, missing, request, layers=layers, limit=limit))
         for text, cloud in zip(missing, split):
             _CACHE.put((config, text), cloud)
         new = iter(split)

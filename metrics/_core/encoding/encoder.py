@@ -405,13 +405,20 @@ def tokenize(
     """Token ids with special tokens, truncated to :func:`check_max_length` (warns once, with a
     count), and the mask of the special tokens the tokenizer added ([CLS], [SEP], ...; not [UNK]).
     With ``long_texts="window"`` nothing is truncated: :func:`encode` cuts long texts into windows
-    (:mod:`~moverkit._core.windows`).
+    (:mod:`~moverkit._core.base.windows`).
 
     User text is text: a text that spells a special token (``"[CLS]"``, ``"[MASK]"``, ``"<s>"``) is
     split into ordinary tokens (``split_special_tokens``), so special ids only ever mark what the
     tokenizer adds, and no text can inject them.
     """
-    limit = check_max_length(encoder, max_length)
+    return token_ids(encoder, texts, check_max_length(encoder, max_length), long_texts)
+
+
+def token_ids(
+    encoder: Encoder, texts: Sequence[str], limit: int, long_texts: str = "truncate"
+) -> tuple[list[list[int]], list[list[int]]]:
+    """:func:`tokenize` to a token ``limit`` already checked (:func:`check_max_length`): what a
+    prepared call, which checked its limit once, tokenizes with."""
     window = long_texts == "window"  # checked once, in EncoderRequest
     if not texts:
         return [], []
@@ -444,7 +451,7 @@ def tokenize(
                 + (
                     f"(the limit of {encoder.name})."
                     if limit == encoder.max_length
-                    else f"(max_length={max_length}; the model takes up to {encoder.max_length})."
+                    else f"(max_length={limit}; the model takes up to {encoder.max_length})."
                 )
                 + " long_texts='window' scores them whole, encoded in overlapping windows.",
             )
@@ -486,9 +493,12 @@ def encode(
     request: EncoderRequest,
     *,
     layers: Sequence[int] | None = None,
+    limit: int | None = None,
 ) -> TokenClouds:
     """Embed ``texts`` (expected unique) into :class:`TokenClouds`, in the given order, as
-    ``request`` (:class:`~moverkit._core.request.EncoderRequest`) says: its batch size, token limit, long-text mode, dtype and progress bar.
+    ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) says: its batch size,
+    token limit, long-text mode, dtype and progress bar. ``limit``: the token limit when the caller
+    has checked it already (a prepared call); else :func:`check_max_length` of the request's.
 
     ``long_texts="window"`` encodes a text longer than the limit whole, in overlapping windows
     (:mod:`~moverkit._core.windows`); ``"truncate"`` cuts it at the limit. Texts within the limit
@@ -506,16 +516,11 @@ def encode(
     ``dtype`` (:data:`~moverkit._core.hardware.DTYPES`, concrete) is the precision of the forward pass (:func:`~moverkit._core.hardware.precision`); the vectors
     are float32 whatever it is.
     """
-    batch_size, max_length, long_texts, dtype = (
-        request.batch_size,
-        request.max_length,
-        request.long_texts,
-        request.dtype,
-    )
+    batch_size, long_texts, dtype = request.batch_size, request.long_texts, request.dtype
     if layers is not None:
         layers = encoder.check_layers(layers)
-    ids, special_mask = tokenize(encoder, texts, max_length, long_texts)
-    limit = check_max_length(encoder, max_length)
+    limit = check_max_length(encoder, request.max_length) if limit is None else limit
+    ids, special_mask = token_ids(encoder, texts, limit, long_texts)
     plan = plan_windows(ids, special_mask, limit)
     rows = plan.rows  # the texts themselves, unless some are cut into windows
     offsets = _offsets(map(len, ids), len(ids))
