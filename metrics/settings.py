@@ -17,7 +17,6 @@ metric and its arguments (:attr:`Settings.digest`), so a reported number names t
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import math
@@ -63,10 +62,9 @@ class Settings:
 
 
 def settable_arguments(function) -> dict[str, object]:
-    """The arguments of a metric's ``function`` (``moverkit.functional.<metric>``, or what
-    :func:`with_settings` decorates) a settings file may set, with their defaults. It takes the
-    function, not its name: the functions import this module (``with_settings``), so this module
-    never imports them."""
+    """The arguments of a metric's ``function`` (``moverkit.functional.<metric>``) a settings file
+    may set, with their defaults. It takes the function, not its name, so that this module never
+    imports the functions."""
     signature = inspect.signature(function)
     return {name: p.default for name, p in signature.parameters.items() if name not in UNSETTABLE}
 
@@ -105,35 +103,23 @@ def load_settings(path: str | os.PathLike | Settings, metric: str | None = None,
     return settings
 
 
-def with_settings(metric: str):
-    """Decorate ``moverkit.functional.<metric>`` so that it takes ``settings=PATH`` (see the module
-    doc): the file's arguments join the call's, and its digest ends the hashcode."""
-
-    def decorate(function):
-        signature = inspect.signature(function)
-
-        @functools.wraps(function)
-        def scored(predictions, references, *, settings=None, **kwargs):
-            if settings is None:
-                return function(predictions, references, **kwargs)
-            tuned = load_settings(settings, metric, function)
-            for name, value in tuned.arguments.items():
-                # Given is given, the default value included (centering="corpus" against a file's
-                # "none"): only an argument left out takes the file's value.
-                if name in kwargs and not same_value(kwargs[name], value):
-                    raise ValueError(
-                        f"{name}={kwargs[name]!r} contradicts the settings file, which sets {name}={value!r}: "
-                        f"leave {name} out or drop settings"
-                    )
-            result = function(predictions, references, **{**kwargs, **tuned.arguments})
-            result["hashcode"] = f"{result['hashcode']}|settings:{tuned.digest[:16]}"
-            return result
-
-        settings_parameter = inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY, default=None)
-        scored.__signature__ = signature.replace(parameters=[*signature.parameters.values(), settings_parameter])
-        return scored
-
-    return decorate
+def score_with_settings(function, metric: str, settings, predictions, references, kwargs: dict) -> dict:
+    """``function(predictions, references, **kwargs)`` (``moverkit.functional.<metric>``) under the
+    settings file ``settings`` (see the module doc): the file's arguments join the call's, and its
+    digest ends the hashcode. :func:`moverkit.functional.entry.metric_function` calls it for
+    ``settings=PATH``."""
+    tuned = load_settings(settings, metric, function)
+    for name, value in tuned.arguments.items():
+        # Given is given, the default value included (centering="corpus" against a file's
+        # "none"): only an argument left out takes the file's value.
+        if name in kwargs and not same_value(kwargs[name], value):
+            raise ValueError(
+                f"{name}={kwargs[name]!r} contradicts the settings file, which sets {name}={value!r}: "
+                f"leave {name} out or drop settings"
+            )
+    result = function(predictions, references, **{**kwargs, **tuned.arguments})
+    result["hashcode"] = f"{result['hashcode']}|settings:{tuned.digest[:16]}"
+    return result
 
 
 def same_value(a, b) -> bool:

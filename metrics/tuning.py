@@ -313,6 +313,8 @@ def _settings(target, expanded: list[dict] | None, model_type) -> tuple[list[dic
                 f"(those are: {', '.join(sorted(target.tunable))})"
             )
     varied = [*grid_keys, *(k for k in ("num_layers", "centering") if k in defaults and k not in grid_keys)]
+    from ._core.encoding import resolve_layer
+
     default_layer = None
     if "num_layers" in defaults:
         from ._core.encoding import default_layer as table_layer
@@ -324,14 +326,14 @@ def _settings(target, expanded: list[dict] | None, model_type) -> tuple[list[dic
         full = {k: setting.get(k, defaults[k]) for k in varied}
         if "num_layers" in full and full["num_layers"] is None:
             full["num_layers"] = default_layer
-        if "num_layers" in full:
-            layer = full["num_layers"]
-            if isinstance(layer, bool) or not isinstance(layer, int) or not -n_layers - 1 <= layer <= n_layers:
+        if "num_layers" in full:  # a negative layer counts from the top: the same layer as its positive number
+            try:
+                full["num_layers"] = resolve_layer(name, full["num_layers"], n_layers)
+            except (TypeError, ValueError):
                 raise ValueError(
-                    f"grid: num_layers must be an int from {-n_layers - 1} to {n_layers} for {name}, got {layer!r}"
-                )
-            if layer < 0:
-                full["num_layers"] = n_layers + 1 + layer  # counted from the top: the same layer as its positive number
+                    f"grid: num_layers must be an int from {-n_layers - 1} to {n_layers} for {name}, "
+                    f"got {full['num_layers']!r}"
+                ) from None
         return full
 
     return [complete(s) for s in expanded], complete({})
@@ -378,7 +380,7 @@ def score_settings(
 
     from ._core.base import call_texts
     from ._core.centering import Centering
-    from ._core.encoding import EncoderRequest, encode, get_encoder
+    from ._core.encoding import EncoderRequest, encode, get_encoder, resolve_layer
 
     predictions, references = list(predictions), list(references)
     common = {"batch_size": batch_size, "device": device, "dtype": dtype, "max_length": max_length}
@@ -401,9 +403,7 @@ def score_settings(
 
     wanted = {s["num_layers"] for chosen in token.values() for s in chosen}
     deepest = get_encoder(model_type, -1, device)
-    resolved = {
-        layer: deepest.check_layers([layer if layer >= 0 else deepest.n_layers + 1 + layer])[0] for layer in wanted
-    }
+    resolved = {layer: resolve_layer(deepest.name, layer, deepest.n_layers) for layer in wanted}
     layers = sorted(set(resolved.values()))
     if layers[-1] < deepest.layer:  # no setting needs the top blocks: an encoder cut lower runs faster
         deepest = get_encoder(model_type, layers[-1], device)

@@ -219,7 +219,7 @@ def _models_info(offered: tuple[str, ...] | None) -> str:
 
 def layer_param(unset: str | None = None, info: str | None = None) -> Param:
     """``num_layers``, the layer whose token vectors are compared; blank (``unset``) gives, unless
-    told otherwise, the tuned layer of the model (:data:`moverkit._core.encoding.encoder.MODEL_LAYERS`:
+    told otherwise, the tuned layer of the model (:data:`moverkit._core.encoding.request.MODEL_LAYERS`:
     the embedded model's is its last, 6th), else its last layer."""
     if unset is None:
         from moverkit._core.encoding import DEFAULT_MODEL, MODEL_LAYERS

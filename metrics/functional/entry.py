@@ -11,7 +11,8 @@ arguments, then the shared ones (the keyword parameters of
 :func:`~moverkit._core.call.opening.open_call`, with their defaults), then ``settings``. The metric is
 the one of the function's name. A caller's texts and shared arguments are checked by keyword
 into the :class:`~moverkit._core.call.opening.MetricCall` that ``call`` receives, and ``settings=PATH`` is
-:func:`~moverkit.settings.with_settings`'s. ``inspect.signature``, ``help()``, evaluate's
+:func:`~moverkit.settings.score_with_settings`'s. This is the one wrapper of a metric function and
+the one place its signature is written. ``inspect.signature``, ``help()``, evaluate's
 ``_compute``, settings files and the CLI read the public signature; static type checkers see the
 wrapper's ``**kwargs``.
 """
@@ -23,7 +24,6 @@ import inspect
 from collections.abc import Callable
 
 from moverkit._core.call import open_call
-from moverkit.settings import with_settings
 
 _OPENING = list(inspect.signature(open_call).parameters.values())
 INPUTS = tuple(_OPENING[1:3])
@@ -31,6 +31,9 @@ INPUTS = tuple(_OPENING[1:3])
 SHARED = tuple(_OPENING[[p.name for p in _OPENING].index("default_layer") + 1 :])
 """The shared arguments, in the order every signature lists them: ``open_call``'s keyword
 parameters after its options (``level``, ``languages``, ``default_layer``)."""
+
+SETTINGS = inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY, default=None)
+"""The last parameter of every metric: a settings file (:mod:`moverkit.settings`)."""
 
 TOKEN_ONLY = frozenset({"num_layers", "max_length", "long_texts"})
 """Shared arguments a sentence-level metric does not take: it encodes whole sentences with a
@@ -61,9 +64,13 @@ def metric_function(
         names = {p.name for p in shared}
 
         @functools.wraps(function)
-        def opened(predictions, references, **kwargs):
+        def opened(predictions, references, *, settings=None, **kwargs):
             if "call" in kwargs:  # the decorator's own parameter, not an argument of the metric
                 raise TypeError(f"{metric}() got an unexpected keyword argument 'call'")
+            if settings is not None:
+                from moverkit.settings import score_with_settings
+
+                return score_with_settings(opened, metric, settings, predictions, references, kwargs)
             given = {name: kwargs.pop(name) for name in names & kwargs.keys()}
             options = {"centering": centering, **given}
             call = open_call(
@@ -77,10 +84,10 @@ def metric_function(
             )
             return function(call, **kwargs)
 
-        opened.__signature__ = signature.replace(parameters=[*INPUTS, *own, *shared])
-        return with_settings(metric)(opened)
+        opened.__signature__ = signature.replace(parameters=[*INPUTS, *own, *shared, SETTINGS])
+        return opened
 
     return decorate
 
 
-__all__ = ["INPUTS", "SHARED", "TOKEN_ONLY", "metric_function"]
+__all__ = ["INPUTS", "SETTINGS", "SHARED", "TOKEN_ONLY", "metric_function"]

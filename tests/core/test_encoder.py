@@ -102,7 +102,7 @@ def test_unknown_local_path_or_type_is_a_clear_error(tmp_path):
 def test_one_registry_for_token_and_sentence_encoders_and_one_release(tiny_model_path):
     import moverkit
     from moverkit._core import get_sentence_encoder, release
-    from moverkit._core.encoding.registry import loaded_models
+    from moverkit._core.encoding.encoder import loaded_models
 
     assert moverkit.release is release
     token = get_encoder(tiny_model_path, 1)
@@ -157,10 +157,10 @@ def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
 
 
 def test_a_local_folder_takes_the_layer_of_the_id_it_is_named_after():
-    from moverkit._core.encoding.encoder import _resolve_layer
+    from moverkit._core.encoding import resolve_layer
 
-    assert _resolve_layer("sentence-transformers/all-mpnet-base-v2", None, 12) == 10
-    assert _resolve_layer("all-mpnet-base-v2@0123456789", None, 12) == 10  # a local copy of it
-    assert _resolve_layer("roberta-large@0123456789", None, 24) == 17
-    assert _resolve_layer("my-own-model@0123456789", None, 12) == 12  # unknown: the last layer
-    assert _resolve_layer("all-mpnet-base-v2@0123456789", 4, 12) == 4  # an explicit layer wins
+    assert resolve_layer("sentence-transformers/all-mpnet-base-v2", None, 12) == 10
+    assert resolve_layer("all-mpnet-base-v2@0123456789", None, 12) == 10  # a local copy of it
+    assert resolve_layer("roberta-large@0123456789", None, 24) == 17
+    assert resolve_layer("my-own-model@0123456789", None, 12) == 12  # unknown: the last layer
+    assert resolve_layer("all-mpnet-base-v2@0123456789", 4, 12) == 4  # an explicit layer wins

@@ -2,13 +2,12 @@
 
 The opening (``open_call`` resolves and checks every shared argument once, into a ``MetricCall``),
 the pairs (``prepare_pairs``: encoded, centered, weighted and padded clouds of a bucket of pairs),
-streaming (``chunks``: the call prepared once, in chunks under the memory budget), the rescaling baselines
-and the hashcode.
+the hashcode, streaming (``chunks``: the call prepared once, in chunks under the memory budget) and
+the rescaling baselines.
 """
 
 from .baseline import baseline_csv, score_columns, settings_key
-from .hashing import get_hash, pair_hash
-from .opening import MetricCall, open_call
+from .opening import MetricCall, get_hash, open_call, pair_hash
 from .pairs import PAIR_BATCH_ELEMENTS, PaddedClouds, PairData, prepare_pairs
 from .streaming import chunks, set_memory_budget
 

@@ -10,6 +10,9 @@
    the pair scores into the chunk's result with :meth:`MetricCall.results`;
 4. :meth:`MetricCall.close` merges the chunks' results into the call's.
 
+The ``hashcode`` every result carries (:func:`get_hash`, :func:`pair_hash`) is written here too:
+enough to reproduce a reported number.
+
 Every metric takes the same encoder, centering and output arguments (``model_type`` ...
 ``return_reference_index``). They are declared once, as the keyword parameters of
 :func:`open_call`, whose defaults are theirs; :func:`moverkit.functional.entry.metric_function`
@@ -24,11 +27,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
+import transformers
 
+from ..._version import __version__
 from ..base import checks
 from ..base.inputs import CallTexts, best_per_group, reference_index
 from ..centering.maths import Centering
+from ..centering.stats_file import CenteringStats
 from ..encoding.encoder import Encoder
+from ..encoding.idf import idf_tag
 from ..encoding.request import EncoderRequest, check_lang
 from .baseline import apply_baseline, check_rescaling
 from .pairs import PairData, pair_data
@@ -188,4 +195,42 @@ def open_call(
     )
 
 
-__all__ = ["MetricCall", "open_call"]
+def get_hash(
+    metric: str,
+    encoder: Encoder,
+    *,
+    idf: bool | Mapping,
+    centering_mode: str,
+    stats: CenteringStats | None = None,
+    **params,
+) -> str:
+    """``{metric}:{model}_L{layer}_{idf}_center={mode}[:{stats digest}]_{param}={value}..._version=...``
+
+    Every value is resolved (no ``None``): the model name, the layer actually used, the IDF
+    source, the centering mode and the fitted statistic's digest, the metric's own parameters in
+    the order given, and the moverkit, transformers and torch versions.
+    """
+    center = centering_mode if stats is None else f"{centering_mode}:{stats.digest}"
+    parts = [f"{metric}:{encoder.name}_L{encoder.layer}", idf_tag(idf), f"center={center}"]
+    parts += [f"{key}={value}" for key, value in params.items()]
+    parts.append(f"version={__version__}(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})")
+    return "_".join(parts)
+
+
+def pair_hash(metric: str, data, **params) -> str:
+    """:func:`get_hash` for a metric computed on :class:`~moverkit._core.PairData`: the encoder,
+    IDF, centering, statistic, token limit, long-text mode and dtype of ``data``, then the metric's own ``params``."""
+    return get_hash(
+        metric,
+        data.encoder,
+        idf=data.idf,
+        centering_mode=data.centering_mode,
+        stats=data.stats,
+        max_length=data.max_length,
+        long_texts=data.long_texts,
+        dtype=data.dtype,
+        **params,
+    )
+
+
+__all__ = ["MetricCall", "get_hash", "open_call", "pair_hash"]

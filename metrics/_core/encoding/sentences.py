@@ -19,9 +19,8 @@ from tqdm.auto import tqdm
 
 from ..base.hardware import check_dtype, precision, resolve_device
 from ..base.user_warnings import warn_user
-from .encoder import check_finite, quiet_transformers, resolve_model
-from .registry import cached_model
-from .request import EncoderRequest, check_lang
+from .encoder import cached_model, check_finite, quiet_transformers
+from .request import EncoderRequest, check_lang, resolve_model
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
