@@ -1,8 +1,8 @@
-"""Every metric once, as one object: its facts, its function, its defaults, how tuning scores it and
-how fine-tuning differentiates it.
+"""Every metric once, as one object: its facts, its function, its defaults and how fine-tuning
+differentiates it.
 
 :data:`REGISTRY` maps each metric's name to a :class:`Metric`. Everything that lists or dispatches
-on metrics reads it: the CLI's choices, tuning (:attr:`Metric.target`), fine-tuning
+on metrics reads it: the CLI's choices, tuning, fine-tuning
 (:attr:`Metric.differentiable`), the benchmarks, the classes for torchmetrics and lighteval, the
 checks of a metric name. Its names are those of :data:`moverkit.specs.SPECS`, the light table of the
 metrics' facts that code which must not load torch (``import moverkit``, the CLI's argument parser)
@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from . import functional
-from .functional import targets
 from .functional.twmd import differentiable_similarity
 from .settings import load_settings, settable_arguments
 from .specs import SPECS, MetricSpec
@@ -31,14 +30,12 @@ are no scores."""
 class Metric:
     """One metric: ``spec`` (its facts: outputs, direction, range, reference points), ``function``
     (``moverkit.functional.<name>``), ``class_name`` (its class in torchmetrics' style, as
-    ``BERTScore``), ``target`` (how :mod:`moverkit.tuning` scores a grid of its settings) and
-    ``differentiable`` (``(data, params) -> scores`` with autograd through the encoder, for
+    ``BERTScore``) and ``differentiable`` (``(data, params) -> scores`` with autograd through the encoder, for
     :mod:`moverkit.finetune`; ``None`` where the metric has none)."""
 
     spec: MetricSpec
     function: Callable
     class_name: str
-    target: targets.Target
     differentiable: Callable | None = None
 
     @property
@@ -106,7 +103,6 @@ REGISTRY: dict[str, Metric] = {
         spec,
         getattr(functional, name),
         _CLASS_NAMES[name],
-        targets.TARGETS[name],
         _DIFFERENTIABLE.get(name),
     )
     for name, spec in SPECS.items()

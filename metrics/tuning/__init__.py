@@ -39,7 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .registry import REGISTRY
+from ..registry import REGISTRY
+from .targets import TARGETS
 
 OBJECTIVES = ("pearson", "kendall")
 
@@ -77,7 +78,7 @@ class Tuning:
         return arguments
 
     def to_settings(self, data_name: str = ""):
-        from .settings import Settings
+        from ..settings import Settings
 
         record = {
             "data": data_name,
@@ -198,15 +199,15 @@ def tune(
     max_length: int | None = None,
     verbose: bool = False,
 ) -> Tuning:
-    """Score every setting of ``grid`` (default: the metric's, :attr:`moverkit.registry.Metric.target`) on the pairs
+    """Score every setting of ``grid`` (default: the metric's, :data:`moverkit.tuning.targets.TARGETS`) on the pairs
     (``predictions[i]``, ``references[i]``), correlate with ``human`` within each of ``groups``, and
     cross-validate the choice leaving one group out (see the module doc). Needs at least two groups
     of at least three segments each."""
     import time
 
-    from ._core import checks
-    from .lines import table_label
-    from .specs import spec
+    from .._core import checks
+    from ..lines import table_label
+    from ..specs import spec
 
     started = time.perf_counter()
     if metric not in REGISTRY:
@@ -237,7 +238,7 @@ def tune(
             "tuning needs at least two groups of at least 3 segments each (one is held out in turn); got "
             f"{len(names)} group(s)" + (f", too small: {', '.join(map(str, small))}" if small else "")
         )
-    target = REGISTRY[metric].target
+    target = TARGETS[metric]
     settings, default = _settings(target, expanded, model_type)
     keys = [_key(target.canonical(s)) for s in settings]
     unique = list(dict.fromkeys(keys))  # settings that resolve alike (such as a temperature cka ignores) run once
@@ -313,11 +314,11 @@ def _settings(target, expanded: list[dict] | None, model_type) -> tuple[list[dic
                 f"(those are: {', '.join(sorted(target.tunable))})"
             )
     varied = [*grid_keys, *(k for k in ("num_layers", "centering") if k in defaults and k not in grid_keys)]
-    from ._core.encoding import resolve_layer
+    from .._core.encoding import resolve_layer
 
     default_layer = None
     if "num_layers" in defaults:
-        from ._core.encoding import default_layer as table_layer
+        from .._core.encoding import default_layer as table_layer
 
         # MoverScore takes the last layer by default, as its release; the others the model's table entry.
         default_layer = n_layers if target.name == "moverscore" else table_layer(name, n_layers)
@@ -343,8 +344,8 @@ def _model_facts(model_type, token_level: bool) -> tuple[str | None, int, bool]:
     """The model's name (as hashcodes give it) and number of layers, and whether ``corpus``
     centering statistics ship for it (for every layer, or for its sentence vectors when not
     ``token_level``). The full encoder loaded here is the one :func:`score_settings` runs."""
-    from ._core.centering import Centering
-    from ._core.encoding import get_encoder
+    from .._core.centering import Centering
+    from .._core.encoding import get_encoder
 
     if not token_level:
         return None, 0, model_type is None  # the embedded model's sentence statistic ships
@@ -378,9 +379,9 @@ def score_settings(
     (see the module doc). sbertscore's settings are one call of the metric each."""
     import time
 
-    from ._core.base import call_texts
-    from ._core.centering import Centering
-    from ._core.encoding import EncoderRequest, encode, get_encoder, resolve_layer
+    from .._core.base import call_texts
+    from .._core.centering import Centering
+    from .._core.encoding import EncoderRequest, encode, get_encoder, resolve_layer
 
     predictions, references = list(predictions), list(references)
     common = {"batch_size": batch_size, "device": device, "dtype": dtype, "max_length": max_length}
@@ -388,7 +389,7 @@ def score_settings(
     scores: dict[str, list] = {metric: [None] * len(chosen) for metric, chosen in settings.items()}
     started = time.perf_counter()
     for metric, chosen in settings.items():  # sbertscore: each setting is one call of the metric
-        if REGISTRY[metric].target.prepare is None:
+        if TARGETS[metric].prepare is None:
             kwargs = {k: v for k, v in common.items() if k != "max_length"}  # sentences are split, not truncated
             function = REGISTRY[metric].function
             for i, s in enumerate(chosen):
@@ -397,7 +398,7 @@ def score_settings(
                     dtype=np.float64,
                 )
     seconds["score"] += time.perf_counter() - started
-    token = {metric: chosen for metric, chosen in settings.items() if REGISTRY[metric].target.prepare is not None}
+    token = {metric: chosen for metric, chosen in settings.items() if TARGETS[metric].prepare is not None}
     if not any(token.values()):
         return scores, seconds
 
@@ -413,7 +414,7 @@ def score_settings(
     seconds["encode"] = time.perf_counter() - started
     started = time.perf_counter()
     for metric, chosen in token.items():
-        target = REGISTRY[metric].target
+        target = TARGETS[metric]
         prepared: dict[tuple, list[int]] = {}
         for i, setting in enumerate(chosen):
             prepared.setdefault(tuple((k, repr(setting.get(k))) for k in target.prepare_keys), []).append(i)

@@ -1,8 +1,9 @@
-"""How tuning (:mod:`moverkit.tuning`) scores each metric, beside the metrics themselves: a
-:class:`Target` per metric says which of its arguments a grid may vary, which change the prepared
-token clouds, how to prepare them and how to score a setting from them, with the metric's own
-functions, so that a tuned setting scores exactly what the metric gives under it. The registry
-(:mod:`moverkit.registry`) hands each metric's target to tuning.
+"""How tuning (:mod:`moverkit.tuning`) scores each metric: a :class:`Target` per metric
+(:data:`TARGETS`) says which of its arguments a grid may vary, which change the prepared token
+clouds, how to prepare them and how to score a setting from them, with the metric's own functions,
+so that a tuned setting scores exactly what the metric gives under it. A setting's arguments it
+leaves out take the metric's defaults, read from its signature (:func:`with_defaults`): none is
+written here again.
 """
 
 from __future__ import annotations
@@ -11,6 +12,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from moverkit._core import prepare_pairs
+from moverkit.functional.centered_bertscore import pair_scores as bertscore_pair_scores
+from moverkit.functional.lazy_emd import pair_scores as lazy_emd_pair_scores
+from moverkit.functional.lazy_emd import pairs_with_mass
+from moverkit.functional.lazy_emd import resolve_params as lazy_emd_params
+from moverkit.functional.moverscore import prepare as moverscore_prepare
+from moverkit.functional.moverscore import resolve_config, side_units
+from moverkit.functional.moverscore import score_pairs as moverscore_pair_scores
+from moverkit.functional.twmd import pair_scores as twmd_pair_scores
+from moverkit.functional.twmd import resolve_params as twmd_params
+from moverkit.functional.twmd import similarities
+from moverkit.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -42,24 +56,23 @@ def _twmd_grid(n_layers: int, with_corpus: bool) -> list[dict[str, list]]:
     ]
 
 
-def _twmd_canonical(setting: dict) -> dict:
-    from .twmd import resolve_params
+def with_defaults(metric: str, setting: dict) -> dict:
+    """``setting`` with every settable argument it leaves out at the metric's default (its
+    signature's: :attr:`moverkit.registry.Metric.settable`)."""
+    return {**REGISTRY[metric].settable, **setting}
 
-    params = resolve_params(
-        setting.get("variant", "twmd"),
-        setting.get("temperature"),
-        setting.get("sinkhorn_iterations", 1),
-        setting.get("normalize", True),
-        setting.get("centering", "corpus"),
+
+def _twmd_canonical(setting: dict) -> dict:
+    full = with_defaults("twmd", setting)
+    params = twmd_params(
+        full["variant"], full["temperature"], full["sinkhorn_iterations"], full["normalize"], full["centering"]
     )
     kept = {k: v for k, v in setting.items() if k not in ("variant", "temperature", "sinkhorn_iterations", "normalize")}
     return {**kept, **params}
 
 
 def _twmd_score(data, shared, setting) -> np.ndarray:
-    from .twmd import pair_scores
-
-    return pair_scores(data, _twmd_params(setting), shared).cpu().numpy()
+    return twmd_pair_scores(data, _twmd_params(setting), shared).cpu().numpy()
 
 
 def _twmd_params(setting: dict) -> dict:
@@ -68,43 +81,31 @@ def _twmd_params(setting: dict) -> dict:
 
 
 def _plain_prepare(predictions, references, request, centering, source, setting):
-    from moverkit._core import prepare_pairs
-
     return prepare_pairs(predictions, references, request, centering, idf=setting.get("idf", False), **source)
 
 
 def _twmd_similarities(data):
-    from .twmd import similarities
-
     return similarities(data)
 
 
 def _bertscore_score(data, shared, setting) -> np.ndarray:
-    from .centered_bertscore import pair_scores
-
-    return pair_scores(data)[2].numpy()  # F1
+    return bertscore_pair_scores(data)[2].numpy()  # F1
 
 
 def _lazy_emd_score(data, shared, setting) -> np.ndarray:
-    from .lazy_emd import pair_scores, resolve_params
-
-    params = resolve_params(
-        "en", setting.get("reg_c"), setting.get("reg_r"), setting.get("epsilon", 0.009), setting.get("max_iter", 10_000)
-    )
-    return pair_scores(data, shared, params).cpu().numpy()
+    full = with_defaults("lazy_emd", setting)
+    params = lazy_emd_params(full["lang"], full["reg_c"], full["reg_r"], full["epsilon"], full["max_iter"])
+    return lazy_emd_pair_scores(data, shared, params).cpu().numpy()
 
 
 def _lazy_emd_live(data):
-    from .lazy_emd import pairs_with_mass
-
     return pairs_with_mass(data)
 
 
 def _moverscore_config(setting: dict):
-    from .moverscore import resolve_config
-
     keys = ("variant", "n_gram", "idf", "prediction_idf", "remove_subwords", "remove_punctuation", "cost", "score_form")
-    return resolve_config(setting.get("version", "v2"), **{k: setting[k] for k in keys if k in setting})
+    full = with_defaults("moverscore", setting)
+    return resolve_config(full["version"], **{k: setting[k] for k in keys if k in setting})
 
 
 def _moverscore_canonical(setting: dict) -> dict:
@@ -114,17 +115,13 @@ def _moverscore_canonical(setting: dict) -> dict:
 
 
 def _moverscore_prepare(predictions, references, request, centering, source, setting):
-    from .moverscore import prepare
-
-    return prepare(predictions, references, request, centering, _moverscore_config(setting), **source)
+    return moverscore_prepare(predictions, references, request, centering, _moverscore_config(setting), **source)
 
 
 def _moverscore_score(data, shared, setting) -> np.ndarray:
-    from .moverscore import score_pairs, side_units
-
     config = _moverscore_config(setting)
     pred, ref = side_units(data, config)
-    return score_pairs(data, pred, ref, config).cpu().numpy()
+    return moverscore_pair_scores(data, pred, ref, config).cpu().numpy()
 
 
 TARGETS = {
