@@ -468,7 +468,7 @@ def test_bench_precision_reports_both_dtypes(tmp_path, capsys):
 
 @pytest.mark.slow  # runs a benchmark end to end
 def test_bench_cache_loop_scores_as_uncached(tmp_path):
-    from moverkit.bench.cache_loop import loop_inputs, run
+    from moverkit.bench.cache import loop_inputs, run
     from moverkit.judgments import read_judgments
 
     data = read_judgments(ROOT / "tests" / "data" / "wmt17_sample.tsv")

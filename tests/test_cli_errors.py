@@ -191,7 +191,7 @@ def test_the_parsers_spelled_out_choices_are_the_librarys():
     they stay the library's own."""
     import moverkit
     from moverkit._core.base.hardware import DTYPES
-    from moverkit.cli import options
+    from moverkit import options
 
     assert options.METRICS == moverkit.METRICS
     assert options.DTYPES == DTYPES

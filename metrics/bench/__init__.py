@@ -5,10 +5,13 @@
 * ``speed``: metrics timed side by side in one process against a floor (the encoder alone) and
   peers (reference implementations), reported as ratios.
 
-Single-purpose benchmarks have their own module and command: ``scale`` (time and peak memory as
-the number of pairs grows), ``precision`` (float32 against bfloat16), ``cache_loop`` (``bench
-cache``: an evaluation loop with the cache of token clouds) and ``shuffled`` (true reference
-against another pair's).
+Every benchmark with a command of its own is one module here, which owns the command's parser
+(``register``) and run (``command``) beside the benchmark itself: ``correlation``, ``speed``,
+``precision`` (float32 against bfloat16), ``quantized``, ``cache`` (an evaluation loop with the cache
+of token clouds), ``scale`` (time and peak memory as the number of pairs grows), ``shuffled`` (true
+reference against another pair's), ``system_level``, ``compare_cost``, ``combination``, ``tune``,
+``overhead`` and ``gpu`` (:data:`moverkit.bench.command.COMMANDS`, with their shared options and
+opening).
 
 Every metric contributes rows from its own module in this package (``moverkit/bench/<metric>.py``),
 which defines ``CORRELATION_ROWS`` (a list of :class:`CorrelationRow`) and ``SPEED_SUITES`` (a list

@@ -42,8 +42,10 @@ from moverkit.combination import orientation as _orientation
 from moverkit.combination.scoring import system_features
 from moverkit.correlation import pairwise, pearson
 from moverkit.judgments import UNSEEN_PAIRS, TestSet
+from moverkit.options import emit, progress
 from moverkit.specs import SPECS
 
+from .command import data_options, judgments
 from .system_level import anchor_scores, score_test_sets
 
 COMBINATIONS = {
@@ -203,3 +205,51 @@ def format_system(result: dict) -> str:
             f"| {label} | " + " | ".join([*cells, share(row["accuracy"]), share(row["unseen_accuracy"])]) + " |"
         )
     return "\n".join(lines)
+
+
+def register(which) -> None:
+    combo = which.add_parser(
+        "combination",
+        help="a calibrated combination of metrics against each metric alone, leaving one language pair out",
+    )
+    data_options(combo)
+    combo.add_argument(
+        "--scores-cache",
+        type=Path,
+        help="JSON file keeping the metrics' segment scores (read where it holds them, written as they are computed)",
+    )
+    combo.add_argument("--json", type=Path, help="also write the results here (JSON)")
+    combo.set_defaults(run=command)
+
+
+def command(args) -> int:
+    import json
+
+    from moverkit.combination.crossval import format_segment, segment_report
+    from moverkit.judgments import read_shipped
+    from moverkit.lines import check_out, write_atomic
+
+    data = judgments(args)
+    check_out(args.json, [args.data, args.out], "--json")
+    check_out(args.scores_cache, [args.data, args.out, args.json], "--scores-cache")
+    components = COMBINATIONS["combination (all 7)"]
+    features = segment_features(data, components, args.scores_cache, log=progress)
+    segment = segment_report(data, features, COMBINATIONS)
+    test_sets = read_shipped()
+    metrics = [c for c in components if c not in ANCHORS]
+    segments = system_segment_scores(test_sets, metrics, args.scores_cache, log=progress)
+    system = system_bench(test_sets, segments, COMBINATIONS)
+    report = [
+        f"Segment level: {args.data.name} ({len(data.human)} segments), each language pair scored by the "
+        "combination fitted on the others",
+        format_segment(segment),
+        format_weights(segment["weights"], "segment"),
+        f"System level: the shipped WMT17 extract ({sum(len(t.outputs) for t in test_sets)} systems, the first "
+        f"{len(test_sets[0].references)} segments of each test set); a fit pair scored by the combination fitted on "
+        "the other fit pairs, an unseen pair by the one fitted on all of them",
+        format_system(system),
+        format_weights(system["weights"], "system"),
+    ]
+    if args.json:
+        write_atomic(args.json, json.dumps({"segment": segment, "system": system}, indent=2) + "\n")
+    return emit("\n\n".join(report), args.out)

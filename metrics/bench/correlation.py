@@ -6,8 +6,10 @@ import math
 
 from moverkit.correlation import correlate
 from moverkit.judgments import Judgments
+from moverkit.options import emit, positive_int, progress
 
 from . import CorrelationRow
+from .command import data_options, judgments
 
 
 def score_row(row: CorrelationRow, data: Judgments) -> list[float]:
@@ -61,3 +63,30 @@ def format_table(table: dict, rows: list[CorrelationRow]) -> str:
         cells = ["–" if v is None else f"{100 * v[1]:.1f} / {100 * v[0]:.1f}" for v in values]
         lines.append(f"| {row.label}{mark} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def register(which) -> None:
+    corr = which.add_parser("correlation", help="Pearson and Kendall per group with human judgments")
+    data_options(corr)
+    corr.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    corr.add_argument("--rows", nargs="*", help="row labels to run (default: all; see --list)")
+    corr.add_argument("--list", action="store_true", help="list the row labels and exit")
+    corr.set_defaults(run=command)
+
+
+def command(args) -> int:
+    from . import registry
+
+    rows, _ = registry()
+    if args.list:
+        print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
+        return 0
+    data = judgments(args)
+    if args.rows:
+        missing = sorted(set(args.rows) - {r.label for r in rows})
+        if missing:
+            raise ValueError(f"unknown row(s) {', '.join(missing)}; see 'moverkit bench correlation --list'")
+        rows = [r for r in rows if r.label in args.rows]
+    report = format_table(correlation_table(rows, data, log=progress), rows)
+    header = f"Kendall tau / Pearson r (x100) with human judgments of {args.data.name} ({len(data.human)} segments)"
+    return emit(f"{header}\n\n{report}", args.out)

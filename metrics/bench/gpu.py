@@ -28,7 +28,10 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from moverkit.options import emit, natural_int, positive_int, progress, rounds
+
 from ._peers import distinct
+from .command import data_options, judgments
 from .overhead import FLOOR_TOKEN_BUDGET, floor
 
 
@@ -246,3 +249,47 @@ def format_report(report: dict) -> str:
     diffs = ", ".join(f"{name} {value:.1e}" for name, value in report["differences"].items())
     lines.append(f"- max |GPU float32 - CPU float32| of the main score on {report['check_pairs']} pairs: {diffs}")
     return "\n".join(lines)
+
+
+def register(which) -> None:
+
+    parser = which.add_parser(
+        "gpu", help="pairs/s per metric and precision on a CUDA device, bert-score beside, a 100k-pair run"
+    )
+    data_options(parser)
+    parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    parser.add_argument("--model", help="Hugging Face id or local path (default: the embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
+    parser.add_argument("--dtypes", nargs="+", choices=DTYPES, help="precisions timed (default: all three)")
+    parser.add_argument("--rounds", type=rounds, default=3, help="timed calls per cell (median reported)")
+    parser.add_argument(
+        "--scale-pairs", type=natural_int, default=SCALE_PAIRS, help="distinct pairs of the scale run (0: none)"
+    )
+    parser.add_argument("--scale-dtype", choices=DTYPES, default="float16", help="precision of the scale run")
+    parser.add_argument(
+        "--check-pairs", type=positive_int, default=CHECK_PAIRS, help="pairs scored on GPU and CPU to compare"
+    )
+    parser.set_defaults(run=command)
+
+
+def command(args) -> int:
+    from moverkit.judgments import read_judgments
+
+    require_cuda()
+    data = judgments(args)
+    every = read_judgments(args.data)  # the scale run's texts come from every segment, whatever --limit
+    segments = every.predictions + every.references
+    report = measure(
+        data.predictions,
+        data.references,
+        segments,
+        model_type=args.model,
+        device=args.device,
+        dtypes=args.dtypes or DTYPES,
+        rounds=args.rounds,
+        scale_pairs=args.scale_pairs,
+        scale_dtype=args.scale_dtype,
+        check_pairs=args.check_pairs,
+        log=progress,
+    )
+    return emit(format_report(report), args.out)

@@ -20,8 +20,13 @@ from __future__ import annotations
 
 import gc
 import statistics
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from moverkit.options import METRICS, emit, positive_int, progress, rounds
+
+from .command import cap_options, capped, data_options, judgments
 
 RUNS = {
     "centered_bertscore": {"centering": "batch"},
@@ -169,3 +174,29 @@ def format_report(report: dict, isa: str) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in RUNS[name].items())
         lines.append(f"| {name}{f' ({args})' if args else ''} | {value:.3f} | {ratio:.2f} | {target} |")
     return "\n".join([*lines, "", isa])
+
+
+def register(which) -> None:
+    parser = which.add_parser(
+        "overhead", help="each metric's time over a tokenize+forward floor, with a tiny random encoder (CPU proxy)"
+    )
+    data_options(parser)
+    parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    parser.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to time (default: all five)")
+    parser.add_argument("--rounds", type=rounds, default=5, help="interleaved timed rounds (median reported)")
+    cap_options(parser)
+    parser.set_defaults(run=command)
+
+
+def command(args) -> int:
+    from .precision import machine_isa
+
+    exit_status = capped(args)
+    if exit_status is not None:
+        return exit_status
+    data = judgments(args)
+    metrics = args.metrics or list(RUNS)
+    with tempfile.TemporaryDirectory(prefix="moverkit-tiny-bert-") as folder:
+        report = measure(data.predictions, data.references, metrics, args.rounds, folder)
+    progress("done: overhead")
+    return emit(format_report(report, machine_isa()), args.out)

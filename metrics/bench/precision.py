@@ -22,8 +22,10 @@ import numpy as np
 
 from moverkit.correlation import correlate
 from moverkit.judgments import Judgments
+from moverkit.options import METRICS, emit, positive_int, progress, rounds
 
 from . import MAIN_OUTPUTS, CorrelationRow
+from .command import cap_options, capped, data_options, judgments
 from .correlation import score_row
 
 DTYPES = ("float32", "bfloat16")
@@ -129,3 +131,25 @@ def format_table(rows: list[dict], isa: str | None = None) -> str:
     )
     ran_on = isa if isa is not None else machine_isa()
     return "\n".join([header, *(format_row(r) for r in rows), "", ran_on])
+
+
+def register(which) -> None:
+    parser = which.add_parser("precision", help="float32 vs bfloat16 encoder: speed, score change, correlation")
+    data_options(parser)
+    parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    parser.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to measure (default: all five)")
+    parser.add_argument("--rounds", type=rounds, default=3, help="interleaved timed rounds (median reported)")
+    cap_options(parser)
+    parser.set_defaults(run=command)
+
+
+def command(args) -> int:
+    exit_status = capped(args)
+    if exit_status is not None:
+        return exit_status
+    data = judgments(args)
+    rows = []
+    for metric in args.metrics or METRICS:
+        rows.append(measure(metric, data, rounds=args.rounds))
+        progress(f"done: {metric}")
+    return emit(format_table(rows), args.out)

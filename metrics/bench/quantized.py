@@ -32,9 +32,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+from moverkit.options import emit, positive_int, require_data, rounds
+
+if TYPE_CHECKING:
+    import torch
+
+from .command import cap_options, data_options, environment_caps
 
 AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 """The two variables of issue 24 that cap oneDNN and ATen's own kernels at AVX2."""
@@ -48,7 +55,9 @@ KEEP = 4
 """How many of the most sensitive Linear layers ``int8 per-channel, keep`` leaves in float32."""
 BATCH = 64
 
-Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Forward = Callable[["torch.Tensor", "torch.Tensor"], "torch.Tensor"]
+"""``forward(input_ids, attention_mask) -> last hidden states``: one path of the encoder (torch is
+imported where a path is built, so that ``moverkit bench --help`` loads no torch)."""
 
 
 def read_pairs(data_path: str) -> list[dict]:
@@ -86,6 +95,8 @@ def batches(tokenizer, texts: list[str], size: int = BATCH) -> list[tuple[torch.
 def sensitive_linears(model: torch.nn.Module, calib: list, k: int) -> list[str]:
     """The ``k`` Linear layers whose per-channel int8 quantization alone (all others float32)
     moves the encoder's output most: mean |delta| of the output vectors on ``calib``."""
+    import torch
+
     ref = [model(input_ids=i, attention_mask=m)[0] for i, m in calib]
     errors = {}
     for name, module in model.named_modules():
@@ -98,6 +109,8 @@ def sensitive_linears(model: torch.nn.Module, calib: list, k: int) -> list[str]:
 
 
 def _torch_path(model: torch.nn.Module, autocast: bool = False) -> Forward:
+    import torch
+
     def forward(ids, mask):
         with torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext():
             return model(input_ids=ids, attention_mask=mask)[0].float()
@@ -107,6 +120,7 @@ def _torch_path(model: torch.nn.Module, autocast: bool = False) -> Forward:
 
 def _onnx_path(path: str) -> Forward:
     import onnxruntime as ort
+    import torch
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
@@ -116,19 +130,19 @@ def _onnx_path(path: str) -> Forward:
     )
 
 
-class _LastHidden(torch.nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
-
-
 def build_paths(model: torch.nn.Module, calib: list, folder: str) -> tuple[dict[str, Forward], list[str]]:
     """Every path of :data:`PATHS` as a forward function, and the Linear layers the ``keep``
     path leaves in float32. The ONNX graphs are written to ``folder``."""
+    import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    class _LastHidden(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
 
     q = torch.ao.quantization
     linears = {n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and "pooler" not in n}
@@ -156,19 +170,20 @@ def build_paths(model: torch.nn.Module, calib: list, folder: str) -> tuple[dict[
     }, kept
 
 
-class _Swapped(torch.nn.Module):
-    """Stands in for the encoder's model: ``forward(ids, mask)`` gives ``(vectors,)``."""
-
-    def __init__(self, forward: Forward, config):
-        super().__init__()
-        self.fn, self.config = forward, config
-
-    def forward(self, input_ids, attention_mask, **_):
-        return (self.fn(input_ids, attention_mask),)
-
-
 def f1_scores(encoder, forward: Forward, pairs: list[dict]) -> np.ndarray:
     """centered_bertscore F1 (no centering, no IDF) of ``pairs`` with ``forward`` as the encoder."""
+    import torch
+
+    class _Swapped(torch.nn.Module):
+        """Stands in for the encoder's model: ``forward(ids, mask)`` gives ``(vectors,)``."""
+
+        def __init__(self, forward: Forward, config):
+            super().__init__()
+            self.fn, self.config = forward, config
+
+        def forward(self, input_ids, attention_mask, **_):
+            return (self.fn(input_ids, attention_mask),)
+
     from moverkit.functional import centered_bertscore
 
     original, encoder.model = encoder.model, _Swapped(forward, encoder.model.config)
@@ -191,6 +206,8 @@ def mean_pearson(scores: np.ndarray, pairs: list[dict]) -> float:
 def frontier(data_path: str, n_texts: int = 1200, n_pairs: int = 1400, rounds: int = 2) -> list[dict]:
     """One row per path of :data:`PATHS` (see the module's docstring), measured in this process
     under the ISA caps of its environment."""
+    import torch
+
     from moverkit._core.encoding import get_encoder
 
     torch.set_num_threads(1)
@@ -306,3 +323,31 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+def register(which) -> None:
+    parser = which.add_parser(
+        "quantized", help="int8 and ONNX Runtime paths of the encoder vs float32: speed, |delta F1|, Pearson"
+    )
+    data_options(parser)
+    parser.add_argument("--n-texts", type=positive_int, default=1200, help="texts timed per path (half references)")
+    parser.add_argument("--n-pairs", type=positive_int, default=1400, help="pairs scored per path")
+    parser.add_argument("--rounds", type=rounds, default=2, help="interleaved timed rounds (best kept)")
+    cap_options(parser)
+    parser.set_defaults(run=command)
+
+
+def command(args) -> int:
+    from moverkit.lines import check_out
+
+    from .precision import run_capped
+
+    require_data(args)
+    check_out(args.out, [args.data])
+    sizes = ["--n-texts", str(args.n_texts), "--n-pairs", str(args.n_pairs), "--rounds", str(args.rounds)]
+    caps = environment_caps(args)
+    if caps:
+        out = ["--out", str(args.out)] if args.out else []
+        return run_capped(["bench", "quantized", "--data", str(args.data), *sizes, *out], caps)
+    text = report(str(args.data), n_texts=args.n_texts, n_pairs=args.n_pairs, rounds=args.rounds)
+    return emit(text, args.out)

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 
 from moverkit.judgments import read_judgments
+from moverkit.options import emit, positive_int, progress, require_data
+
+from .command import data_options
 
 SIZES = (1_000, 10_000, 100_000)
 RUNS = (("centered_bertscore", "batch"), ("centered_bertscore", "corpus"), ("twmd", "batch"), ("twmd", "corpus"))
@@ -114,3 +117,31 @@ def format_table(rows: list[dict]) -> str:
 if __name__ == "__main__":  # one measurement, in the fresh process run() starts
     path, name, mode, n = sys.argv[1:5]
     print(json.dumps(measure(Path(path), name, mode, int(n), sys.argv[5] if len(sys.argv) > 5 else None)))
+
+
+def register(which) -> None:
+    parser = which.add_parser("scale", help="wall time and peak RSS of one call at growing numbers of distinct pairs")
+    data_options(parser, "TSV of judgments whose segments make the texts (required)")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", help="numbers of pairs (default: 1000 10000 100000)")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        help="METRIC:CENTERING runs (default: centered_bertscore and twmd, each with batch and corpus centering)",
+    )
+    parser.add_argument("--memory-budget", help="moverkit.set_memory_budget for the runs (default: the default)")
+    parser.set_defaults(run=command)
+
+
+def command(args) -> int:
+    from moverkit._core.base import parse_size
+    from moverkit.lines import check_out
+
+    require_data(args)
+    check_out(args.out, [args.data])
+    if not args.data.is_file():
+        raise ValueError(f"--data {args.data}: no such file")
+    if args.memory_budget is not None:
+        parse_size(args.memory_budget, "--memory-budget")  # before a child process is started
+    runs = RUNS if not args.runs else tuple(parse_run(run) for run in args.runs)
+    rows = run(args.data, tuple(args.sizes or SIZES), runs, memory_budget=args.memory_budget, log=progress)
+    return emit(format_table(rows), args.out)

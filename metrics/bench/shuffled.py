@@ -24,7 +24,10 @@ from __future__ import annotations
 import random
 
 from moverkit.judgments import Judgments
+from moverkit.options import emit, positive_int
 from moverkit.specs import SPECS
+
+from .command import data_options, judgments
 
 PAIRS = 400
 """Pairs drawn by default."""
@@ -90,3 +93,22 @@ def format_table(rows: list[dict]) -> str:
         share = f"{100 * row['share']:.1f}% ({row['wins']}/{row['pairs']})"
         lines.append(f"| {row['metric']} | {row['output']} | {better} | {share} |")
     return "\n".join(lines)
+
+
+def register(which) -> None:
+    parser = which.add_parser(
+        "shuffled", help="share of pairs where each metric scores the true reference above another pair's"
+    )
+    data_options(parser)
+    parser.add_argument("--pairs", type=positive_int, default=400, help="pairs drawn at random (default: 400)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the draw and of the shuffle (default: 0)")
+    parser.set_defaults(run=command)
+
+
+def command(args) -> int:
+    rows = run(judgments(args), pairs=args.pairs, seed=args.seed)
+    header = (
+        f"True reference against another pair's (a derangement, seed {args.seed}) on {args.pairs} pairs of "
+        f"{args.data.name}, each metric with its default arguments"
+    )
+    return emit(f"{header}\n\n{format_table(rows)}", args.out)

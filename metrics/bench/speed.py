@@ -6,7 +6,10 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 
+from moverkit.options import emit, positive_int, rounds
+
 from . import SpeedSuite
+from .command import data_options, judgments
 
 
 class PeerUnavailable(ImportError):
@@ -67,3 +70,32 @@ def format_report(report: dict) -> str:
         verdict = "" if target is None else f" (target {target}: {'met' if meets(ratio, target) else 'NOT met'})"
         lines.append(f"- {numerator} / {denominator} = {ratio:.2f}{verdict}")
     return "\n".join(lines)
+
+
+def register(which) -> None:
+    speed = which.add_parser("speed", help="time metrics side by side against the encoder and peers")
+    data_options(speed)
+    speed.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    speed.add_argument("--suite", nargs="*", help="run only these suites, by key (--list shows the keys)")
+    speed.add_argument("--repeats", type=rounds, default=3, help="timed rounds (median reported)")
+    speed.add_argument("--list", action="store_true", help="list the suites and their contenders and exit")
+    speed.set_defaults(run=command)
+
+
+def command(args) -> int:
+    from . import registry
+
+    _, suites = registry()
+    if args.suite:
+        unknown = sorted(set(args.suite) - {s.key for s in suites})
+        if unknown:
+            raise ValueError(
+                f"--suite: no suite {', '.join(unknown)}; the suites are {', '.join(s.key for s in suites)}"
+            )
+        suites = [s for s in suites if s.key in args.suite]
+    if args.list:
+        print("\n".join(f"{s.key}\t{s.name}\t{', '.join(s.contenders)}" for s in suites))
+        return 0
+    data = judgments(args)
+    reports = [format_report(run_suite(s, data.predictions, data.references, args.repeats)) for s in suites]
+    return emit("\n\n".join(reports), args.out)

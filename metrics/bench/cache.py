@@ -19,8 +19,10 @@ import time
 import numpy as np
 
 from moverkit.judgments import Judgments
+from moverkit.options import METRICS, emit, positive_int, rounds
 
 from . import MAIN_OUTPUTS
+from .command import data_options, judgments
 
 
 def new_prediction(text: str, k: int) -> str:
@@ -91,3 +93,20 @@ def format_report(report: dict) -> str:
     ]
     lines += ["", f"max |delta| from the same loop uncached: {report['max_abs_delta_vs_uncached']:.1e}"]
     return "\n".join(lines)
+
+
+def register(which) -> None:
+    cache = which.add_parser("cache", help="an evaluation loop (fixed references, new predictions) with the cache on")
+    data_options(cache)
+    cache.add_argument("--metric", choices=METRICS, default="centered_bertscore", help="(default: centered_bertscore)")
+    cache.add_argument(
+        "--references", type=positive_int, default=1000, help="references of every evaluation (default: 1000)"
+    )
+    cache.add_argument("--evaluations", type=positive_int, default=5, help="evaluations in the loop (default: 5)")
+    cache.add_argument("--rounds", type=rounds, default=1, help="times the loop runs (median per evaluation reported)")
+    cache.set_defaults(run=command)
+
+
+def command(args) -> int:
+    report = run(judgments(args), args.metric, args.references, args.evaluations, args.rounds)
+    return emit(format_report(report), args.out)

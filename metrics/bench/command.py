@@ -1,0 +1,82 @@
+"""What every ``moverkit bench`` command shares: its options and its opening.
+
+Each benchmark module of this package that is a command has ``register(which)`` (its parser, added
+to ``moverkit bench``'s subparsers by :mod:`moverkit.cli.bench`) and ``command(args)`` (what it
+runs); :data:`COMMANDS` lists them. A command on the judgments TSV opens with :func:`judgments`
+(and, where it takes ``--avx2``, :func:`capped` first).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from moverkit.judgments import Judgments, read_judgments
+from moverkit.lines import check_out
+from moverkit.options import require_data
+
+COMMANDS = (
+    "correlation",
+    "speed",
+    "precision",
+    "quantized",
+    "cache",
+    "scale",
+    "shuffled",
+    "system_level",
+    "compare_cost",
+    "combination",
+    "tune",
+    "overhead",
+    "gpu",
+)
+"""The benchmark modules that are commands, in the order ``moverkit bench --help`` lists them (each
+module's name is its command's)."""
+
+
+def data_options(parser, what: str = "TSV with columns lp, hypothesis, reference, human (required)") -> None:
+    parser.add_argument("--data", type=Path, help=what)
+    parser.add_argument("--out", type=Path, help="also write the report here (Markdown)")
+
+
+def cap_options(parser) -> None:
+    cap = parser.add_mutually_exclusive_group()
+    cap.add_argument(
+        "--avx2",
+        action="store_true",
+        help="run limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2), in a subprocess",
+    )
+    cap.add_argument("--strict-avx2", action="store_true", help="as --avx2, and MKL and FBGEMM limited to AVX2 too")
+
+
+def environment_caps(args) -> dict[str, str] | None:
+    """The environment caps of --avx2 / --strict-avx2, or None to run in this process."""
+    from .quantized import AVX2_ENV, STRICT_AVX2_ENV
+
+    return AVX2_ENV if args.avx2 else STRICT_AVX2_ENV if args.strict_avx2 else None
+
+
+def capped(args) -> int | None:
+    """With --avx2 or --strict-avx2, ``moverkit bench <command>`` again in a subprocess limited by
+    their caps (:func:`environment_caps`), with the options ``bench precision`` and ``bench
+    overhead`` share (--data, --rounds, --limit, --metrics, --out): its exit status. Else None:
+    the command runs here."""
+    from .precision import run_capped
+
+    caps = environment_caps(args)
+    if caps is None:
+        return None
+    require_data(args)
+    argv = ["bench", args.bench, "--data", str(args.data), "--rounds", str(args.rounds)]
+    argv += ["--limit", str(args.limit)] if args.limit else []
+    argv += ["--metrics", *args.metrics] if args.metrics else []
+    argv += ["--out", str(args.out)] if args.out else []
+    return run_capped(argv, caps)
+
+
+def judgments(args, limit: bool = True) -> Judgments:
+    """The opening of a command on the judgments TSV: ``--data`` required, ``--out`` checked against
+    it (never the input), and the judgments read: the first ``--limit`` rows where the command takes
+    ``--limit`` (and ``limit``)."""
+    require_data(args)
+    check_out(args.out, [args.data])
+    return read_judgments(args.data, limit=getattr(args, "limit", None) if limit else None)
