@@ -190,8 +190,8 @@ def test_the_parsers_spelled_out_choices_are_the_librarys():
     """The parser spells its choices out (building it must not import torch or read folders);
     they stay the library's own."""
     import moverkit
-    from moverkit._core.base.hardware import DTYPES
     from moverkit import options
+    from moverkit._core.base.hardware import DTYPES
 
     assert options.METRICS == moverkit.METRICS
     assert options.DTYPES == DTYPES

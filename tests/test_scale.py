@@ -11,7 +11,7 @@ import moverkit
 from moverkit import MoverkitWarning
 from moverkit._core.call import streaming
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit.functional import centered_bertscore, lazy_emd, twmd
+from moverkit.functional import centered_bertscore, lazy_emd, moverscore, twmd
 
 
 @pytest.fixture
@@ -73,6 +73,37 @@ def test_chunked_idf_and_lazy_emd(pairs, tiny_budget):
     assert lazy_emd(predictions, references, centering="batch")["lazy_emd"] == pytest.approx(
         whole_emd["lazy_emd"], abs=1e-6
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "centering"),
+    [
+        ("v2", "batch"),
+        pytest.param("v2", "none", marks=pytest.mark.slow),
+        pytest.param("v1", "none", marks=pytest.mark.slow),
+    ],
+)
+def test_moverscore_streams_with_its_idf_on_both_sides_of_the_whole_call(pairs, tiny_budget, version, centering):
+    """moverscore is on the streaming path: IDF on the references and on the predictions (v2 and
+    v1 weigh both) fitted on the whole call, batch centering the whole call's mean; chunked scores
+    are the unchunked ones."""
+    predictions, references = pairs
+    whole = moverscore(predictions, references, version=version, centering=centering)
+    tiny_budget()
+    assert chunk_count(predictions, references) >= 4
+    chunked = moverscore(predictions, references, version=version, centering=centering)
+    assert chunked["hashcode"] == whole["hashcode"]
+    assert chunked["moverscore"] == pytest.approx(whole["moverscore"], abs=1e-6)
+
+
+def test_moverscore_v1_with_batch_centering_is_one_chunk(pairs, tiny_budget, monkeypatch):
+    """v1 averages power means of five layers, each centered on the call's mean: what a chunk
+    cannot take from the whole call, so that call is never cut (scores as unchunked)."""
+    predictions, references = pairs[0][:12], pairs[1][:12]
+    whole = moverscore(predictions, references, version="v1", centering="batch")
+    tiny_budget()
+    monkeypatch.setattr(streaming, "memory_budget", lambda device=None: 1)  # every prediction its own chunk
+    assert moverscore(predictions, references, version="v1", centering="batch")["moverscore"] == whole["moverscore"]
 
 
 def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):

@@ -38,7 +38,7 @@ import torch
 
 from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.base import pad, pair_buckets
-from moverkit._core.call import MetricCall
+from moverkit._core.call import MetricCall, chunks
 from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit.ot import exact_transport
 
@@ -169,7 +169,16 @@ def moverscore(
         cost=cost,
         score_form=score_form,
     )
-    data = prepare(call.predictions, call.references, call.request, call.centering, config)
+    # A batch mean over several layers (v1's power means) is taken within one call: such a call is
+    # never cut into chunks.
+    one_chunk = config.aggregation == "power_means" and call.centering.mode == "batch"
+    chunked = chunks(call, idf=config.idf, prediction_idf=config.prediction_idf, one_chunk=one_chunk)
+    return call.close([_scores(chunk, config) for chunk in chunked])
+
+
+def _scores(call: MetricCall, config: Config) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
+    data = call.pairs(**pair_options(config))
     pred, ref = side_units(data, config)
     results, best = call.results(
         score_pairs(data, pred, ref, config),
@@ -181,27 +190,27 @@ def moverscore(
     )
     if call.return_alignment:
         results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
-    return call.close([results])
+    return results
+
+
+def pair_options(config: Config) -> dict:
+    """What ``config`` asks of the pairs (:func:`~moverkit._core.call.pairs.pair_data`): its IDF on
+    each side, its token filters, and the power means over the last layers (v1)."""
+    filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
+    over_layers = config.aggregation == "power_means"
+    return {
+        "idf": config.idf,
+        "prediction_idf": config.prediction_idf,
+        "drop_tokens": partial(dropped_tokens, config=config) if filtering else None,
+        "layers": POWER_MEAN_LAYERS if over_layers else None,
+        "layer_aggregation": power_means if over_layers else None,
+    }
 
 
 def prepare(predictions, references, request, centering, config: Config, **source) -> PairData:
-    """:func:`~moverkit._core.prepare_pairs` as ``config`` asks: its IDF on each side, its token
-    filters, and the power means over the last layers (v1). ``source``: the ``encoder`` and
-    ``clouds`` tuning passes (:mod:`moverkit.tuning`)."""
-    filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
-    over_layers = config.aggregation == "power_means"
-    return prepare_pairs(
-        predictions,
-        references,
-        request,
-        centering,
-        idf=config.idf,
-        prediction_idf=config.prediction_idf,
-        drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
-        layers=POWER_MEAN_LAYERS if over_layers else None,
-        layer_aggregation=power_means if over_layers else None,
-        **source,
-    )
+    """:func:`~moverkit._core.prepare_pairs` as ``config`` asks (:func:`pair_options`), outside a
+    metric call: ``source`` is the ``encoder`` and ``clouds`` tuning passes (:mod:`moverkit.tuning`)."""
+    return prepare_pairs(predictions, references, request, centering, **pair_options(config), **source)
 
 
 def hashcode(data: PairData, config: Config, *, rescaled: str | None = None) -> str:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from moverkit._core.encoding.encoder import DEFAULT_MODEL
+from moverkit._core import DEFAULT_MODEL
 from moverkit.demo import (
     DEMO_MODELS_VARIABLE,
     LABEL_CHARS,

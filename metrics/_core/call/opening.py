@@ -51,7 +51,8 @@ class MetricCall:
 
     A prepared call (:func:`~moverkit._core.call.streaming.chunks`) also holds what every later
     step reads, checked or resolved once: its ``texts``, its ``encoder``, its token ``limit`` and,
-    for ``idf=True`` past the memory budget, ``call_idf``, the table fitted on the whole call."""
+    for ``idf=True`` past the memory budget, ``call_idf``, the table fitted on the whole call's
+    references (and ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``)."""
 
     metric: str
     predictions: Sequence
@@ -66,6 +67,7 @@ class MetricCall:
     encoder: Encoder | None = None
     limit: int | None = None
     call_idf: Mapping | None = None
+    call_prediction_idf: Mapping | None = None
 
     def pairs(self, **options) -> PairData:
         """The padded token clouds of this prepared call's pairs
@@ -74,7 +76,14 @@ class MetricCall:
         if self.texts is None:
             raise RuntimeError("a MetricCall is scored once prepared: iterate moverkit._core.call.chunks(call)")
         return pair_data(
-            self.texts, self.encoder, self.limit, self.request, self.centering, call_idf=self.call_idf, **options
+            self.texts,
+            self.encoder,
+            self.limit,
+            self.request,
+            self.centering,
+            call_idf=self.call_idf,
+            call_prediction_idf=self.call_prediction_idf,
+            **options,
         )
 
     def results(

@@ -197,13 +197,16 @@ def pair_data(
     idf: bool | Mapping = False,
     prediction_idf: bool | Mapping | None = None,
     call_idf: Mapping | None = None,
+    call_prediction_idf: Mapping | None = None,
     drop_tokens: TokenFilter | None = None,
     layers: int | Sequence[int] | None = None,
     layer_aggregation: LayerAggregation | None = None,
     clouds: TokenClouds | None = None,
 ) -> PairData:
     """:func:`prepare_pairs` of texts, IDF arguments and a token ``limit`` already checked, with
-    their ``encoder`` resolved: nothing here checks them again."""
+    their ``encoder`` resolved: nothing here checks them again. ``call_prediction_idf``: for
+    ``prediction_idf=True``, the table a streamed call fitted on all its predictions (as
+    ``call_idf`` for the references)."""
     if (layers is None) != (layer_aggregation is None):
         raise ValueError("layers and layer_aggregation go together: give both or neither")
     if layer_aggregation is not None and centering.mode == "corpus":
@@ -223,7 +226,8 @@ def pair_data(
         raise ValueError("the given clouds are not those of this call's distinct texts (and layers)")
     kept = kept_tokens(clouds, drop_tokens)
     ref_idf = call_idf if idf is True and call_idf is not None else idf
-    ref_table, pred_table = idf_tables(clouds, texts, ref_idf, prediction_idf)
+    pred_idf = call_prediction_idf if prediction_idf is True and call_prediction_idf is not None else prediction_idf
+    ref_table, pred_table = idf_tables(clouds, texts, ref_idf, pred_idf)
     counts = texts.counts()
     if centering.call_mean is not None:
         vectors = center(clouds, "corpus", stats=centering.call_mean).vectors  # the whole call's mean

@@ -95,14 +95,24 @@ def memory_budget(device: torch.device | None = None) -> int:
     return size_from_env(MEMORY_BUDGET_VARIABLE, default)
 
 
-def chunks(call: MetricCall, *, idf: bool | Mapping = False, name: str = "scoring") -> Iterator[MetricCall]:
+def chunks(
+    call: MetricCall,
+    *,
+    idf: bool | Mapping = False,
+    prediction_idf: bool | Mapping | None = None,
+    one_chunk: bool = False,
+    name: str = "scoring",
+) -> Iterator[MetricCall]:
     """``call`` prepared once, as the chunks a metric scores: the texts checked
     (:func:`~moverkit._core.base.inputs.call_texts`), the encoder of ``call.request`` resolved and
     its token limit checked (:func:`~moverkit._core.encoding.encoder.check_max_length`), each put
     in the :class:`MetricCall` every chunk is. Within the memory budget that is the call itself,
     one chunk; past it, consecutive chunks of predictions (see the module doc), with the whole
     call's ``batch`` mean in their centering and, for ``idf=True`` (the metric's ``idf``, checked),
-    the whole call's IDF table in ``call_idf``. ``name`` labels the progress bar of a chunked call.
+    the whole call's IDF table in ``call_idf`` (for ``prediction_idf=True``, the predictions' in
+    ``call_prediction_idf``). ``one_chunk``: the call is never cut (what its chunks could not take
+    from the whole call, such as a ``batch`` mean of several layers). ``name`` labels the progress
+    bar of a chunked call.
     The metric scores each chunk and merges them with :meth:`MetricCall.close`."""
     texts = call_texts(call.predictions, call.references)
     request = call.request
@@ -113,7 +123,7 @@ def chunks(call: MetricCall, *, idf: bool | Mapping = False, name: str = "scorin
     planned = None if request.long_texts == "window" else limit
     max_tokens = memory_budget(encoder.device) // token_bytes
     ranges = plan_chunks(texts, max_tokens, planned)
-    if len(ranges) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
+    if one_chunk or len(ranges) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
         yield call
         return
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
@@ -121,8 +131,17 @@ def chunks(call: MetricCall, *, idf: bool | Mapping = False, name: str = "scorin
     if centering.mode == "batch":
         centering = centering.within_call(batch_mean(encoder, texts, request, max_tokens, planned, limit))
     call_idf = fit_idf(encoder, texts.pair_references, limit, request.long_texts) if idf is True else None
+    prediction_table = (
+        fit_idf(encoder, texts.predictions, limit, request.long_texts) if prediction_idf is True else None
+    )
     # One bar, over pairs, instead of one per chunk.
-    chunk_call = replace(call, request=replace(request, verbose=False), centering=centering, call_idf=call_idf)
+    chunk_call = replace(
+        call,
+        request=replace(request, verbose=False),
+        centering=centering,
+        call_idf=call_idf,
+        call_prediction_idf=prediction_table,
+    )
     bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
     with bar:
         for start, end in ranges:
@@ -210,15 +229,16 @@ def batch_mean(
     )
 
 
-def fit_idf(encoder, references: list[str], limit: int, long_texts: str) -> IdfTable:
-    """First pass of ``idf=True``: the document frequencies of every reference of the call (one
-    document per pair), tokenized chunk by chunk to the call's checked token ``limit``."""
+def fit_idf(encoder, texts: list[str], limit: int, long_texts: str) -> IdfTable:
+    """First pass of ``idf=True``: the document frequencies of ``texts``, every reference of the
+    call (one document per pair; for ``prediction_idf=True``, every prediction), tokenized chunk by
+    chunk to the call's checked token ``limit``."""
 
     def documents():
-        for start in range(0, len(references), 4096):
+        for start in range(0, len(texts), 4096):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ids, _ = token_ids(encoder, references[start : start + 4096], limit, long_texts)
+                ids, _ = token_ids(encoder, texts[start : start + 4096], limit, long_texts)
             yield from ids
 
     return IdfTable(documents())

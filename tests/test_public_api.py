@@ -1,0 +1,345 @@
+"""The public API, listed (issue 41): ``moverkit.*``, ``moverkit.functional.*`` with each function's
+whole signature, the evaluate modules (their ``compute`` takes the function's arguments) and every
+command of the CLI with its options. A change to any of them is a change of the public API: make
+it on purpose, and change this list with it."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+
+import pytest
+
+import moverkit
+from moverkit import functional
+
+ROOT = [
+    "METRICS",
+    "MoverkitWarning",
+    "__version__",
+    "compare",
+    "fit_centering",
+    "load",
+    "map_scores",
+    "means",
+    "module_path",
+    "release",
+    "set_cache",
+    "set_memory_budget",
+]
+FUNCTIONS = {
+    "centered_bertscore": "(predictions, references, *, idf: 'bool | Mapping' = False, use_fast_tokenizer: "
+    "'bool' = False, nthreads: 'int' = 4, all_layers: 'bool' = False, model_type: 'str | "
+    "os.PathLike | None' = None, num_layers: 'int | None' = None, batch_size: 'int' = 64, "
+    "device: 'str | int | torch.device | None' = None, verbose: 'bool' = False, "
+    "centering: 'str' = 'corpus', centering_stats=None, max_length: 'int | None' = None, "
+    "lang: 'str' = 'en', long_texts: 'str' = 'truncate', dtype: 'str' = 'float32', "
+    "rescale_with_baseline: 'bool' = False, baseline_path: 'str | os.PathLike | None' = "
+    "None, return_alignment: 'bool' = False, return_reference_index: 'bool' = False, "
+    "settings=None) -> 'dict'",
+    "lazy_emd": "(predictions, references, *, reg_c: 'float | None' = None, reg_r: 'float | None' = None, "
+    "epsilon: 'float' = 0.009, max_iter: 'int' = 10000, idf: 'bool | dict' = False, model_type: "
+    "'str | os.PathLike | None' = None, num_layers: 'int | None' = None, batch_size: 'int' = 64, "
+    "device: 'str | int | torch.device | None' = None, verbose: 'bool' = False, centering: 'str' = "
+    "'none', centering_stats=None, max_length: 'int | None' = None, lang: 'str' = 'en', long_texts: "
+    "'str' = 'truncate', dtype: 'str' = 'float32', rescale_with_baseline: 'bool' = False, "
+    "baseline_path: 'str | os.PathLike | None' = None, return_alignment: 'bool' = False, "
+    "return_reference_index: 'bool' = False, settings=None) -> 'dict'",
+    "moverscore": "(predictions, references, *, version: 'str' = 'v2', variant: 'str | None' = None, n_gram: "
+    "'int | None' = None, aggregation: 'str | None' = None, idf: 'bool | Mapping | None' = None, "
+    "prediction_idf: 'bool | Mapping | None' = None, stop_words: 'list[str] | None' = None, "
+    "remove_subwords: 'bool | None' = None, remove_punctuation: 'bool | None' = None, cost: 'str "
+    "| None' = None, score_form: 'str | None' = None, model_type: 'str | os.PathLike | None' = "
+    "None, num_layers: 'int | None' = None, batch_size: 'int' = 64, device: 'str | int | "
+    "torch.device | None' = None, verbose: 'bool' = False, centering: 'str' = 'none', "
+    "centering_stats=None, max_length: 'int | None' = None, lang: 'str' = 'en', long_texts: 'str' "
+    "= 'truncate', dtype: 'str' = 'float32', rescale_with_baseline: 'bool' = False, "
+    "baseline_path: 'str | os.PathLike | None' = None, return_alignment: 'bool' = False, "
+    "return_reference_index: 'bool' = False, settings=None) -> 'dict'",
+    "sbertscore": "(predictions, references, *, model_type: 'str | os.PathLike | None' = None, batch_size: "
+    "'int' = 64, device: 'str | int | torch.device | None' = None, verbose: 'bool' = False, "
+    "centering: 'str' = 'none', centering_stats=None, lang: 'str' = 'en', dtype: 'str' = "
+    "'float32', rescale_with_baseline: 'bool' = False, baseline_path: 'str | os.PathLike | None' "
+    "= None, return_alignment: 'bool' = False, return_reference_index: 'bool' = False, "
+    "settings=None) -> 'dict'",
+    "twmd": "(predictions, references, *, variant: 'str' = 'twmd', temperature: 'float | None' = None, "
+    "sinkhorn_iterations: 'int' = 1, normalize: 'bool' = True, model_type: 'str | os.PathLike | None' = "
+    "None, num_layers: 'int | None' = None, batch_size: 'int' = 64, device: 'str | int | torch.device | "
+    "None' = None, verbose: 'bool' = False, centering: 'str' = 'corpus', centering_stats=None, "
+    "max_length: 'int | None' = None, lang: 'str' = 'en', long_texts: 'str' = 'truncate', dtype: 'str' "
+    "= 'float32', rescale_with_baseline: 'bool' = False, baseline_path: 'str | os.PathLike | None' = "
+    "None, return_alignment: 'bool' = False, return_reference_index: 'bool' = False, settings=None) -> "
+    "'dict'",
+}
+CLI = {
+    "moverkit": ["--help", "--version", "-h"],
+    "moverkit bench": ["--help", "-h"],
+    "moverkit bench cache": [
+        "--data",
+        "--evaluations",
+        "--help",
+        "--metric",
+        "--out",
+        "--references",
+        "--rounds",
+        "-h",
+    ],
+    "moverkit bench combination": ["--data", "--help", "--json", "--out", "--scores-cache", "-h"],
+    "moverkit bench compare-cost": [
+        "--help",
+        "--metrics",
+        "--out",
+        "--resamples",
+        "--rounds",
+        "--segments",
+        "--systems",
+        "--threads",
+        "-h",
+    ],
+    "moverkit bench correlation": ["--data", "--help", "--limit", "--list", "--out", "--rows", "-h"],
+    "moverkit bench gpu": [
+        "--check-pairs",
+        "--data",
+        "--device",
+        "--dtypes",
+        "--help",
+        "--limit",
+        "--model",
+        "--out",
+        "--rounds",
+        "--scale-dtype",
+        "--scale-pairs",
+        "-h",
+    ],
+    "moverkit bench overhead": [
+        "--avx2",
+        "--data",
+        "--help",
+        "--limit",
+        "--metrics",
+        "--out",
+        "--rounds",
+        "--strict-avx2",
+        "-h",
+    ],
+    "moverkit bench precision": [
+        "--avx2",
+        "--data",
+        "--help",
+        "--limit",
+        "--metrics",
+        "--out",
+        "--rounds",
+        "--strict-avx2",
+        "-h",
+    ],
+    "moverkit bench quantized": [
+        "--avx2",
+        "--data",
+        "--help",
+        "--n-pairs",
+        "--n-texts",
+        "--out",
+        "--rounds",
+        "--strict-avx2",
+        "-h",
+    ],
+    "moverkit bench scale": ["--data", "--help", "--memory-budget", "--out", "--runs", "--sizes", "-h"],
+    "moverkit bench shuffled": ["--data", "--help", "--out", "--pairs", "--seed", "-h"],
+    "moverkit bench speed": ["--data", "--help", "--limit", "--list", "--out", "--repeats", "--suite", "-h"],
+    "moverkit bench system-level": [
+        "--data",
+        "--help",
+        "--metrics",
+        "--out",
+        "--per-system-batch",
+        "--resamples",
+        "--seed",
+        "--segments",
+        "--wmt17",
+        "-h",
+    ],
+    "moverkit bench tune": [
+        "--cost",
+        "--data",
+        "--help",
+        "--json",
+        "--metrics",
+        "--model",
+        "--out",
+        "--rounds",
+        "--segments",
+        "--system-level",
+        "-h",
+    ],
+    "moverkit combine": [
+        "--arg",
+        "--batch-size",
+        "--component",
+        "--data",
+        "--device",
+        "--help",
+        "--out",
+        "--system-level",
+        "-h",
+    ],
+    "moverkit compare": [
+        "--combination",
+        "--help",
+        "--html",
+        "--json",
+        "--metric",
+        "--png",
+        "--references",
+        "--resamples",
+        "--seed",
+        "--settings",
+        "--system",
+        "-h",
+    ],
+    "moverkit finetune": [
+        "--batch-size",
+        "--centering",
+        "--data",
+        "--device",
+        "--epochs",
+        "--group-column",
+        "--help",
+        "--keep-checkpoints",
+        "--learning-rate",
+        "--max-length",
+        "--model",
+        "--num-layers",
+        "--out",
+        "--overwrite",
+        "--patience",
+        "--prediction-column",
+        "--quiet",
+        "--reference-column",
+        "--resume",
+        "--score-column",
+        "--seed",
+        "--sinkhorn-iterations",
+        "--standardize",
+        "--target-mean",
+        "--target-std",
+        "--temperature",
+        "--validation-split",
+        "--variant",
+        "-h",
+    ],
+    "moverkit fit-baseline": [
+        "--arg",
+        "--batch-size",
+        "--centering",
+        "--centering-stats",
+        "--device",
+        "--help",
+        "--layers",
+        "--metric",
+        "--model",
+        "--out",
+        "--pairs",
+        "--seed",
+        "--texts",
+        "-h",
+    ],
+    "moverkit fit-centering": [
+        "--batch-size",
+        "--device",
+        "--help",
+        "--lang",
+        "--level",
+        "--model",
+        "--num-layers",
+        "--out",
+        "--texts",
+        "-h",
+    ],
+    "moverkit publish": ["--commit", "--dry-run", "--help", "--org", "--repository", "--source", "--tag", "-h", "out"],
+    "moverkit score": [
+        "--arg",
+        "--batch-size",
+        "--centering",
+        "--centering-stats",
+        "--combination",
+        "--device",
+        "--dtype",
+        "--help",
+        "--idf",
+        "--long-texts",
+        "--metric",
+        "--model",
+        "--num-layers",
+        "--out",
+        "--predictions",
+        "--references",
+        "--settings",
+        "--verbose",
+        "-h",
+    ],
+    "moverkit tune": [
+        "--batch-size",
+        "--data",
+        "--device",
+        "--grid",
+        "--group",
+        "--help",
+        "--human",
+        "--json",
+        "--metric",
+        "--model",
+        "--objective",
+        "--out",
+        "--prediction",
+        "--reference",
+        "--verbose",
+        "-h",
+    ],
+}
+
+
+def test_the_package_root():
+    assert sorted(moverkit.__all__) == ROOT
+    assert moverkit.METRICS == ("centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd")
+    for name in ROOT:
+        assert getattr(moverkit, name) is not None, name  # the lazy attributes resolve
+
+
+def test_the_functions_and_their_signatures():
+    assert sorted(functional.__all__) == sorted(FUNCTIONS)
+    assert {name: str(inspect.signature(getattr(functional, name))) for name in FUNCTIONS} == FUNCTIONS
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_the_evaluate_modules_take_the_functions_arguments(name, load_metric):
+    assert tuple(moverkit.METRICS) == moverkit.METRICS and name in moverkit.METRICS
+    module = load_metric(name)
+    parameters = list(inspect.signature(type(module)._compute).parameters)
+    assert parameters == ["self", *inspect.signature(getattr(functional, name)).parameters]
+
+
+def _commands(parser, path):
+    options = sorted(s for a in parser._actions for s in a.option_strings)
+    positional = [
+        a.dest for a in parser._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+    ]
+    yield " ".join(path), options + positional
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, [*path, name])
+
+
+def test_every_command_and_its_options():
+    from moverkit.cli import build_parser
+
+    assert dict(_commands(build_parser(), ["moverkit"])) == CLI
+
+
+def test_the_type_stub_gives_the_whole_signatures():
+    # Type checkers and IDEs read metrics/functional/__init__.pyi (the package has py.typed).
+    from functional_stubs import STUB, stub_text
+
+    assert (STUB.parent.parent / "py.typed").is_file()
+    assert STUB.read_text(encoding="utf-8") == stub_text(), "out of date: run python tests/functional_stubs.py"
