@@ -88,7 +88,8 @@ def task(wmt_pairs):
     return predictions, references, docs, responses
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
+# twmd in the quick loop; the others (2-6 s each) in the full suite.
+@pytest.mark.parametrize("name", [n if n == "twmd" else pytest.param(n, marks=pytest.mark.slow) for n in sorted(SPECS)])
 def test_the_batched_metrics_equal_the_per_sample_ones(name, task):
     """At settings whose scores do not depend on the other pairs (each module object's), a task
     scored at once gives each sample's own score (within 1e-6), and the function on the task."""

@@ -65,18 +65,26 @@ def test_off_by_default(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "name",
-    # One metric in the quick loop; the others (20-30 s each) in the full suite.
-    ["centered_bertscore", *(pytest.param(n, marks=pytest.mark.slow) for n in ("twmd", "moverscore", "lazy_emd"))],
+    ("name", "tiny"),
+    # The quick loop runs the tiny random model (the cache does not depend on the model); the full
+    # suite runs every token metric on the embedded one (14-30 s each).
+    [
+        ("centered_bertscore", True),
+        *(
+            pytest.param(n, False, marks=pytest.mark.slow)
+            for n in ("centered_bertscore", "twmd", "moverscore", "lazy_emd")
+        ),
+    ],
 )
-def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name):
+def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name, tiny, tiny_model_path):
     # batch_size=1: each text is encoded alone, so cached and uncached vectors are the same floats
     # (with larger batches they may differ in the last bits: see moverkit._core.encoding.cache).
     function = getattr(functional, name)
-    cached = [function(p, REFERENCES, batch_size=1, centering="batch") for p in PREDICTIONS]
+    model = {"model_type": tiny_model_path, "num_layers": 3} if tiny else {}
+    cached = [function(p, REFERENCES, batch_size=1, centering="batch", **model) for p in PREDICTIONS]
     assert cache_info()["hits"] >= 2 * len(REFERENCES)  # evaluations 2 and 3 reuse the references
     set_cache(0)
-    uncached = [function(p, REFERENCES, batch_size=1, centering="batch") for p in PREDICTIONS]
+    uncached = [function(p, REFERENCES, batch_size=1, centering="batch", **model) for p in PREDICTIONS]
     assert cached == uncached
 
 

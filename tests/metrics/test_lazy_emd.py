@@ -84,6 +84,7 @@ def test_function_equals_module(load_metric, pairs):
     assert function == module
 
 
+@pytest.mark.slow  # POT's entropic solver on real pairs (9 s); the hard-marginal parity below stays quick
 def test_a_text_against_itself_scores_pots_entropic_plan(raw_vectors, wmt_pairs):
     # The definition (Eq. 11, the release's POT call) on a text against itself: the entropic plan
     # blurs mass onto similar tokens, so the score is a little above 0, not the identity coupling's 0.

@@ -98,7 +98,7 @@ class MetricCall:
         lower_is_better: bool = False,
     ) -> tuple[dict, torch.Tensor]:
         """The result of the call (or of a chunk of it) from its pair scores (one row per name of ``outputs``, or one
-        vector for one output): each rescaled when asked (:func:`~moverkit._core.baseline.apply_baseline`),
+        vector for one output): each rescaled when asked (:func:`~moverkit._core.call.baseline.apply_baseline`),
         then each prediction's best over its references (``group``: the prediction of each pair),
         the ``hashcode`` (``hashcode(**extra)``, with ``rescaled=<baseline>`` when rescaled) and
         ``reference_index``, the position of the kept reference of the last output; and the kept

@@ -66,8 +66,8 @@ class PairData:
     prediction_idf: bool | Mapping | None
     layers: tuple[int, ...]  # the block outputs the vectors come from: (encoder.layer,) or the aggregated ones
     max_length: int  # the token limit the texts were truncated to (max_length capped by the model's own)
-    long_texts: str  # "truncate" or "window": what happened to texts over the limit (moverkit._core.windows)
-    dtype: str = "float32"  # the precision of the encoder's forward pass (moverkit._core.hardware.DTYPES, concrete)
+    long_texts: str  # "truncate" or "window": what happened to texts over the limit (moverkit._core.base.windows)
+    dtype: str = "float32"  # the forward pass's precision (moverkit._core.base.hardware.DTYPES, concrete)
 
     def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
         """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices)."""
@@ -103,7 +103,7 @@ class PairData:
         self, with_special: bool = False, pairs: torch.Tensor | None = None, max_elements: int = PAIR_BATCH_ELEMENTS
     ) -> Iterator[torch.Tensor]:
         """Indices of ``pairs`` (default: every pair) in batches of similar lengths
-        (:func:`~moverkit._core.batching.pair_buckets`), each padded (pairs x prediction length x
+        (:func:`~moverkit._core.base.batching.pair_buckets`), each padded (pairs x prediction length x
         reference length) tensor under ``max_elements`` entries."""
         pairs = torch.arange(len(self.pred_index), device=self.pred_index.device) if pairs is None else pairs
         n_pred = self.lengths(self.pred_index[pairs], with_special)
@@ -129,7 +129,7 @@ def prepare_pairs(
 ) -> PairData:
     """Validate inputs, encode each distinct text once, filter and weight tokens, and center.
 
-    ``request`` (:class:`~moverkit._core.request.EncoderRequest`) says which encoder runs and how;
+    ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) says which encoder runs and how;
     ``centering`` (:class:`~moverkit._core.centering.Centering`) how its vectors are centered:
     ``batch`` takes the mean over every text of this call (or the whole streamed call's mean, when
     ``centering.call_mean`` is given), ``corpus`` subtracts the fitted statistic.
@@ -150,7 +150,7 @@ def prepare_pairs(
     unit-normalized) on its own, then ``layer_aggregation`` (n_layers, n_tokens, D) -> (n_tokens, D')
     gives the vectors, as they are. ``corpus`` centering fits one layer, so it is refused here.
 
-    Token clouds come through the cross-call cache (:mod:`~moverkit._core.cache`), before
+    Token clouds come through the cross-call cache (:mod:`~moverkit._core.encoding.cache`), before
     centering; everything after the forward pass (centering, similarities, transport) is float32
     or float64 whatever ``request.dtype`` is.
 
@@ -158,7 +158,7 @@ def prepare_pairs(
     encoder, so gradients flow through this very path).
 
     ``clouds``, if given, are the raw token clouds of the call's distinct texts (in the order
-    :func:`~moverkit._core.inputs.call_texts` gives them; with ``layer_vectors`` when ``layers`` is
+    :func:`~moverkit._core.base.inputs.call_texts` gives them; with ``layer_vectors`` when ``layers`` is
     given), already encoded by ``encoder``: tuning (:mod:`moverkit.tuning`) encodes every text once
     with all layers and scores each layer from that one forward pass.
 

@@ -1,6 +1,6 @@
 r"""Fitting the ``corpus`` centering statistic (:func:`fit_centering`): the mean token vector of one
 layer, or the mean sentence vector, of a corpus, the :math:`\mu` of :mod:`~moverkit._core.centering`
-fixed once for all calls. It returns a :class:`~moverkit._core.stats_file.CenteringStats`, which
+fixed once for all calls. It returns a :class:`~moverkit._core.centering.stats_file.CenteringStats`, which
 ``.save`` writes and ``centering_stats=`` takes back.
 """
 

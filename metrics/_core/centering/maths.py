@@ -18,8 +18,8 @@ then every vector is scaled to unit length (a vector that centering makes zero s
 has similarity 0 with everything instead of NaN). Means run over the rows that count (for token
 clouds the non-special tokens; special tokens are shifted by the same mean). For ``batch``,
 :math:`\mu` runs over every text of the compute call, each counted as often as it occurs
-(:math:`c_i`); for ``corpus`` it was fitted once (:func:`~moverkit._core.centering_fit.fit_centering`)
-and stored (:mod:`~moverkit._core.stats_file`), so a pair gets
+(:math:`c_i`); for ``corpus`` it was fitted once (:func:`~moverkit._core.centering.fit.fit_centering`)
+and stored (:mod:`~moverkit._core.centering.stats_file`), so a pair gets
 the same score whatever else is in the call. ``sentence`` does not apply to sentence vectors: the
 mean of one vector is the vector itself, and every vector would be zero (Chen et al., 2020,
 Section 6.1, leave it out for Sentence-BERT for this reason).
@@ -198,7 +198,7 @@ class Centering:
     :data:`CENTERING_MODES`), ``stats``, the fitted statistic that ``corpus`` subtracts (a
     :class:`CenteringStats`, or a path to one, read when the plan is made; ignored by the other
     modes), and ``level``, ``"token"`` or ``"sentence"`` (sentence vectors take no ``sentence`` mode). ``call_mean`` is set only for the chunks of a streamed ``batch``
-    call (:mod:`~moverkit._core.streaming`): the mean over every text of the whole call, which each
+    call (:mod:`~moverkit._core.call.streaming`): the mean over every text of the whole call, which each
     chunk subtracts instead of its own."""
 
     mode: str = "none"

@@ -1,7 +1,7 @@
 """The ``corpus`` centering statistic (:class:`CenteringStats`): its file, read as untrusted input,
 and the statistics shipped for the embedded model.
 
-A statistic is a mean vector fitted once on a corpus (:mod:`~moverkit._core.centering_fit`) for one
+A statistic is a mean vector fitted once on a corpus (:mod:`~moverkit._core.centering.fit`) for one
 model and layer, saved as a NumPy ``.npz`` archive, and subtracted by ``centering="corpus"``
 (:mod:`~moverkit._core.centering`). A statistic file may come from a stranger (an upload to a demo
 page), so :meth:`CenteringStats.load` reads it as hostile (:func:`read_stats_file`, issue 21);

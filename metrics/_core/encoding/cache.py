@@ -2,7 +2,7 @@
 
 A training loop scores new predictions against the same references at every evaluation; their
 token clouds are the same every time, so encoding them again is wasted work. :func:`cached_encode`
-(what :func:`~moverkit._core.prepare_pairs` calls instead of :func:`~moverkit._core.encoder.encode`)
+(what :func:`~moverkit._core.prepare_pairs` calls instead of :func:`~moverkit._core.encoding.encoder.encode`)
 keeps the raw token vectors of each text, keyed by the text and by everything that changes its
 vectors: the loaded model itself, its layer, the device, the token limit, the long-text mode, the
 dtype of the forward pass and the layers kept for an aggregation. The cache sits before centering,

@@ -409,14 +409,14 @@ def encode_batches(
     lengths: list[int], batch_size: int, device: torch.device, limit: int
 ) -> list[tuple[list[int], int]]:
     """The forward passes of rows of ``lengths`` tokens: ``(rows, padded width)`` each, rows sorted
-    longest first (:func:`~moverkit._core.batching.length_batches`).
+    longest first (:func:`~moverkit._core.base.batching.length_batches`).
 
     On a CPU a batch holds at most ``batch_size`` rows and
-    :data:`~moverkit._core.batching.ENCODE_TOKEN_BUDGET` padded tokens, padded to its longest row:
+    :data:`~moverkit._core.base.batching.ENCODE_TOKEN_BUDGET` padded tokens, padded to its longest row:
     these batches fix a text's vectors to the last bit (its batch changes the matrix products'
     shapes), so they stay what the golden scores were computed with. On a CUDA device a batch holds
-    ``batch_size`` x :data:`~moverkit._core.batching.CUDA_TOKENS_PER_TEXT` padded tokens, however
-    many rows, padded to one of a few widths (:func:`~moverkit._core.batching.cuda_width`, capped by
+    ``batch_size`` x :data:`~moverkit._core.base.batching.CUDA_TOKENS_PER_TEXT` padded tokens, however
+    many rows, padded to one of a few widths (:func:`~moverkit._core.base.batching.cuda_width`, capped by
     the model's ``limit``), so that the attention kernels see a handful of shapes. Other devices
     take ``batch_size`` rows, padded to the longest."""
     if device.type == "cuda":
@@ -441,19 +441,19 @@ def encode(
     has checked it already (a prepared call); else :func:`check_max_length` of the request's.
 
     ``long_texts="window"`` encodes a text longer than the limit whole, in overlapping windows
-    (:mod:`~moverkit._core.windows`); ``"truncate"`` cuts it at the limit. Texts within the limit
+    (:mod:`~moverkit._core.base.windows`); ``"truncate"`` cuts it at the limit. Texts within the limit
     get the same vectors either way.
 
     Texts are sorted by token length, longest first (so a memory error shows up at once), and
     batched as :func:`encode_batches` says: ``batch_size`` at a time on a CPU, at most
-    :data:`~moverkit._core.batching.ENCODE_TOKEN_BUDGET` padded tokens (long texts); by padded
+    :data:`~moverkit._core.base.batching.ENCODE_TOKEN_BUDGET` padded tokens (long texts); by padded
     tokens, to a few widths, on a CUDA device.
 
     ``layers`` (block outputs, 0 = embeddings, up to ``encoder.layer``) also keeps, from the same
     forward pass, the vectors of each of those layers in ``layer_vectors`` (for aggregations over
     layers such as MoverScore's power means); ``vectors`` is unchanged.
 
-    ``dtype`` (:data:`~moverkit._core.hardware.DTYPES`, concrete) is the precision of the forward pass (:func:`~moverkit._core.hardware.precision`); the vectors
+    ``dtype`` (:data:`~moverkit._core.base.hardware.DTYPES`, concrete) is the precision of the forward pass (:func:`~moverkit._core.base.hardware.precision`); the vectors
     are float32 whatever it is.
     """
     batch_size, long_texts, dtype = request.batch_size, request.long_texts, request.dtype

@@ -10,7 +10,7 @@ from .encoder import forget_models
 
 def release() -> None:
     """Forget every loaded model (token and sentence encoders) and empty the cache of token clouds
-    (:mod:`~moverkit._core.cache`), freeing their memory (GPU included) and handing the freed heap
+    (:mod:`~moverkit._core.encoding.cache`), freeing their memory (GPU included) and handing the freed heap
     back to the operating system."""
     forget_models()
     clear_cache()

@@ -190,9 +190,9 @@ class EncoderRequest:
     """Which encoder a call uses and how it runs: the model and its layer, the device, the batch
     size, the token limit and what happens past it, the precision of the forward pass, the texts'
     language and whether to show progress. Checked when made (``dtype="auto"`` is replaced by the
-    precision :func:`~moverkit._core.hardware.auto_dtype` picks for the device); the model and the
-    device are resolved where the encoder is loaded (:func:`~moverkit._core.encoder.encoder_for`,
-    :func:`~moverkit._core.sentences.sentence_encoder_for`)."""
+    precision :func:`~moverkit._core.base.hardware.auto_dtype` picks for the device); the model and the
+    device are resolved where the encoder is loaded (:func:`~moverkit._core.encoding.encoder.encoder_for`,
+    :func:`~moverkit._core.encoding.sentences.sentence_encoder_for`)."""
 
     model_type: str | os.PathLike | None = None
     num_layers: int | None = None

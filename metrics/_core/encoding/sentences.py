@@ -29,7 +29,7 @@ block. Token-level statistics always carry a block index >= 0, so the two never 
 
 
 def splitter_languages() -> list[str]:
-    """The language codes pysbd splits (``codes`` of :func:`~moverkit._core.request.check_lang`)."""
+    """The language codes pysbd splits (``codes`` of :func:`~moverkit._core.encoding.request.check_lang`)."""
     from pysbd.languages import LANGUAGE_CODES
 
     return sorted(LANGUAGE_CODES)
@@ -232,7 +232,7 @@ def get_sentence_encoder(
 def sentence_encoder_for(request: EncoderRequest) -> SentenceEncoder:
     """The process-wide sentence encoder of ``request`` (:func:`get_sentence_encoder`; its
     ``num_layers``, ``max_length`` and ``long_texts`` do not apply), checked against the device as
-    :func:`~moverkit._core.encoder.encoder_for` checks it."""
+    :func:`~moverkit._core.encoding.encoder.encoder_for` checks it."""
     encoder = get_sentence_encoder(request.model_type, request.device)
     check_dtype(request.dtype, encoder.device)
     return encoder
@@ -257,9 +257,9 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
     """Sentence embeddings of ``sentences``, shape (n, dim), float32 on the encoder's device, as
     ``SentenceTransformer.encode`` gives them (its pooling; not yet centered or re-normalized).
     Sentences longer than the model's ``max_seq_length`` are truncated by it, with one warning.
-    ``request`` (:class:`~moverkit._core.request.EncoderRequest`) gives the batch size, the
+    ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) gives the batch size, the
     progress bar and ``dtype``, the precision of the forward pass
-    (:func:`~moverkit._core.encoder.precision`); the embeddings are float32 whatever it is.
+    (:func:`~moverkit._core.encoding.encoder.precision`); the embeddings are float32 whatever it is.
 
     Sentences are sorted by token length, longest first, and handed to ``encode`` one batch of
     ``batch_size`` at a time: sentence-transformers sorts by character length, which on WMT17

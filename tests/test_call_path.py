@@ -1,0 +1,65 @@
+"""One warm call, followed from ``compute`` to the result with a profiler (issue 41): it goes down
+the layers and never back up, checks each argument once, and touches few files."""
+
+from __future__ import annotations
+
+import collections
+import sys
+from pathlib import Path
+
+import pytest
+
+import moverkit
+
+PACKAGE = str(Path(moverkit.__file__).resolve().parent) + "/"
+MAX_FILES = 18
+"""moverkit files one warm centered_bertscore call runs code of (23 before issue 41); each left is
+a step of its own (docs/architecture.md, "The path of one call")."""
+CHECKS = ("call_texts", "check_idf", "check_max_length", "encoder_for", "open_call", "check_centering")
+"""Functions that check or resolve what the call was given: each runs once per call. (The evaluate
+module also checks the texts, with ``check_inputs``, in ``add_batch``: before evaluate stores them
+in Arrow, which fails with no word of the bad item, and to store one layout of references.)"""
+
+
+def follow(call):
+    """``call()`` under a profiler: the moverkit functions it ran (file, name) with their counts,
+    and the calls from a file of ``_core`` into a file outside it."""
+    ran, upward = collections.Counter(), []
+
+    def profile(frame, event, arg):
+        if event != "call" or not frame.f_code.co_filename.startswith(PACKAGE):
+            return
+        where = frame.f_code.co_filename[len(PACKAGE) :]
+        ran[where, frame.f_code.co_name] += 1
+        caller = frame.f_back
+        if caller is not None and caller.f_code.co_filename.startswith(PACKAGE):
+            source = caller.f_code.co_filename[len(PACKAGE) :]
+            if source.startswith("_core/") and not where.startswith("_core/"):
+                upward.append(f"{source}:{caller.f_code.co_name} -> {where}:{frame.f_code.co_name}")
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return ran, upward
+
+
+@pytest.mark.parametrize("centering", ["corpus", "batch"])
+def test_a_warm_call_goes_down_once(load_metric, centering):
+    metric = load_metric("centered_bertscore")
+    text = "a cat sat on the mat while the dog barked at two birds in the old tree"
+    words = text.split(" ")
+    predictions = [" ".join(words[i : i + 5]) for i in range(12)]  # distinct texts enough for batch centering
+    references = [[" ".join(words[i + 1 : i + 6]), " ".join(words[i : i + 3])] for i in range(12)]
+    call = lambda: metric.compute(predictions=predictions, references=references, centering=centering)  # noqa: E731
+    call()  # warm: the model loaded, the shipped statistic read
+    ran, upward = follow(call)
+    assert not upward, f"calls from _core up into the layers above it: {upward}"
+    counts = collections.Counter()
+    for (_, name), n in ran.items():
+        counts[name] += n
+    assert {name: counts[name] for name in CHECKS} == dict.fromkeys(CHECKS, 1)
+    assert counts["check_inputs"] == 2  # add_batch's, and the call's own (through call_texts)
+    files = sorted({where for where, _ in ran})
+    assert len(files) <= MAX_FILES, files
