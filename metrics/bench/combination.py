@@ -227,11 +227,9 @@ def command(args) -> int:
 
     from moverkit.combination.crossval import format_segment, segment_report
     from moverkit.judgments import read_shipped
-    from moverkit.lines import check_out, write_atomic
+    from moverkit.lines import write_atomic
 
-    data = judgments(args)
-    check_out(args.json, [args.data, args.out], "--json")
-    check_out(args.scores_cache, [args.data, args.out, args.json], "--scores-cache")
+    data = judgments(args, "json", "scores_cache")
     components = COMBINATIONS["combination (all 7)"]
     features = segment_features(data, components, args.scores_cache, log=progress)
     segment = segment_report(data, features, COMBINATIONS)

@@ -73,10 +73,16 @@ def capped(args) -> int | None:
     return run_capped(argv, caps)
 
 
-def judgments(args, limit: bool = True) -> Judgments:
-    """The opening of a command on the judgments TSV: ``--data`` required, ``--out`` checked against
-    it (never the input), and the judgments read: the first ``--limit`` rows where the command takes
-    ``--limit`` (and ``limit``)."""
+def judgments(args, *outputs: str, limit: bool = True) -> Judgments:
+    """The opening of a command on the judgments TSV: ``--data`` required; ``--out``, then the
+    command's other ``outputs`` (``"json"``, ``"scores_cache"``: the options' names) each checked
+    against ``--data`` and the outputs before it (no output overwrites an input or another output);
+    then the judgments read: the first ``--limit`` rows where the command takes ``--limit`` (and
+    ``limit``)."""
     require_data(args)
-    check_out(args.out, [args.data])
+    taken = [args.data]
+    for name in ("out", *outputs):
+        path = getattr(args, name)
+        check_out(path, list(taken), f"--{name.replace('_', '-')}")
+        taken.append(path)
     return read_judgments(args.data, limit=getattr(args, "limit", None) if limit else None)

@@ -81,12 +81,12 @@ def command(args) -> int:
     if args.list:
         print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
         return 0
-    data = judgments(args)
-    if args.rows:
+    if args.rows:  # checked before the data are read
         missing = sorted(set(args.rows) - {r.label for r in rows})
         if missing:
             raise ValueError(f"unknown row(s) {', '.join(missing)}; see 'moverkit bench correlation --list'")
         rows = [r for r in rows if r.label in args.rows]
+    data = judgments(args)
     report = format_table(correlation_table(rows, data, log=progress), rows)
     header = f"Kendall tau / Pearson r (x100) with human judgments of {args.data.name} ({len(data.human)} segments)"
     return emit(f"{header}\n\n{report}", args.out)

@@ -321,10 +321,6 @@ def main(argv: list[str]) -> None:
     print(report(args.data, n_texts=args.n_texts, n_pairs=args.n_pairs, rounds=args.rounds), flush=True)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
-
-
 def register(which) -> None:
     parser = which.add_parser(
         "quantized", help="int8 and ONNX Runtime paths of the encoder vs float32: speed, |delta F1|, Pearson"
@@ -351,3 +347,7 @@ def command(args) -> int:
         return run_capped(["bench", "quantized", "--data", str(args.data), *sizes, *out], caps)
     text = report(str(args.data), n_texts=args.n_texts, n_pairs=args.n_pairs, rounds=args.rounds)
     return emit(text, args.out)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

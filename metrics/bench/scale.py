@@ -114,11 +114,6 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join([header] + [format_row(r) for r in rows])
 
 
-if __name__ == "__main__":  # one measurement, in the fresh process run() starts
-    path, name, mode, n = sys.argv[1:5]
-    print(json.dumps(measure(Path(path), name, mode, int(n), sys.argv[5] if len(sys.argv) > 5 else None)))
-
-
 def register(which) -> None:
     parser = which.add_parser("scale", help="wall time and peak RSS of one call at growing numbers of distinct pairs")
     data_options(parser, "TSV of judgments whose segments make the texts (required)")
@@ -145,3 +140,8 @@ def command(args) -> int:
     runs = RUNS if not args.runs else tuple(parse_run(run) for run in args.runs)
     rows = run(args.data, tuple(args.sizes or SIZES), runs, memory_budget=args.memory_budget, log=progress)
     return emit(format_table(rows), args.out)
+
+
+if __name__ == "__main__":  # one measurement, in the fresh process run() starts
+    path, name, mode, n = sys.argv[1:5]
+    print(json.dumps(measure(Path(path), name, mode, int(n), sys.argv[5] if len(sys.argv) > 5 else None)))

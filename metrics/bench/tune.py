@@ -186,10 +186,9 @@ def register(which) -> None:
 def command(args) -> int:
     import json
 
-    from moverkit.lines import check_out, write_atomic
+    from moverkit.lines import write_atomic
 
-    data = judgments(args)
-    check_out(args.json, [args.data, args.out], "--json")
+    data = judgments(args, "json")
     tunings = {}
     for metric in args.metrics:
         tunings.update(segment_level(data, [metric], model_type=args.model))

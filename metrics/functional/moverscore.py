@@ -38,7 +38,7 @@ import torch
 
 from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.base import pad, pair_buckets
-from moverkit._core.call import MetricCall, chunks
+from moverkit._core.call import MetricCall, check_aggregated_centering, chunks
 from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit.ot import exact_transport
 
@@ -169,10 +169,18 @@ def moverscore(
         cost=cost,
         score_form=score_form,
     )
+    over_layers = config.aggregation == "power_means"
+    if over_layers:
+        check_aggregated_centering(call.centering)  # before anything is loaded, as any argument
     # A batch mean over several layers (v1's power means) is taken within one call: such a call is
-    # never cut into chunks.
-    one_chunk = config.aggregation == "power_means" and call.centering.mode == "batch"
-    chunked = chunks(call, idf=config.idf, prediction_idf=config.prediction_idf, one_chunk=one_chunk)
+    # never cut into chunks; the chunks of v1 hold its five layers of vectors.
+    chunked = chunks(
+        call,
+        idf=config.idf,
+        prediction_idf=config.prediction_idf,
+        one_chunk=over_layers and call.centering.mode == "batch",
+        vectors_per_token=POWER_MEAN_LAYERS if over_layers else 1,
+    )
     return call.close([_scores(chunk, config) for chunk in chunked])
 
 

@@ -17,26 +17,14 @@ A text with no sentence (empty or white space) makes its pair score 0.
 
 from __future__ import annotations
 
-from collections import Counter
 from functools import partial
 
-import torch
+from moverkit._core import get_hash
+from moverkit._core.base import warn_user
+from moverkit._core.call import MetricCall, chunks
+from moverkit._core.encoding import splitter_languages, splitter_tag
 
-from moverkit._core import (
-    SENTENCE_LAYER,
-    call_texts,
-    center_rows,
-    cosine_matrix,
-    encode_sentences,
-    f_measure,
-    get_hash,
-    greedy_match,
-    split_sentences,
-)
-from moverkit._core.base import pad, pair_buckets, self_cosine_one, warn_user
-from moverkit._core.call import PAIR_BATCH_ELEMENTS, MetricCall
-from moverkit._core.encoding import sentence_encoder_for, splitter_languages, splitter_tag
-
+from .centered_bertscore import alignment, pair_scores
 from .entry import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")
@@ -48,77 +36,49 @@ def sbertscore(call: MetricCall) -> dict:
     over the references on its own, as bert-score), and the ``hashcode``; with
     ``return_alignment``, the sentences and the cosine matrix of each prediction and its best
     reference (by F1). The arguments are those of ``moverkit.load("sbertscore").compute``; with
-    ``rescale_with_baseline`` the three scores are rescaled by :func:`~moverkit._core.call.baseline.rescale`."""
-    texts = call_texts(call.predictions, call.references)
-    request, lang = call.request, call.request.lang
-    encoder = sentence_encoder_for(request)
-    stats = call.centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
+    ``rescale_with_baseline`` the three scores are rescaled by :func:`~moverkit._core.call.baseline.rescale`.
 
-    # Every distinct text is split once and every distinct sentence embedded once; a sentence
-    # counts (for the batch mean) as often as it occurs in the texts of the call. Text i of
-    # texts.unique owns entries offsets[i]:offsets[i + 1] of `rows`, its sentences' rows of `vectors`.
-    split = {text: split_sentences(text, lang) for text in texts.unique}
-    sentence_counts = Counter()
-    for text, n in texts.occurrences.items():
-        for sentence in split[text]:
-            sentence_counts[sentence] += n
-    sentences = list(sentence_counts)
-    position = {s: i for i, s in enumerate(sentences)}
-    warn_empty(texts.predictions, texts.pair_references, split)
+    It stands on the path of the token metrics with sentences for tokens
+    (:func:`~moverkit._core.call.pairs.sentence_pair_data`) and scores them with centered_bertscore's
+    greedy matching, every sentence a candidate of weight 1."""
+    return call.close([_scores(chunk) for chunk in chunks(call)])
 
-    # Cosines in float64: float32 unit vectors give self-similarities of 1 + 1e-7.
-    vectors = encode_sentences(encoder, sentences, request).double()
-    counts = torch.tensor([sentence_counts[s] for s in sentences], dtype=torch.float64)
-    vectors = center_rows(vectors, call.centering.mode, counts=counts, stats=stats)
-    on = vectors.device
-    rows = torch.tensor([position[s] for text in texts.unique for s in split[text]], dtype=torch.long, device=on)
-    lengths = torch.tensor([len(split[text]) for text in texts.unique], dtype=torch.long, device=on)
-    offsets = torch.zeros(len(lengths) + 1, dtype=torch.long, device=on)
-    torch.cumsum(lengths, 0, out=offsets[1:])
-    pred_index, ref_index = texts.pair_indices(on)
 
-    scores = torch.zeros(3, len(pred_index), dtype=torch.float64, device=on)  # read once, after the last batch
-    for batch in pair_buckets(lengths[pred_index], lengths[ref_index], PAIR_BATCH_ELEMENTS):
-        batch = batch.to(on)
-        pred_mask, pred = pad(offsets, pred_index[batch], vectors, rows=rows)
-        ref_mask, ref = pad(offsets, ref_index[batch], vectors, rows=rows)
-        # Every sentence is a candidate and weighs 1; a sentence's cosine with itself is 1.
-        sim = self_cosine_one(cosine_matrix(pred, ref), pred_index[batch] == ref_index[batch], pred_mask)
-        precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_mask.to(pred.dtype), ref_mask.to(ref.dtype))
-        scores[:, batch] = torch.stack([precision, recall, f_measure(precision, recall)])
-
+def _scores(call: MetricCall) -> dict:
+    """The result of a call (a sentence-level call is one chunk: :func:`~moverkit._core.call.streaming.chunks`)."""
+    data = call.pairs()
+    units = dict(zip(data.clouds.texts, data.clouds.units))
+    warn_empty(call.texts.predictions, call.texts.pair_references, units)
     results, best = call.results(
-        scores.cpu(),
+        pair_scores(data),
         OUTPUTS,
-        group=texts.group,
-        n_predictions=len(texts.predictions),
-        encoder=encoder,
+        group=data.group,
+        n_predictions=data.n_predictions,
+        encoder=data.encoder,
         hashcode=partial(
             get_hash,
             "sbertscore",
-            encoder,
+            data.encoder,
             idf=False,
-            centering_mode=call.centering.mode,
-            stats=stats,
-            splitter=splitter_tag(lang),
-            dtype=request.dtype,
+            centering_mode=data.centering_mode,
+            stats=data.stats,
+            splitter=splitter_tag(call.request.lang),
+            dtype=data.dtype,
         ),
     )
     if call.return_alignment:
-        sentence_vectors = [vectors[rows[offsets[i] : offsets[i + 1]]] for i in range(len(texts.unique))]
-        results["alignment"] = [
-            {
-                "prediction_sentences": split[texts.pair_predictions[k]],
-                "reference_sentences": split[texts.pair_references[k]],
-                "similarity": self_cosine_one(
-                    cosine_matrix(sentence_vectors[pred_index[k]][None], sentence_vectors[ref_index[k]][None]),
-                    (pred_index[k] == ref_index[k])[None],
-                    torch.ones(1, int(lengths[pred_index[k]]), dtype=torch.bool, device=on),
-                )[0].tolist(),
-            }
-            for k in best.tolist()
-        ]
-    return call.close([results])
+        results["alignment"] = [sentence_alignment(data, int(k)) for k in best]
+    return results
+
+
+def sentence_alignment(data, pair: int) -> dict:
+    """The sentences of a pair and their cosine matrix (centered_bertscore's alignment of units)."""
+    tokens = alignment(data, pair)
+    return {
+        "prediction_sentences": tokens["prediction_tokens"],
+        "reference_sentences": tokens["reference_tokens"],
+        "similarity": tokens["similarity"],
+    }
 
 
 def warn_empty(predictions: list[str], pair_references: list[str], split: dict[str, list[str]]) -> None:

@@ -412,3 +412,13 @@ def test_no_nan_on_degenerate_inputs(metric, tiny_model_path):
                 predictions=predictions, references=references, version=version, model_type=tiny_model_path
             )["moverscore"]
             assert all(math.isfinite(s) for s in scores)
+
+
+def test_v1_refuses_corpus_centering_before_loading_anything(monkeypatch):
+    """Power means aggregate five layers; a corpus statistic is of one: refused as an argument is,
+    before the encoder (whose token limit would refuse max_length=1) or a first pass runs."""
+    from moverkit._core.call import streaming
+
+    monkeypatch.setattr(streaming, "encoder_for", lambda request: pytest.fail("loaded the encoder"))
+    with pytest.raises(ValueError, match="centering='corpus' applies to one layer"):
+        moverscore(["a cat"], ["a cat"], version="v1", centering="corpus", max_length=1)

@@ -38,7 +38,7 @@ from ..encoding.encoder import Encoder
 from ..encoding.idf import idf_tag
 from ..encoding.request import EncoderRequest, check_lang
 from .baseline import apply_baseline, check_rescaling
-from .pairs import PairData, pair_data
+from .pairs import PairData, pair_data, sentence_pair_data
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,13 @@ class MetricCall:
     def pairs(self, **options) -> PairData:
         """The padded token clouds of this prepared call's pairs
         (:func:`~moverkit._core.call.pairs.pair_data`; ``options``: ``idf`` checked by the metric,
-        ``drop_tokens``, ...), weighted by ``call_idf`` where the whole call fitted one."""
+        ``drop_tokens``, ...), weighted by ``call_idf`` where the whole call fitted one; for a
+        sentence-level call, its sentence clouds
+        (:func:`~moverkit._core.call.pairs.sentence_pair_data`)."""
         if self.texts is None:
             raise RuntimeError("a MetricCall is scored once prepared: iterate moverkit._core.call.chunks(call)")
+        if self.centering.level == "sentence":  # units are sentences (sbertscore); no option applies
+            return sentence_pair_data(self.texts, self.encoder, self.request, self.centering, **options)
         return pair_data(
             self.texts,
             self.encoder,

@@ -1,12 +1,16 @@
-"""From (predictions, references) to centered token clouds and padded pair batches.
+"""From a call's texts to centered token clouds and padded pair batches.
 
-Every metric's ``_compute`` runs :func:`prepare_pairs` (validate, deduplicate, encode once,
-filter, weight, center, aggregate layers) and then walks :meth:`PairData.batches`, which pads the
-token clouds of many pairs into one tensor so that its own math is a few tensor operations per batch.
+A metric's prepared call (:meth:`~moverkit._core.call.opening.MetricCall.pairs`) runs
+:func:`pair_data` (deduplicate, encode once, filter, weight, center, aggregate layers; the
+sentence clouds of sbertscore: :func:`sentence_pair_data`), and the metric walks
+:meth:`PairData.batches`, which pads the token clouds of many pairs into one tensor so that its own
+math is a few tensor operations per batch. :func:`prepare_pairs` is the checked entry for callers
+outside a metric call (tuning, fine-tuning, the benches).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -15,12 +19,13 @@ import torch
 from ..base import checks
 from ..base.batching import pad, pair_buckets
 from ..base.inputs import CallTexts, call_texts
-from ..centering.maths import Centering, center
+from ..centering.maths import Centering, center, center_rows
 from ..centering.stats_file import CenteringStats
 from ..encoding.cache import cached_encode
 from ..encoding.encoder import Encoder, TokenClouds, check_max_length, encoder_for
 from ..encoding.idf import IdfTable, check_idf, token_weights
 from ..encoding.request import EncoderRequest
+from ..encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_sentences
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""
@@ -65,8 +70,12 @@ class PairData:
     idf: bool | Mapping
     prediction_idf: bool | Mapping | None
     layers: tuple[int, ...]  # the block outputs the vectors come from: (encoder.layer,) or the aggregated ones
-    max_length: int  # the token limit the texts were truncated to (max_length capped by the model's own)
-    long_texts: str  # "truncate" or "window": what happened to texts over the limit (moverkit._core.base.windows)
+    max_length: (
+        int | None
+    )  # the token limit the texts were truncated to (max_length capped by the model's own; None for sentences)
+    long_texts: (
+        str | None
+    )  # "truncate" or "window": what happened to texts over the limit (moverkit._core.base.windows)
     dtype: str = "float32"  # the forward pass's precision (moverkit._core.base.hardware.DTYPES, concrete)
 
     def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
@@ -209,11 +218,8 @@ def pair_data(
     ``call_idf`` for the references)."""
     if (layers is None) != (layer_aggregation is None):
         raise ValueError("layers and layer_aggregation go together: give both or neither")
-    if layer_aggregation is not None and centering.mode == "corpus":
-        raise ValueError(
-            "centering='corpus' applies to one layer, not to an aggregation over layers (such as power means); "
-            "use 'none', 'dim', 'sentence' or 'batch'"
-        )
+    if layer_aggregation is not None:
+        check_aggregated_centering(centering)
     if layer_aggregation is not None and centering.call_mean is not None:
         raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
     stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
@@ -262,6 +268,72 @@ def pair_data(
         long_texts=request.long_texts,
         dtype=request.dtype,
     )
+
+
+def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: EncoderRequest, centering: Centering):
+    """The sentence clouds of a call's pairs, laid out as token clouds are, so that the same
+    bucketing, padding and greedy matching score them (sbertscore: Sharma et al., 2023, Section 3).
+
+    Every distinct text is split once (pysbd, ``request.lang``) and every distinct sentence
+    embedded once; a sentence counts, for a ``batch`` mean, as often as it occurs in the call's
+    texts. Vectors are centered in float64 (float32 unit vectors give self-similarities of
+    1 + 1e-7), every sentence weighs 1 and none is special: text ``i`` owns rows
+    ``offsets[i]:offsets[i + 1]``, one per sentence, and its sentences are ``clouds.units[i]``."""
+    stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
+    split = {text: split_sentences(text, request.lang) for text in texts.unique}
+    sentence_counts = Counter()
+    for text, n in texts.occurrences.items():
+        for sentence in split[text]:
+            sentence_counts[sentence] += n
+    sentences = list(sentence_counts)
+    position = {s: i for i, s in enumerate(sentences)}
+    vectors = encode_sentences(encoder, sentences, request).double()
+    counts = torch.tensor([sentence_counts[s] for s in sentences], dtype=torch.float64)
+    vectors = center_rows(vectors, centering.mode, counts=counts, stats=stats)
+    on = vectors.device
+    rows = torch.tensor([position[s] for text in texts.unique for s in split[text]], dtype=torch.long, device=on)
+    offsets = torch.zeros(len(texts.unique) + 1, dtype=torch.long, device=on)
+    torch.cumsum(torch.tensor([len(split[t]) for t in texts.unique], dtype=torch.long, device=on), 0, out=offsets[1:])
+    units = [split[t] for t in texts.unique]
+    clouds = TokenClouds(
+        texts.unique,
+        vectors[rows],
+        offsets,
+        [[] for _ in units],
+        torch.zeros_like(rows, dtype=torch.bool),
+        None,
+        units=units,
+    )
+    ones = torch.ones(len(rows), dtype=torch.float64, device=on)
+    pred_index, ref_index = texts.pair_indices(on)
+    return PairData(
+        encoder=encoder,
+        clouds=clouds,
+        pred_weights=ones,
+        ref_weights=ones,
+        kept=torch.ones_like(rows, dtype=torch.bool),
+        pred_index=pred_index,
+        ref_index=ref_index,
+        group=texts.group,
+        n_predictions=len(texts.predictions),
+        centering_mode=centering.mode,
+        stats=stats,
+        idf=False,
+        prediction_idf=None,
+        layers=(SENTENCE_LAYER,),
+        max_length=None,
+        long_texts=None,
+        dtype=request.dtype,
+    )
+
+
+def check_aggregated_centering(centering: Centering) -> None:
+    """Refuse ``corpus`` centering of vectors aggregated over layers: its statistic is of one layer."""
+    if centering.mode == "corpus":
+        raise ValueError(
+            "centering='corpus' applies to one layer, not to an aggregation over layers (such as power means); "
+            "use 'none', 'dim', 'sentence' or 'batch'"
+        )
 
 
 def aggregated_layers(encoder: Encoder, layers: int | Sequence[int]) -> tuple[int, ...]:

@@ -47,6 +47,7 @@ from ..centering.stats_file import CenteringStats
 from ..encoding.encoder import check_max_length, encode, encoder_for, token_ids
 from ..encoding.idf import IdfTable
 from ..encoding.request import EncoderRequest
+from ..encoding.sentences import sentence_encoder_for
 from .opening import MetricCall
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
@@ -101,6 +102,7 @@ def chunks(
     idf: bool | Mapping = False,
     prediction_idf: bool | Mapping | None = None,
     one_chunk: bool = False,
+    vectors_per_token: int = 1,
     name: str = "scoring",
 ) -> Iterator[MetricCall]:
     """``call`` prepared once, as the chunks a metric scores: the texts checked
@@ -111,15 +113,21 @@ def chunks(
     call's ``batch`` mean in their centering and, for ``idf=True`` (the metric's ``idf``, checked),
     the whole call's IDF table in ``call_idf`` (for ``prediction_idf=True``, the predictions' in
     ``call_prediction_idf``). ``one_chunk``: the call is never cut (what its chunks could not take
-    from the whole call, such as a ``batch`` mean of several layers). ``name`` labels the progress
-    bar of a chunked call.
+    from the whole call, such as a ``batch`` mean of several layers). ``vectors_per_token``: the
+    vectors a token holds when several layers are kept (moverscore v1's five), which the budget
+    counts. ``name`` labels the progress bar of a chunked call.
     The metric scores each chunk and merges them with :meth:`MetricCall.close`."""
     texts = call_texts(call.predictions, call.references)
     request = call.request
+    if call.centering.level == "sentence":
+        # One vector per sentence, not per token: a sentence call is one chunk (its vectors take
+        # about a twentieth of a token call's), encoded by the sentence encoder.
+        yield replace(call, texts=texts, encoder=sentence_encoder_for(request))
+        return
     encoder = encoder_for(request)
     limit = check_max_length(encoder, request.max_length)
     call = replace(call, texts=texts, encoder=encoder, limit=limit)
-    token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES
+    token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES * vectors_per_token
     planned = None if request.long_texts == "window" else limit
     max_tokens = memory_budget(encoder.device) // token_bytes
     ranges = plan_chunks(texts, max_tokens, planned)
@@ -134,10 +142,14 @@ def chunks(
     prediction_table = (
         fit_idf(encoder, texts.predictions, limit, request.long_texts) if prediction_idf is True else None
     )
-    # One bar, over pairs, instead of one per chunk.
+    # One bar, over pairs, instead of one per chunk. The request was checked at the opening, and
+    # warned then: checked again by replace, it would warn twice (a language, say).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quiet = replace(request, verbose=False)
     chunk_call = replace(
         call,
-        request=replace(request, verbose=False),
+        request=quiet,
         centering=centering,
         call_idf=call_idf,
         call_prediction_idf=prediction_table,
