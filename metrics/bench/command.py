@@ -12,7 +12,7 @@ from pathlib import Path
 
 from moverkit.judgments import Judgments, read_judgments
 from moverkit.lines import check_out
-from moverkit.options import require_data
+from moverkit.options import METRICS, positive_int, require_data, rounds
 
 COMMANDS = (
     "correlation",
@@ -46,6 +46,18 @@ def cap_options(parser) -> None:
         help="run limited to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2), in a subprocess",
     )
     cap.add_argument("--strict-avx2", action="store_true", help="as --avx2, and MKL and FBGEMM limited to AVX2 too")
+
+
+def capped_options(parser, *, measured: str, rounds_default: int) -> None:
+    """The options of a command that :func:`capped` can run again limited to AVX2 (``bench
+    precision``, ``bench overhead``): ``--limit``, ``--metrics`` (what the command does to them:
+    ``measured``), ``--rounds`` and the caps, the options :func:`capped` passes on."""
+    parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    parser.add_argument("--metrics", nargs="*", choices=METRICS, help=f"metrics to {measured} (default: all five)")
+    parser.add_argument(
+        "--rounds", type=rounds, default=rounds_default, help="interleaved timed rounds (median reported)"
+    )
+    cap_options(parser)
 
 
 def environment_caps(args) -> dict[str, str] | None:

@@ -24,9 +24,9 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from moverkit.options import METRICS, emit, positive_int, progress, rounds
+from moverkit.options import emit, progress
 
-from .command import cap_options, capped, data_options, judgments
+from .command import capped, capped_options, data_options, judgments
 
 RUNS = {
     "centered_bertscore": {"centering": "batch"},
@@ -181,10 +181,7 @@ def register(which) -> None:
         "overhead", help="each metric's time over a tokenize+forward floor, with a tiny random encoder (CPU proxy)"
     )
     data_options(parser)
-    parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
-    parser.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to time (default: all five)")
-    parser.add_argument("--rounds", type=rounds, default=5, help="interleaved timed rounds (median reported)")
-    cap_options(parser)
+    capped_options(parser, measured="time", rounds_default=5)
     parser.set_defaults(run=command)
 
 

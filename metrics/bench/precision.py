@@ -22,10 +22,10 @@ import numpy as np
 
 from moverkit.correlation import correlate
 from moverkit.judgments import Judgments
-from moverkit.options import METRICS, emit, positive_int, progress, rounds
+from moverkit.options import METRICS, emit, progress
 
 from . import MAIN_OUTPUTS, CorrelationRow
-from .command import cap_options, capped, data_options, judgments
+from .command import capped, capped_options, data_options, judgments
 from .correlation import score_row
 
 DTYPES = ("float32", "bfloat16")
@@ -136,10 +136,7 @@ def format_table(rows: list[dict], isa: str | None = None) -> str:
 def register(which) -> None:
     parser = which.add_parser("precision", help="float32 vs bfloat16 encoder: speed, score change, correlation")
     data_options(parser)
-    parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
-    parser.add_argument("--metrics", nargs="*", choices=METRICS, help="metrics to measure (default: all five)")
-    parser.add_argument("--rounds", type=rounds, default=3, help="interleaved timed rounds (median reported)")
-    cap_options(parser)
+    capped_options(parser, measured="measure", rounds_default=3)
     parser.set_defaults(run=command)
 
 
