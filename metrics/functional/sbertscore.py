@@ -48,7 +48,7 @@ def _scores(call: MetricCall) -> dict:
     """The result of a call (a sentence-level call is one chunk: :func:`~moverkit._core.call.streaming.chunks`)."""
     data = call.pairs()
     units = dict(zip(data.clouds.texts, data.clouds.units))
-    warn_empty(call.texts.predictions, call.texts.pair_references, units)
+    warn_empty(call.texts.predictions, call.texts.pair_references, units, rescaled=call.rescaled)
     results, best = call.results(
         pair_scores(data),
         OUTPUTS,
@@ -81,12 +81,15 @@ def sentence_alignment(data, pair: int) -> dict:
     }
 
 
-def warn_empty(predictions: list[str], pair_references: list[str], split: dict[str, list[str]]) -> None:
-    """One warning counting the predictions and (per pair) references that hold no sentence."""
+def warn_empty(
+    predictions: list[str], pair_references: list[str], split: dict[str, list[str]], *, rescaled: bool = False
+) -> None:
+    """One warning counting the predictions and (per pair) references that hold no sentence (whose
+    pairs score 0, rescaled as any score when the call is)."""
     n_pred = sum(not split[p] for p in predictions)
     n_ref = sum(not split[r] for r in pair_references)
     if n_pred or n_ref:
         warn_user(
             f"{n_pred} prediction(s) and {n_ref} reference(s) hold no sentence (empty or white space); "
-            "their pairs score 0.0"
+            "their pairs score 0.0" + (" before rescaling (the baseline's value of 0 after)" if rescaled else "")
         )

@@ -12,7 +12,7 @@ import torch
 import transformers
 
 import moverkit
-from moverkit import fit_centering
+from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
 from moverkit._core.centering.stats_file import shipped_stats_path
 from moverkit._core.encoding.request import DEFAULT_MODEL
@@ -545,3 +545,10 @@ def test_module_name_is_the_folder_name(metric):
 
     assert metric.name == "sbertscore"
     assert functional.sbertscore is sbertscore
+
+
+def test_the_empty_text_warning_says_the_rescaled_score_is_not_zero():
+    with pytest.warns(MoverkitWarning, match=r"score 0\.0 before rescaling") as caught:
+        result = sbertscore([""], ["Hi."], rescale_with_baseline=True)
+    assert result["f1"][0] < 0  # the baseline's value of 0, not 0
+    assert len([w for w in caught if "hold no sentence" in str(w.message)]) == 1
