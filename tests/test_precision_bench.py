@@ -56,7 +56,9 @@ def test_run_capped_reruns_the_cli_with_the_caps(monkeypatch):
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda cmd, env: calls.append((cmd, env)) or SimpleNamespace(returncode=3))
     caps = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-    assert precision.run_capped(["bench", "precision", "--data", "d.tsv"], caps) == 3
+    from moverkit.bench import command
+
+    assert command.run_capped(["bench", "precision", "--data", "d.tsv"], caps) == 3
     ((cmd, env),) = calls
     assert cmd == [sys.executable, "-m", "moverkit.cli", "bench", "precision", "--data", "d.tsv"]
     assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2" and env["ATEN_CPU_CAPABILITY"] == "avx2" and "PATH" in env

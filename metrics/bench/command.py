@@ -8,6 +8,10 @@ runs); :data:`COMMANDS` lists them. A command on the judgments TSV opens with :f
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from moverkit.judgments import Judgments, read_judgments
@@ -60,10 +64,14 @@ def capped_options(parser, *, measured: str, rounds_default: int) -> None:
     cap_options(parser)
 
 
+AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+"""The two variables of issue 24 that cap oneDNN and ATen's own kernels at AVX2."""
+STRICT_AVX2_ENV = {**AVX2_ENV, "MKL_ENABLE_INSTRUCTIONS": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
+"""Also caps MKL (torch's float32 matrix products) and FBGEMM (torch's int8 Linear)."""
+
+
 def environment_caps(args) -> dict[str, str] | None:
     """The environment caps of --avx2 / --strict-avx2, or None to run in this process."""
-    from .quantized import AVX2_ENV, STRICT_AVX2_ENV
-
     return AVX2_ENV if args.avx2 else STRICT_AVX2_ENV if args.strict_avx2 else None
 
 
@@ -72,8 +80,6 @@ def capped(args) -> int | None:
     their caps (:func:`environment_caps`), with the options ``bench precision`` and ``bench
     overhead`` share (--data, --rounds, --limit, --metrics, --out): its exit status. Else None:
     the command runs here."""
-    from .precision import run_capped
-
     caps = environment_caps(args)
     if caps is None:
         return None
@@ -83,6 +89,13 @@ def capped(args) -> int | None:
     argv += ["--metrics", *args.metrics] if args.metrics else []
     argv += ["--out", str(args.out)] if args.out else []
     return run_capped(argv, caps)
+
+
+def run_capped(argv: list[str], caps: Mapping[str, str]) -> int:
+    """``moverkit ARGV`` in a subprocess whose environment adds ``caps`` (such as
+    :data:`AVX2_ENV`): the caps are read when torch loads, so a process that has loaded it cannot
+    cap itself. Returns the subprocess's exit status."""
+    return subprocess.run([sys.executable, "-m", "moverkit.cli", *argv], env={**os.environ, **caps}).returncode
 
 
 def judgments(args, *outputs: str, limit: bool = True) -> Judgments:

@@ -66,16 +66,6 @@ def machine_isa() -> str:
     return isa_line(cpu_model(), cpu_flags(), caps, native_bfloat16_cpu())
 
 
-def run_capped(argv: list[str], caps: Mapping[str, str]) -> int:
-    """``moverkit ARGV`` in a subprocess whose environment adds ``caps`` (such as
-    :data:`moverkit.bench.quantized.AVX2_ENV`): the caps are read when torch loads, so a process
-    that has loaded it cannot cap itself. Returns the subprocess's exit status."""
-    import subprocess
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "moverkit.cli", *argv], env={**os.environ, **caps}).returncode
-
-
 def measure(metric: str, data: Judgments, rounds: int = 3) -> dict:
     """Times, score change and correlations of ``metric`` under each of :data:`DTYPES`. The
     slow-bfloat16 warning is silenced here: measuring that slowness is the point, and the table's

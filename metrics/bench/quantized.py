@@ -18,7 +18,7 @@ Measured for each path:
   :math:`|\\Delta F1|`, and the average over language pairs of Pearson r with ``human``.
 
 The ISA the kernels may use is capped by environment variables read when torch loads: run the
-module a second time with :data:`AVX2_ENV` (``--avx2`` does it in a subprocess). ONNX Runtime
+module a second time with :data:`~moverkit.bench.command.AVX2_ENV` (``--avx2`` does it in a subprocess). ONNX Runtime
 has no such cap: its kernels use every instruction of the CPU in both runs.
 """
 
@@ -41,12 +41,8 @@ from moverkit.options import emit, positive_int, require_data, rounds
 if TYPE_CHECKING:
     import torch
 
-from .command import cap_options, data_options, environment_caps
+from .command import STRICT_AVX2_ENV, cap_options, data_options, environment_caps, run_capped
 
-AVX2_ENV = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-"""The two variables of issue 24 that cap oneDNN and ATen's own kernels at AVX2."""
-STRICT_AVX2_ENV = {**AVX2_ENV, "MKL_ENABLE_INSTRUCTIONS": "AVX2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
-"""Also caps MKL (torch's float32 matrix products) and FBGEMM (torch's int8 Linear)."""
 PATHS = (
     "float32", "bfloat16", "int8 per-tensor", "int8 per-channel", "int8 per-channel, keep",
     "onnx float32", "onnx int8 per-tensor", "onnx int8 per-channel",
@@ -309,9 +305,9 @@ def parse_args(argv: list[str]):
 def main(argv: list[str]) -> None:
     """``python -m moverkit.bench.quantized DATA [--n-texts N] [--n-pairs N] [--rounds N]
     [--avx2 | --strict-avx2]``: the table of this process's environment, or of a subprocess capped
-    by :data:`AVX2_ENV` / :data:`STRICT_AVX2_ENV` (the caps are read when torch loads)."""
+    by :func:`~moverkit.bench.command.environment_caps` (the caps are read when torch loads)."""
     args = parse_args(argv)
-    caps = AVX2_ENV if args.avx2 else STRICT_AVX2_ENV if args.strict_avx2 else {}
+    caps = environment_caps(args) or {}
     if any(os.environ.get(k) != v for k, v in caps.items()):  # not capped yet: torch reads the caps as it loads
         rest = [a for a in argv if a not in ("--avx2", "--strict-avx2")]
         subprocess.run(
@@ -335,8 +331,6 @@ def register(which) -> None:
 
 def command(args) -> int:
     from moverkit.lines import check_out
-
-    from .precision import run_capped
 
     require_data(args)
     check_out(args.out, [args.data])

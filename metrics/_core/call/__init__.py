@@ -8,12 +8,11 @@ the rescaling baselines.
 
 from .baseline import baseline_csv, score_columns, settings_key
 from .opening import MetricCall, get_hash, open_call, pair_hash
-from .pairs import PAIR_BATCH_ELEMENTS, PaddedClouds, PairData, check_aggregated_centering, prepare_pairs
+from .pairs import PaddedClouds, PairData, check_aggregated_centering, prepare_pairs
 from .streaming import chunks, set_memory_budget
 
 __all__ = [
     "MetricCall",
-    "PAIR_BATCH_ELEMENTS",
     "PaddedClouds",
     "PairData",
     "baseline_csv",
