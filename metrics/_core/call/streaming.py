@@ -130,8 +130,8 @@ def chunks(
     token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES * vectors_per_token
     planned = None if request.long_texts == "window" else limit
     max_tokens = memory_budget(encoder.device) // token_bytes
-    ranges = plan_chunks(texts, max_tokens, planned)
-    if one_chunk or len(ranges) == 1:  # within the budget: one ordinary call (its bar is the encoding's)
+    # Within the budget (or never cut): one ordinary call, whose bar is the encoding's.
+    if one_chunk or len(ranges := plan_chunks(texts, max_tokens, planned)) == 1:
         yield call
         return
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
