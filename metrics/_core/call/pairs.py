@@ -22,7 +22,7 @@ from ..base.inputs import CallTexts, call_texts
 from ..centering.maths import Centering, center, center_rows
 from ..centering.stats_file import CenteringStats
 from ..encoding.cache import cached_encode
-from ..encoding.encoder import Encoder, TokenClouds, check_max_length, encoder_for
+from ..encoding.encoder import Encoder, TokenClouds, check_max_length, encoder_for, offsets_of
 from ..encoding.idf import IdfTable, check_idf, token_weights
 from ..encoding.request import EncoderRequest
 from ..encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_sentences
@@ -292,9 +292,8 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
     vectors = center_rows(vectors, centering.mode, counts=counts, stats=stats)
     on = vectors.device
     rows = torch.tensor([position[s] for text in texts.unique for s in split[text]], dtype=torch.long, device=on)
-    offsets = torch.zeros(len(texts.unique) + 1, dtype=torch.long, device=on)
-    torch.cumsum(torch.tensor([len(split[t]) for t in texts.unique], dtype=torch.long, device=on), 0, out=offsets[1:])
     units = [split[t] for t in texts.unique]
+    offsets = offsets_of(map(len, units), len(units)).to(on)
     clouds = TokenClouds(
         texts.unique,
         vectors[rows],

@@ -403,7 +403,7 @@ def token_ids(
     return ids, encoded["special_tokens_mask"]
 
 
-def _offsets(lengths, n: int) -> torch.Tensor:
+def offsets_of(lengths, n: int) -> torch.Tensor:
     """``(n + 1,)`` int64 offsets of ``n`` consecutive items of ``lengths`` (an iterable of ints)."""
     offsets = torch.zeros(n + 1, dtype=torch.long)
     torch.cumsum(torch.tensor(list(lengths), dtype=torch.long), 0, out=offsets[1:])
@@ -469,9 +469,9 @@ def encode(
     # Truncated texts are within the limit already: only windows need planning.
     plan = WindowPlan(ids, None) if long_texts == "truncate" else plan_windows(ids, special_mask, limit)
     rows = plan.rows  # the texts themselves, unless some are cut into windows
-    offsets = _offsets(map(len, ids), len(ids))
+    offsets = offsets_of(map(len, ids), len(ids))
     row_lengths = [len(row) for row in rows]
-    row_offsets = _offsets(row_lengths, len(rows))
+    row_offsets = offsets_of(row_lengths, len(rows))
     n_rows = int(row_offsets[-1])
     # Every row's ids in one flat tensor, and each id's place in it: a batch is gathered from them
     # (batching.pad), with no tensor made per text.
