@@ -63,3 +63,35 @@ def test_float16_is_refused_on_the_cpu():
 def test_unknown_dtype_names_the_argument(bad):
     with pytest.raises((TypeError, ValueError), match="dtype"):
         functional.twmd(["a b"], ["a b"], dtype=bad)
+
+
+def _weight_casts(encoder, texts, batch_size, dtype="bfloat16"):
+    """Casts of the model's own weights (``_to_copy``, or ``to`` under inference mode, of a
+    parameter's storage) during one encode."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    weights = {p.data_ptr() for p in encoder.model.parameters()}
+    casts = []
+
+    class Casts(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            cast = func.overloadpacket in (torch.ops.aten._to_copy, torch.ops.aten.to)
+            if cast and isinstance(args[0], torch.Tensor) and args[0].data_ptr() in weights:
+                casts.append(args[0].data_ptr())
+            return func(*args, **(kwargs or {}))
+
+    with Casts():
+        encode(encoder, texts, EncoderRequest(dtype=dtype, batch_size=batch_size))
+    return casts
+
+
+def test_each_weight_is_cast_once_per_call_not_once_per_batch(tiny_model_path):
+    """Issue 45: one autocast region under no_grad around all of a call's forward passes, so a
+    half-precision call casts each weight once, however many batches (inference_mode, or a region
+    per batch, cast every weight again in each batch)."""
+    encoder = get_encoder(tiny_model_path)
+    texts = [f"text number {i} " + "word " * (i % 7) for i in range(40)]
+    one_batch = _weight_casts(encoder, texts, batch_size=64)
+    ten_batches = _weight_casts(encoder, texts, batch_size=4)
+    assert one_batch, "the forward pass ran in bfloat16"
+    assert len(ten_batches) == len(one_batch) == len(set(one_batch))

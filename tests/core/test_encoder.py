@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import types
+import warnings
+
 import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
@@ -164,3 +167,77 @@ def test_a_local_folder_takes_the_layer_of_the_id_it_is_named_after():
     assert resolve_layer("roberta-large@0123456789", None, 24) == 17
     assert resolve_layer("my-own-model@0123456789", None, 12) == 12  # unknown: the last layer
     assert resolve_layer("all-mpnet-base-v2@0123456789", 4, 12) == 4  # an explicit layer wins
+
+
+def _transformers_ids(tokenizer, texts, limit):
+    """Token ids and special-token masks as transformers' own call gives them (the oracle of
+    :func:`moverkit._core.encoding.encoder.rust_encode`)."""
+    encoded = tokenizer(
+        [t.strip() for t in texts],
+        add_special_tokens=True,
+        truncation=limit is not None,
+        max_length=limit,
+        return_special_tokens_mask=True,
+        split_special_tokens=True,
+    )
+    return encoded["input_ids"], encoded["special_tokens_mask"]
+
+
+def _fuzzed_texts(seed=0, n=1500):
+    import random
+
+    rng = random.Random(seed)
+    pieces = ["[CLS]", "[SEP]", "[MASK]", "[PAD]", "<s>", "</s>", "<unk>", " ", "  ", "\t", "\n", "é", "ß", "中文",
+              "日本語", "العربية", "עברית", "🙂", "👩‍👩‍👧", "\u0301", "\x00", "\x1c", "\u200b", "ﬁ", "İ", "a", "word",
+              "...", "'", '"', "(", "Dr.", "3.50"]  # fmt: skip
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(n)]
+    return texts + ["", " ", "\n\t ", "x " * 700, "[CLS]" * 300]
+
+
+def _rust_and_transformers_agree(tokenizer, texts, encoder_like):
+    from moverkit._core.encoding.encoder import token_ids
+
+    for limit in (None, 512, 16, 4):
+        expected = _transformers_ids(tokenizer, texts, limit)
+        long_texts = "window" if limit is None else "truncate"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the truncation warning: tested on its own
+            got = token_ids(encoder_like, texts, limit or 512, long_texts)
+        assert got == expected, limit
+
+
+def test_rust_tokenization_equals_transformers_call_on_every_wmt17_text_and_fuzz(wmt17_full):
+    """Issue 45: the Rust batch call gives the ids and special-token masks of transformers' call
+    (split_special_tokens=True, truncation at the limit) on the 4,982 distinct WMT17 texts and on
+    fuzzed texts: special tokens spelt in user text, empty, long, every script."""
+    encoder = get_encoder(None, None, "cpu")
+    texts = list(dict.fromkeys(wmt17_full.predictions + wmt17_full.references))
+    assert len(texts) == 4982
+    _rust_and_transformers_agree(encoder.tokenizer, texts + _fuzzed_texts(), encoder)
+
+
+def test_rust_tokenization_of_a_byte_level_bpe_with_a_prefix_space(tmp_path):
+    """A RoBERTa-like tokenizer (byte-level BPE, ``add_prefix_space=True`` as the encoder loads it):
+    the same ids as transformers' call, the special tokens <s> </s> marked."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaTokenizerFast
+
+    trained = ByteLevelBPETokenizer()
+    corpus = ["the cat sat on the mat", "stocks fell sharply", "中文 and العربية 🙂"] * 50 + _fuzzed_texts(1, 200)
+    trained.train_from_iterator(corpus, vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    trained.save_model(str(tmp_path))
+    tokenizer = RobertaTokenizerFast(
+        vocab_file=str(tmp_path / "vocab.json"), merges_file=str(tmp_path / "merges.txt"), add_prefix_space=True
+    )
+    encoder_like = types.SimpleNamespace(tokenizer=tokenizer, name="tiny-roberta", max_length=512)
+    _rust_and_transformers_agree(tokenizer, corpus[:100] + _fuzzed_texts(2, 300), encoder_like)
+
+
+def test_truncation_is_counted_once_from_the_rust_encodings():
+    from moverkit._core.encoding.encoder import token_ids
+
+    encoder = get_encoder(None, None, "cpu")
+    with pytest.warns(UserWarning, match="2 of 3 texts are longer than 8 tokens"):
+        ids, special = token_ids(encoder, ["one two three four five six seven eight", "short", "a " * 50], 8)
+    assert [len(row) for row in ids] == [8, 3, 8]
+    assert special[1] == [1, 0, 1]

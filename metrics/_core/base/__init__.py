@@ -12,6 +12,7 @@ from .hardware import (
     SlowPrecisionWarning,
     cpu_flags,
     cpuinfo_field,
+    cuda_plan,
     native_bfloat16_cpu,
     resolve_device,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "cosine_matrix",
     "cpu_flags",
     "cpuinfo_field",
+    "cuda_plan",
     "f_measure",
     "flatten_pairs",
     "from_numpy",

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from .hardware import cuda_plan
+
 PADDING_FACTOR = 1.5
 """A bucket's padded (pairs x rows x columns) entries stay under this multiple of its pairs' own
 entries (plus :data:`PADDING_SLACK`, so that short pairs still batch together): on WMT17 one big
@@ -57,7 +59,7 @@ def pad(
         if value.shape[0] == 0:
             padded.append(value.new_zeros((*mask.shape, *value.shape[1:])))
             continue
-        fill = gather_rows if value.is_cuda else write_rows
+        fill = gather_rows if cuda_plan(value.device) else write_rows
         padded.append(fill(value, position, mask))
     return (mask, *padded)
 

@@ -91,6 +91,23 @@ def resolve_device(device: str | int | torch.device | None) -> torch.device:
     return dev
 
 
+PLAN_VARIABLE = "MOVERKIT_PLAN"
+"""``MOVERKIT_PLAN=cuda`` plans a CPU call as on a CUDA device (:func:`cuda_plan`)."""
+
+
+def cuda_plan(device: torch.device) -> bool:
+    """Whether work on ``device`` is planned as on a CUDA device: batches cut by padded tokens to a
+    few widths, padding gathered without data-dependent shapes, lazy_emd's convergence read every
+    few checks. True on a CUDA device, and on the CPU when the environment variable
+    :data:`PLAN_VARIABLE` is ``cuda``: a CUDA call differs from a CPU call only by these
+    parameters, so a CPU run under the CUDA plan dispatches the ops a GPU will launch and its host
+    reads can be counted there (``moverkit bench host``). Under the CUDA plan a CPU's float32 scores
+    move in the last bits (other batch shapes), as a GPU's do."""
+    if device.type == "cuda":
+        return True
+    return device.type == "cpu" and os.environ.get(PLAN_VARIABLE, "").strip().lower() == "cuda"
+
+
 def available_devices() -> list[str]:
     """The devices ``device=`` accepts on this machine: ``cpu``, each CUDA GPU, ``mps``."""
     devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
