@@ -32,6 +32,7 @@ COMMANDS = (
     "tune",
     "overhead",
     "gpu",
+    "host",
 )
 """The benchmark modules that are commands, in the order ``moverkit bench --help`` lists them (each
 module's name is its command's)."""

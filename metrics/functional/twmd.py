@@ -170,13 +170,9 @@ def pair_values(data, params, batches: list[SimilarityBatch] | None = None) -> t
 def pair_similarity(data, pairs: torch.Tensor):
     """s_ij of the pairs ``pairs`` (with the cosine of a token with itself 1, see
     :func:`~moverkit._core.base.matching.self_cosine_one`) and their padded reference and prediction clouds."""
-    same = data.pred_index[pairs] == data.ref_index[pairs]
-    # Texts against themselves (Eq. 1's C(X, X), self_pairs: one index tensor for both sides): each
-    # cloud padded once. Told by the index tensors, on the host: `same.all()` would wait for the device.
-    if data.pred_index is data.ref_index:
-        pred = ref = data.pad(data.ref_index[pairs], data.ref_weights)
-    else:
-        pred, ref = data.pad_pairs(pairs)
+    device_pairs = pairs.to(data.pred_index.device, non_blocking=True)
+    same = data.pred_index[device_pairs] == data.ref_index[device_pairs]
+    pred, ref = data.pad_pairs(pairs)  # texts against themselves (Eq. 1's C(X, X)): padded once
     return self_cosine_one(similarity(ref, pred), same, ref.mask), ref, pred
 
 

@@ -9,6 +9,7 @@ from . import checks
 from .batching import pad, pair_buckets
 from .hardware import (
     BFLOAT16_CPU_FLAGS,
+    PLAN_VARIABLE,
     SlowPrecisionWarning,
     cpu_flags,
     cpuinfo_field,
@@ -35,6 +36,7 @@ from .user_warnings import ConvergenceWarning, MoverkitWarning, warn_user
 __all__ = [
     "BFLOAT16_CPU_FLAGS",
     "CallTexts",
+    "PLAN_VARIABLE",
     "ConvergenceWarning",
     "MoverkitWarning",
     "SlowPrecisionWarning",

@@ -10,10 +10,12 @@ outside a metric call (tuning, fine-tuning, the benches).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from ..base import checks
@@ -79,18 +81,32 @@ class PairData:
     dtype: str = "float32"  # the forward pass's precision (moverkit._core.base.hardware.DTYPES, concrete)
 
     def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
-        """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices)."""
-        return (
-            self.pad(self.pred_index[pairs], self.pred_weights, with_special),
-            self.pad(self.ref_index[pairs], self.ref_weights, with_special),
-        )
+        """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices; on the
+        host, as :meth:`batches` gives them, their widths are read from the host copy of the
+        lengths, with no wait for the device). Texts against themselves (one index tensor for both
+        sides, as twmd's ``self_pairs`` makes them for Eq. 1's C(X, X)) are padded once, with the
+        reference weights."""
+        if pairs.device.type == "cpu":
+            pred_index, ref_index = (torch.from_numpy(index[pairs.numpy()]) for index in self._host_index)
+        else:
+            pred_index, ref_index = self.pred_index[pairs], self.ref_index[pairs]
+        ref = self.pad(ref_index, self.ref_weights, with_special)
+        if self.pred_index is self.ref_index:
+            return ref, ref
+        return self.pad(pred_index, self.pred_weights, with_special), ref
 
     def pad(self, texts: torch.Tensor, weights: torch.Tensor, with_special: bool = False) -> PaddedClouds:
         """Pad the clouds of ``texts`` (indices into ``clouds``) with per-token ``weights``.
         Special tokens are left out unless ``with_special`` (they then carry weight 0 but stay
-        candidates for matching, as in bert-score)."""
+        candidates for matching, as in bert-score). ``texts`` on the host: the padded width is
+        read from the host copy of the lengths (:meth:`host_lengths`); on the device it is read
+        from the device (a wait)."""
         offsets, rows = (self.clouds.offsets, None) if with_special else self._scoring_rows()
-        mask, vectors, padded_weights = pad(offsets, texts, self.clouds.vectors, weights, rows=rows)
+        width = None
+        if texts.device.type == "cpu":
+            width = max(int(self.host_lengths(with_special)[texts.numpy()].max(initial=0)), 1)
+            texts = texts.to(offsets.device, non_blocking=True)
+        mask, vectors, padded_weights = pad(offsets, texts, self.clouds.vectors, weights, rows=rows, width=width)
         return PaddedClouds(vectors, padded_weights, mask)
 
     def _scoring_rows(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,6 +120,20 @@ class PairData:
             self._rows = (offsets, rows)
         return self._rows
 
+    @functools.cached_property
+    def _host_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """``pred_index`` and ``ref_index`` on the host, copied once per call."""
+        return self.pred_index.cpu().numpy(), self.ref_index.cpu().numpy()
+
+    def host_lengths(self, with_special: bool = False) -> np.ndarray:
+        """Each text's rows (tokens, special ones included when ``with_special``) on the host,
+        copied once per call: the padded widths and the pair buckets are planned from them."""
+        key = "_host_lengths_special" if with_special else "_host_lengths"
+        if not hasattr(self, key):
+            offsets = self.clouds.offsets if with_special else self._scoring_rows()[0]
+            setattr(self, key, np.diff(offsets.cpu().numpy()))
+        return getattr(self, key)
+
     def lengths(self, texts: torch.Tensor, with_special: bool = False) -> torch.Tensor:
         offsets = self.clouds.offsets if with_special else self._scoring_rows()[0]
         return offsets[texts + 1] - offsets[texts]
@@ -111,14 +141,18 @@ class PairData:
     def batches(
         self, with_special: bool = False, pairs: torch.Tensor | None = None, max_elements: int = PAIR_BATCH_ELEMENTS
     ) -> Iterator[torch.Tensor]:
-        """Indices of ``pairs`` (default: every pair) in batches of similar lengths
+        """Indices of ``pairs`` (default: every pair), on the host, in batches of similar lengths
         (:func:`~moverkit._core.base.batching.pair_buckets`), each padded (pairs x prediction length x
-        reference length) tensor under ``max_elements`` entries."""
-        pairs = torch.arange(len(self.pred_index), device=self.pred_index.device) if pairs is None else pairs
-        n_pred = self.lengths(self.pred_index[pairs], with_special)
-        n_ref = self.lengths(self.ref_index[pairs], with_special)
+        reference length) tensor under ``max_elements`` entries. Planned on the host from
+        :meth:`host_lengths`: no read of the device per batch."""
+        pred_index, ref_index = self._host_index
+        pairs = torch.arange(len(pred_index)) if pairs is None else pairs.cpu()
+        lengths = self.host_lengths(with_special)
+        chosen = pairs.numpy()
+        n_pred = torch.from_numpy(lengths[pred_index[chosen]])
+        n_ref = torch.from_numpy(lengths[ref_index[chosen]])
         for batch in pair_buckets(n_pred, n_ref, max_elements):
-            yield pairs[batch.to(pairs.device)]
+            yield pairs[batch]
 
 
 def prepare_pairs(
