@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from moverkit._core import encode, get_encoder
-from moverkit._core.base.batching import CUDA_TOKENS_PER_TEXT, CUDA_WIDTHS, ENCODE_TOKEN_BUDGET, length_batches
+from moverkit._core.base.batching import CUDA_WIDTHS, ENCODE_TOKEN_BUDGET, cuda_token_budget, length_batches
 from moverkit._core.encoding.encoder import encode_batches
 from moverkit._core.encoding.request import EncoderRequest
 
@@ -39,17 +39,21 @@ def test_cpu_batches_stay_batch_size_texts_padded_to_the_longest():
 
 
 @pytest.mark.parametrize("batch_size", [1, 64, 256])
-def test_cuda_batches_are_cut_by_tokens_and_padded_to_a_few_widths(batch_size):
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_cuda_batches_are_cut_by_tokens_and_padded_to_a_few_widths(batch_size, dtype, monkeypatch):
+    monkeypatch.setenv("MOVERKIT_PLAN", "cuda")  # the CUDA plan on the CPU: the same batches
     rng = random.Random(0)
     lengths = [rng.randint(1, 256) for _ in range(2000)]  # rows within the limit
-    batches = encode_batches(lengths, batch_size, torch.device("cuda"), 256)
+    batches = encode_batches(lengths, batch_size, torch.device("cpu"), 256, dtype)
+    assert batches == encode_batches(lengths, batch_size, torch.device("cuda"), 256, dtype)
     assert sorted(i for batch, _ in batches for i in batch) == list(range(2000))
     for batch, width in batches:
         assert max(lengths[i] for i in batch) <= width <= 256
         assert width in CUDA_WIDTHS or width == 256  # capped by the model's limit
-        assert len(batch) == 1 or len(batch) * width <= batch_size * CUDA_TOKENS_PER_TEXT
+        assert len(batch) == 1 or len(batch) * width <= cuda_token_budget(batch_size, dtype)
     assert len({width for _, width in batches}) <= 5
     if batch_size == 64:
+        assert cuda_token_budget(64, dtype) == 65_536  # issue 45's measured best
         assert len(batches) < 2000 / 64  # more texts a batch than batch_size: tokens bound it
 
 

@@ -16,7 +16,18 @@ from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
 from moverkit._core.centering.stats_file import shipped_stats_path
 from moverkit._core.encoding.request import DEFAULT_MODEL
-from moverkit._core.encoding.sentences import join_fragments, one_sentence, pysbd_segments
+from moverkit._core.encoding.sentences import (
+    CLOSING_QUOTES,
+    LETTER_OR_DIGIT,
+    PLAIN_MARKS,
+    PYSBD_MARKERS,
+    _marks,
+    join_fragments,
+    one_sentence,
+    pysbd_segments,
+    segment_with_pysbd,
+    splitter_languages,
+)
 from moverkit.functional.sbertscore import sbertscore
 
 TOL = 1e-6
@@ -552,3 +563,102 @@ def test_the_empty_text_warning_says_the_rescaled_score_is_not_zero():
         result = sbertscore([""], ["Hi."], rescale_with_baseline=True)
     assert result["f1"][0] < 0  # the baseline's value of 0, not 0
     assert len([w for w in caught if "hold no sentence" in str(w.message)]) == 1
+
+
+# --- the splitter's fast paths against their first forms -------------------------------------------
+
+
+def _one_sentence_by_characters(text, lang):
+    """one_sentence as first written, testing the body a character at a time in Python: the oracle."""
+    marks = _marks(lang)
+    text = text.strip()
+    body = text.rstrip(marks + CLOSING_QUOTES)
+    end = text[len(body) :]
+    closing = end[1:] if end[:1] and end[0] in marks else end
+    if not body or len(closing) > 1 or (closing and closing not in CLOSING_QUOTES) or "  " in body:
+        return False
+    apostrophe = body.find("'")
+    if apostrophe >= 0 and (body.count("'") > 1 or not body[apostrophe - 1 : apostrophe].isalnum()):
+        return False
+    return all(
+        (c.isalnum() or c == " " or c in PLAIN_MARKS or c == "'") and c not in marks and c not in PYSBD_MARKERS
+        for c in body
+    )
+
+
+SPLITTER_PIECES = [*"abcXYZ019 .,;:!?'\"()[]{}«»-–—&/_\\|αβΓابت؟،։Աբ।कख。．！？我们", "\u201c", "\u201d", "\u2018",
+                   "\u2019", "\u2026", "?!", "...", "  ", "\n", "\r", "\t", "\x0c", "\x0b", "\x00", "\x1c", "\x1d", "\x1e",
+                   "\x1f", "\x85", "\xa0", "\u2028", "\u3000", "\u0301", "\u20dd", "\U0001f600", "\U0001f44d\U0001f3fd",
+                   "1)", "2)", "a)", "b)", "(iv)", "i.", "ii.", "1.", "2.", " I", " The", " Mr.", " e.g.", " U.S.",
+                   "a.m.", "3.50", "--", "Yahoo!", "&quot;", "&apos;", " the", " Wir", " слово", " كتاب", " ΚΑΛΗ"]  # fmt: skip
+
+
+def _random_splitter_text(rng):
+    """A seeded random text of SPLITTER_PIECES, every language's sentence marks, pysbd's marker letters
+    and code points of any plane (unassigned, surrogates and private use included)."""
+    extra = sorted(PYSBD_MARKERS) + sorted({c for lang in splitter_languages() for c in _marks(lang)})
+    pieces = []
+    for _ in range(rng.randint(0, 24)):
+        draw = rng.random()
+        if draw < 0.1:
+            pieces.append(chr(rng.randrange(0x110000)))
+        elif draw < 0.25:
+            pieces.append(rng.choice(extra))
+        else:
+            pieces.append(rng.choice(SPLITTER_PIECES))
+    return "".join(pieces)
+
+
+def test_the_one_sentence_test_equals_its_first_form_on_wmt17_and_random_texts(wmt17_full):
+    texts = list(dict.fromkeys(wmt17_full.predictions + wmt17_full.references))
+    assert len(texts) == 4982
+    assert [one_sentence(t, "en") for t in texts] == [_one_sentence_by_characters(t, "en") for t in texts]
+    rng = random.Random(45)
+    passed = 0
+    for _ in range(4000):
+        text = _random_splitter_text(rng)
+        for lang in splitter_languages():
+            expected = _one_sentence_by_characters(text, lang)
+            assert one_sentence(text, lang) == expected, (lang, text)
+            passed += expected
+    assert passed > 2000  # random texts that pass, not only ones that fail
+
+
+def test_the_one_sentence_test_equals_its_first_form_on_every_code_point():
+    texts = [f"a{chr(code)}b" for code in range(0x110000)]
+    assert [one_sentence(t, "el") for t in texts] == [_one_sentence_by_characters(t, "el") for t in texts]
+
+
+def test_letter_or_digit_is_str_isalnum_on_every_code_point():
+    characters = "".join(map(chr, range(0x110000)))
+    assert set(LETTER_OR_DIGIT.findall(characters)) == {c for c in characters if c.isalnum()}
+
+
+def _pysbd_segment_or_error(segment, text, lang):
+    try:
+        return segment(text, lang)
+    except ValueError as err:  # pysbd's int("\x1c1") on list markers after an information separator
+        return repr(err)
+
+
+def test_segment_with_pysbd_equals_pysbds_segment(wmt17_full):
+    """The same pieces as pysbd's own Segmenter.segment (which compiles a pattern per sentence), on
+    the WMT17 texts pysbd splits, and on random texts (repeated sentences among them) in every language."""
+
+    def pysbds(text, lang):
+        return pysbd.Segmenter(language=lang, clean=False).segment(text)
+
+    texts = [t for t in dict.fromkeys(wmt17_full.predictions + wmt17_full.references) if not one_sentence(t, "en")]
+    assert len(texts) == 830
+    for text in texts:
+        assert segment_with_pysbd(text, "en") == pysbds(text, "en")
+    rng = random.Random(46)
+    repeated = ["Yes.", "Yes. ", "Yes!", "No.", "a.", "Hi", '"Yes."', "(Yes.)", "Yes...", "1.", "?", "Dr. No.", "\n"]
+    for i in range(1500):
+        lang = rng.choice(splitter_languages())
+        if i % 2:
+            text = _random_splitter_text(rng)
+        else:
+            text = "".join(rng.choice(repeated) for _ in range(rng.randint(1, 12)))
+        ours = _pysbd_segment_or_error(segment_with_pysbd, text, lang)
+        assert ours == _pysbd_segment_or_error(pysbds, text, lang), (lang, text)

@@ -133,16 +133,24 @@ Measured on the embedded model, one thread, texts sorted by length, 2 interleave
 4,982 WMT17 sentences (about 30 tokens; most batches stay 64 texts) budgets of 2,048, 4,096 and
 8,192 tokens gave 1.04x, 1.03x and 0.89x the speed of 64 texts a batch; on 140 long-document texts cut to 512 tokens,
 4,096 was 1.54x faster than 64 texts a batch (2,048: 1.40x, 8,192: 1.02x): a 64 x 512 batch's
-attention and activations outgrow the CPU caches. On a GPU, ``batch_size`` alone bounds a batch
-(large batches keep the device busy); on a CUDA device, :data:`CUDA_TOKENS_PER_TEXT` sets it."""
+attention and activations outgrow the CPU caches. On a CUDA device (or under its plan,
+:func:`~moverkit._core.base.hardware.cuda_plan`), :func:`cuda_token_budget` sets it instead."""
 
-CUDA_TOKENS_PER_TEXT = 256
-"""On a CUDA device a batch is cut by padded tokens, not texts: ``batch_size`` x this many (16,384
-for the default 64 texts, 65,536 for 256), whatever the number of texts. A GPU's forward pass costs
-per call more than per token at these sizes (issue 34: 161 forward calls of 64 WMT17 texts,
-about 30 tokens each, left the device mostly idle), while the padded tokens bound its memory as a
-number of texts does not. Not measured on a GPU yet (``moverkit bench gpu`` measures it): the
-issue suggests 16k-64k tokens."""
+CUDA_TOKENS_PER_TEXT = {"float32": 1024, "float16": 1024, "bfloat16": 1024}
+"""On a CUDA device a batch is cut by padded tokens, not texts: ``batch_size`` x this many for the
+forward pass's precision (65,536 for the default 64 texts), whatever the number of texts. A GPU's
+forward pass costs per call more than per token at these sizes, while the padded tokens bound its
+memory as a number of texts does not. Measured (issue 45's what-if, NVIDIA H200, 2,800 WMT17
+pairs, best of 3, batches of 16k / 65k / 262k padded tokens): centered_bertscore float16 0.209 /
+0.182 / 0.206 s, float32 0.298 / 0.292 / 0.445 s; twmd float16 0.299 / 0.201 / 0.227 s, float32
+0.360 / 0.357 / 0.513 s: 65k tokens is the best of the three in every precision, and the largest
+hurts float32. ``moverkit bench gpu`` prints the same table for the device at hand."""
+
+
+def cuda_token_budget(batch_size: int, dtype: str) -> int:
+    """Padded tokens of one forward pass on a CUDA device (:data:`CUDA_TOKENS_PER_TEXT`)."""
+    return batch_size * CUDA_TOKENS_PER_TEXT.get(dtype, CUDA_TOKENS_PER_TEXT["float32"])
+
 
 CUDA_WIDTHS = (16, 32, 64, 128, 256, 512)
 """Padded lengths of a batch on a CUDA device (:func:`cuda_width`): attention kernels build a plan

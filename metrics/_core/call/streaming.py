@@ -82,7 +82,7 @@ take when no budget is set: there the vectors live in the device's memory, not t
 call that fits runs as one chunk (issue 40's profile, NVIDIA H200: batch centering under the 512 MB
 host default cut 2,800 WMT17 pairs into chunks and encoded every text twice; one chunk took twmd
 from 0.47 s to 0.23 s). The other half is left to the forward passes and the pair batches, which
-:data:`~moverkit._core.base.batching.CUDA_TOKENS_PER_TEXT` and the bucketer bound."""
+:func:`~moverkit._core.base.batching.cuda_token_budget` and the bucketer bound."""
 
 
 def memory_budget(device: torch.device | None = None) -> int:

@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..base import checks
-from ..base.batching import CUDA_TOKENS_PER_TEXT, ENCODE_TOKEN_BUDGET, cuda_width, length_batches, pad
+from ..base.batching import ENCODE_TOKEN_BUDGET, cuda_token_budget, cuda_width, length_batches, pad
 from ..base.hardware import check_dtype, cuda_plan, precision, resolve_device
 from ..base.user_warnings import warn_user
 from ..base.windows import WindowPlan, plan_windows
@@ -495,7 +495,7 @@ def offsets_of(lengths, n: int) -> torch.Tensor:
 
 
 def encode_batches(
-    lengths: list[int], batch_size: int, device: torch.device, limit: int
+    lengths: list[int], batch_size: int, device: torch.device, limit: int, dtype: str = "float32"
 ) -> list[tuple[list[int], int]]:
     """The forward passes of rows of ``lengths`` tokens: ``(rows, padded width)`` each, rows sorted
     longest first (:func:`~moverkit._core.base.batching.length_batches`).
@@ -503,14 +503,17 @@ def encode_batches(
     On a CPU a batch holds at most ``batch_size`` rows and
     :data:`~moverkit._core.base.batching.ENCODE_TOKEN_BUDGET` padded tokens, padded to its longest row:
     these batches fix a text's vectors to the last bit (its batch changes the matrix products'
-    shapes), so they stay what the golden scores were computed with. On a CUDA device a batch holds
-    ``batch_size`` x :data:`~moverkit._core.base.batching.CUDA_TOKENS_PER_TEXT` padded tokens, however
-    many rows, padded to one of a few widths (:func:`~moverkit._core.base.batching.cuda_width`, capped by
-    the model's ``limit``), so that the attention kernels see a handful of shapes. Other devices
-    take ``batch_size`` rows, padded to the longest."""
+    shapes), so they stay what the golden scores were computed with. On a CUDA device (or under its
+    plan, :func:`~moverkit._core.base.hardware.cuda_plan`) a batch holds
+    :func:`~moverkit._core.base.batching.cuda_token_budget` padded tokens for ``batch_size`` and the
+    precision ``dtype``, however many rows, padded to one of a few widths
+    (:func:`~moverkit._core.base.batching.cuda_width`, capped by the model's ``limit``), so that
+    the attention kernels see a handful of shapes. Other devices take ``batch_size`` rows, padded
+    to the longest."""
     if cuda_plan(device):
         width = partial(cuda_width, limit=limit)
-        batches = length_batches(lengths, max(len(lengths), 1), batch_size * CUDA_TOKENS_PER_TEXT, width)
+        budget = cuda_token_budget(batch_size, dtype)
+        batches = length_batches(lengths, max(len(lengths), 1), budget, width)
         return [(batch, width(lengths[batch[0]])) for batch in batches]
     max_tokens = ENCODE_TOKEN_BUDGET if device.type == "cpu" else None
     return [(batch, lengths[batch[0]]) for batch in length_batches(lengths, batch_size, max_tokens)]
@@ -575,7 +578,7 @@ def encode(
     # read once, after the loop. All the batches run in one forward region (weights cast once).
     bar = tqdm(total=len(rows), desc="encoding", unit="text", disable=not request.verbose)
     with bar, encoder.region(dtype):
-        for batch, width in encode_batches(row_lengths, batch_size, encoder.device, limit):
+        for batch, width in encode_batches(row_lengths, batch_size, encoder.device, limit, dtype):
             attention, input_ids, place = pad(row_offsets, torch.tensor(batch), flat_ids, places, width=width)
             real_np = np.flatnonzero(attention.numpy())
             input_ids = input_ids.masked_fill_(~attention, pad_id).to(encoder.device, non_blocking=True)

@@ -10,16 +10,29 @@ from __future__ import annotations
 
 import functools
 import html
+import itertools
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from tqdm.auto import tqdm
 
+from ..base.batching import pad
 from ..base.hardware import check_dtype, precision, resolve_device
 from ..base.user_warnings import warn_user
-from .encoder import cached_model, check_finite, quiet_transformers
+from .encoder import (
+    all_finite,
+    cached_model,
+    check_finite,
+    encode_batches,
+    forward_region,
+    non_finite_error,
+    offsets_of,
+    quiet_transformers,
+    rust_encode,
+)
 from .request import EncoderRequest, check_lang, resolve_model
 
 SENTENCE_LAYER = -1
@@ -84,7 +97,8 @@ CLOSING_QUOTES = "\"'\u201d\u2019"
 
 def one_sentence(text: str, lang: str) -> bool:
     """True where pysbd gives ``text`` whole, as one sentence, by a test cheap enough to run first
-    (pysbd costs about 1.3 ms a WMT17 text): :func:`split_sentences` then skips pysbd.
+    (about 3 microseconds a WMT17 text, in string methods without a Python step per character;
+    pysbd costs about 0.3 ms): :func:`split_sentences` then skips pysbd.
 
     The text, stripped, must be words (letters and digits, any script) with single spaces between
     them, the :data:`PLAIN_MARKS`, and at most one apostrophe right after a letter or digit, then at
@@ -94,7 +108,9 @@ def one_sentence(text: str, lang: str) -> bool:
     breaks, tabs and runs of spaces, an ellipsis or ``?!`` at the end, and the letters pysbd uses as
     its own markers (:data:`PYSBD_MARKERS`). Held to pysbd by tests: every WMT17 text that passes
     (4,152 of 4,982), and seeded random texts of quotes, brackets, list markers, marks, marker letters
-    and white space in 6 languages."""
+    and white space in 6 languages; and to its first form, which tested the body a character at a
+    time in Python (a copy in the tests), on the WMT17 texts, on every character between two
+    letters, and on seeded random texts of every script in every language pysbd splits."""
     marks = _marks(lang)
     text = text.strip()
     body = text.rstrip(marks + CLOSING_QUOTES)
@@ -105,10 +121,16 @@ def one_sentence(text: str, lang: str) -> bool:
     apostrophe = body.find("'")
     if apostrophe >= 0 and (body.count("'") > 1 or not body[apostrophe - 1 : apostrophe].isalnum()):
         return False
-    return all(
-        (c.isalnum() or c == " " or c in PLAIN_MARKS or c == "'") and c not in marks and c not in PYSBD_MARKERS
-        for c in body
-    )
+    return body.translate(_letters_for_allowed(lang)).isalnum()
+
+
+@functools.cache
+def _letters_for_allowed(lang: str) -> dict[int, str]:
+    """The ``str.translate`` table that lets ``str.isalnum`` test a body character by character at
+    C speed (:func:`one_sentence`): a space, the apostrophe and :data:`PLAIN_MARKS` become ``a``,
+    the language's marks and :data:`PYSBD_MARKERS` a space (a mark among the plain ones is a mark)."""
+    allowed = dict.fromkeys(" '" + "".join(PLAIN_MARKS), "a")
+    return str.maketrans(allowed | dict.fromkeys(_marks(lang) + "".join(PYSBD_MARKERS), " "))
 
 
 @functools.cache
@@ -144,15 +166,11 @@ def pysbd_segments(text: str, lang: str) -> list[str]:
     sentence longer than the window less the margin) is widened, doubling. The time is
     :math:`O(n \cdot W)` for ``n`` characters and window ``W``; pysbd's own is :math:`O(n^2)`.
     """
-    import pysbd
-
     segments: list[str] = []
     start, width = 0, SPLIT_WINDOW
     while True:
         piece = text[start : start + width]
-        # A new Segmenter per piece: segment() keeps the text on the instance (so one shared
-        # instance is not thread-safe), and making one costs under a microsecond.
-        found = pysbd.Segmenter(language=lang, clean=False).segment(piece)
+        found = segment_with_pysbd(piece, lang)
         if start + width >= len(text):
             return segments + found
         starts = _starts(piece, found)
@@ -165,6 +183,44 @@ def pysbd_segments(text: str, lang: str) -> list[str]:
         segments += found[:kept]
         start += starts[kept]
         width = SPLIT_WINDOW
+
+
+FOLLOWING_SPACE = re.compile(r"\s*")
+
+
+def segment_with_pysbd(text: str, lang: str) -> list[str]:
+    r"""pysbd's ``Segmenter(language=lang, clean=False).segment(text)``: its sentences as pieces of
+    ``text``, each with the white space after it, without a regular expression per sentence.
+
+    ``segment`` finds each sentence back in the text by the pattern ``re.escape(sentence) + r"\s*"``
+    (``sentences_with_char_spans``): a pattern compiled for that one sentence, which also pushes
+    pysbd's own rules out of Python's ``re`` cache (512 patterns on Python 3.11, the oldest dropped
+    first), to be compiled again: 2,852 compilations (0.68 s under cProfile) for the 830 WMT17 texts
+    that reach pysbd, where English's rules, under 500 patterns, are compiled once. Here the
+    sentence is found as that pattern finds it, by ``str.find``: its first match, in the order
+    ``re.finditer`` reads them (without overlap), whose end, white space included, lies past the end
+    of the sentence before; a sentence not found in the text is left out, as ``segment`` leaves it
+    out. Held to ``segment`` by tests (WMT17 texts, and seeded random texts in every language pysbd
+    splits).
+    """
+    import pysbd
+
+    if not text:
+        return []
+    # A new Segmenter per text (under a microsecond): its processor reads the language's rules.
+    sentences = pysbd.Segmenter(language=lang, clean=False).processor(text).process()
+    segments, prior_end = [], 0
+    for sentence in sentences:
+        at = text.find(sentence)
+        while at >= 0:
+            end = FOLLOWING_SPACE.match(text, at + len(sentence)).end()
+            if end > prior_end:
+                segments.append(text[at:end])
+                prior_end = end
+                break
+            # The next match starts where this one ends (one further for an empty one), as in re.finditer.
+            at = text.find(sentence, max(end, at + 1))
+    return segments
 
 
 def _starts(piece: str, segments: list[str]) -> list[int] | None:
@@ -180,6 +236,11 @@ def _starts(piece: str, segments: list[str]) -> list[int] | None:
     return starts
 
 
+LETTER_OR_DIGIT = re.compile(r"[^\W_]")
+r"""A letter or digit of any script: a character ``str.isalnum`` accepts (``\w`` less ``_``; held
+equal to ``str.isalnum`` on every code point by a test)."""
+
+
 def join_fragments(segments: list[str]) -> list[str]:
     """``segments`` (pieces of a text, in order, white space kept) with every piece that has no
     letter or digit (after reading HTML character references such as ``&quot;`` as the characters
@@ -189,7 +250,7 @@ def join_fragments(segments: list[str]) -> list[str]:
     joined: list[str] = []
     pending = ""  # leading pieces without a letter or digit, waiting for the first real one
     for piece in segments:
-        if not any(c.isalnum() for c in html.unescape(piece)):
+        if not LETTER_OR_DIGIT.search(html.unescape(piece)):
             if joined:
                 joined[-1] += piece
             else:
@@ -258,25 +319,84 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
     ``SentenceTransformer.encode`` gives them (its pooling; not yet centered or re-normalized).
     Sentences longer than the model's ``max_seq_length`` are truncated by it, with one warning.
     ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) gives the batch size, the
-    progress bar and ``dtype``, the precision of the forward pass
-    (:func:`~moverkit._core.encoding.encoder.precision`); the embeddings are float32 whatever it is.
+    progress bar and ``dtype``, the precision of the forward pass; the embeddings are float32
+    whatever it is.
 
-    Sentences are sorted by token length, longest first, and handed to ``encode`` one batch of
-    ``batch_size`` at a time: sentence-transformers sorts by character length, which on WMT17
-    text pads the batches to 1.55 times the real tokens, against 1.25 by token length.
+    A model whose first module is a transformer with a fast tokenizer (sentence-transformers'
+    ``Transformer``, as every sentence-transformers text model) runs as the token encoder does:
+    its sentences tokenized in one Rust batch call
+    (:func:`~moverkit._core.encoding.encoder.rust_encode`, the ids sentence-transformers' own
+    tokenization gives: stripped, truncated at ``max_seq_length``), sorted by token length and cut
+    into the shared batches (:func:`~moverkit._core.encoding.encoder.encode_batches`), each padded
+    (:func:`~moverkit._core.base.batching.pad`) and run through the modules (transformer, pooling,
+    normalization) in one forward region (:func:`~moverkit._core.encoding.encoder.forward_region`):
+    no per-batch tokenizer call, no move or cast of the model per call, each weight cast once.
+    Other models go through ``SentenceTransformer.encode``, a batch at a time.
     """
-    batch_size, dtype = request.batch_size, request.dtype
     vectors = torch.zeros(len(sentences), encoder.dim, dtype=torch.float32, device=encoder.device)
+    if not sentences:
+        return vectors
+    described = f"model_type={encoder.path!r} ({encoder.name}, sentence vectors)"
+    ids = _sentence_ids(encoder, sentences)
+    if ids is None:
+        return _encode_with_sentence_transformers(encoder, sentences, request, vectors, described)
+    lengths = [len(row) for row in ids]
+    offsets = offsets_of(lengths, len(ids))
+    flat_ids = torch.tensor(list(itertools.chain.from_iterable(ids)), dtype=torch.long)
+    limit = encoder.model.max_seq_length or max(lengths)  # caps the padded widths on a CUDA device
+    pad_id = encoder.model[0].tokenizer.pad_token_id or 0
+    finite = torch.ones((), dtype=torch.bool, device=encoder.device)
+    batches = encode_batches(lengths, request.batch_size, encoder.device, limit, request.dtype)
+    bar = tqdm(total=len(sentences), desc="encoding sentences", unit="sentence", disable=not request.verbose)
+    with bar, forward_region(request.dtype, encoder.device):
+        for batch, width in batches:
+            attention, input_ids = pad(offsets, torch.tensor(batch), flat_ids, width=width)
+            input_ids = input_ids.masked_fill_(~attention, pad_id).to(encoder.device, non_blocking=True)
+            attention = attention.long().to(encoder.device, non_blocking=True)
+            out = encoder.model({"input_ids": input_ids, "attention_mask": attention})["sentence_embedding"]
+            finite &= all_finite(out)
+            vectors[torch.tensor(batch, device=encoder.device)] = out.float()
+            bar.update(len(batch))
+    if not bool(finite):
+        raise non_finite_error(described, request.dtype)
+    return vectors
+
+
+def _sentence_ids(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[list[int]] | None:
+    """The token ids sentence-transformers' ``Transformer`` module gives ``sentences`` (stripped,
+    lower-cased if the module says so, truncated at ``max_seq_length``), from one Rust batch call,
+    warning once about the sentences truncated; ``None`` for a model this path does not take."""
+    from sentence_transformers.models import Transformer
+
+    first = encoder.model[0] if len(encoder.model) else None
+    if not isinstance(first, Transformer) or not getattr(first.tokenizer, "is_fast", False):
+        return None
+    limit = encoder.model.max_seq_length
+    texts = [s.strip().lower() if getattr(first, "do_lower_case", False) else s.strip() for s in sentences]
+    encodings = rust_encode(first.tokenizer, texts, limit)
+    if encodings is None:
+        return None
+    n_cut = sum(bool(e.overflowing) for e in encodings)
+    if n_cut:
+        _warn_truncated(encoder, n_cut, len(sentences), limit)
+    return [e.ids for e in encodings]
+
+
+def _encode_with_sentence_transformers(
+    encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest, vectors: torch.Tensor, described: str
+) -> torch.Tensor:
+    """:func:`encode_sentences` through ``SentenceTransformer.encode``, ``batch_size`` sentences at a
+    time sorted by token length (character length for a model without a callable tokenizer)."""
     lengths = _token_lengths(encoder, sentences)
     order = sorted(range(len(sentences)), key=lambda i: -lengths[i])
-    starts = range(0, len(order), batch_size)
+    starts = range(0, len(order), request.batch_size)
     for start in tqdm(starts, desc="encoding sentences", unit="batch", disable=not request.verbose):
-        batch = order[start : start + batch_size]
-        with precision(dtype, encoder.device):
+        batch = order[start : start + request.batch_size]
+        with precision(request.dtype, encoder.device):
             out = encoder.model.encode(
                 [sentences[i] for i in batch], batch_size=len(batch), show_progress_bar=False, convert_to_tensor=True
             )
-        check_finite(f"model_type={encoder.path!r} ({encoder.name}, sentence vectors)", out, dtype)
+        check_finite(described, out, request.dtype)
         vectors[batch] = out.to(vectors)
     return vectors
 
@@ -292,8 +412,12 @@ def _token_lengths(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[i
     limit = getattr(encoder.model, "max_seq_length", None)
     n_cut = sum(n > limit for n in lengths) if limit else 0
     if n_cut:
-        warn_user(
-            f"{n_cut} of {len(sentences)} sentences are longer than {limit} tokens and were truncated "
-            f"(the max_seq_length of {encoder.name}).",
-        )
+        _warn_truncated(encoder, n_cut, len(sentences), limit)
     return lengths
+
+
+def _warn_truncated(encoder: SentenceEncoder, n_cut: int, n_sentences: int, limit: int) -> None:
+    warn_user(
+        f"{n_cut} of {n_sentences} sentences are longer than {limit} tokens and were truncated "
+        f"(the max_seq_length of {encoder.name}).",
+    )
