@@ -66,10 +66,10 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     for name in gpu.RUNS:  # each half precision against float32, from the timed calls' own scores
         assert f"- {name} bfloat16 against float32 on the GPU, main score: mean |diff| " in report
     assert "- bert-score 0.3.13 (same weights and layer" in report
-    assert "- centered_bertscore on 8 distinct pairs, float32, batch_size=256:" in report
+    assert "- centered_bertscore on 8 distinct pairs, float32:" in report
     assert "- twmd on 8 distinct pairs" in report and "x floor), peak" in report
     assert "- the floor on those 16 texts: " in report
-    assert "Floor: one tokenizer call and the forward with float16 weights over the " in report
+    assert "Floor: one Rust tokenizer call (encode_batch_fast) and the forward with float16 weights over the " in report
     assert report.count("x floor)") == 1 + len(gpu.RUNS) * 2 + len(gpu.SCALE_METRICS)  # the heading, then each cell
     # GPU and CPU are both the CPU here: the same scores.
     assert "on 6 pairs: centered_bertscore 0.0e+00, twmd 0.0e+00, lazy_emd 0.0e+00, sbertscore 0.0e+00" in report
@@ -86,6 +86,12 @@ def test_report_gives_seconds_and_pairs_per_second_per_precision():
         "dtypes": ["float32", "float16"],
         "table": {(name, d): cell for name in gpu.RUNS for d in ("float32", "float16")},
         "drift": {("twmd", "float16"): {"mean": 1.2e-4, "max": 4.5e-4}},
+        "batch_table": {
+            (name, d, b): 0.25 + b / 1000
+            for name in gpu.BATCH_METRICS
+            for d in ("float32", "float16")
+            for b in gpu.BATCH_SIZES
+        },
         "peer": None,
         "scale": {},
         "floor": {"seconds": 0.125, "pairs_per_s": 22400.0, "texts": 4982},
@@ -102,9 +108,10 @@ def test_report_gives_seconds_and_pairs_per_second_per_precision():
         in text
     )
     assert (
-        "Floor: one tokenizer call and the forward with float16 weights over the 4,982 distinct texts (batches of "
-        "16,384 padded tokens): 0.125 s (22,400 pairs/s)" in text
+        "Floor: one Rust tokenizer call (encode_batch_fast) and the forward with float16 weights over the 4,982 distinct texts (batches of "
+        "65,536 padded tokens): 0.125 s (22,400 pairs/s)" in text
     )
+    assert "| centered_bertscore | float16 | 0.266 | 0.314 | 0.506 |" in text
     assert "- twmd float16 against float32 on the GPU, main score: mean |diff| 1.2e-04, max 4.5e-04" in text
     assert "- bert-score: not installed, not timed" in text
     assert "on 200 pairs: twmd 3.0e-07" in text

@@ -5,14 +5,15 @@ precision of the forward pass (float32, float16, bfloat16): the median seconds a
 second of one call over the pairs of a judgments TSV (2,800 WMT17 pairs), after a warm-up call of
 the same metric and precision; the bert-score package on the same weights and layer beside, when
 it is installed; one call on :data:`SCALE_PAIRS` distinct pairs
-(:func:`~moverkit.bench.scale.distinct_texts`) with ``batch_size=256``; the peak GPU memory of
+(:func:`~moverkit.bench.scale.distinct_texts`); the seconds of centered_bertscore and twmd at each of
+:data:`BATCH_SIZES` (the batch table); the peak GPU memory of
 each (``torch.cuda.max_memory_allocated``); the device's name; the mean and largest difference of
 the main score of each half precision from float32 on the GPU; and the largest difference of a
 main score between the GPU and the CPU, both in float32, on the first pairs.
 
 Each metric is set against the floor (issue 40), timed in the same run over the same distinct
-texts: one tokenizer call, then the model's forward with its weights in :data:`FLOOR_DTYPE`, over
-length-sorted batches of :data:`~moverkit.bench.overhead.FLOOR_TOKEN_BUDGET` padded tokens
+texts: one Rust tokenizer call, then the model's forward with its weights in :data:`FLOOR_DTYPE`,
+over length-sorted batches of :data:`FLOOR_TOKEN_BUDGET` padded tokens
 (:func:`moverkit.bench.overhead.floor`, the CPU proxy's floor on the device); the table gives each
 cell's ratio to it (``x floor``), at the 2,800 pairs and at the scale run.
 
@@ -32,7 +33,7 @@ from moverkit.options import emit, natural_int, positive_int, progress, rounds
 
 from ._peers import distinct
 from .command import data_options, judgments
-from .overhead import FLOOR_TOKEN_BUDGET, floor
+from .overhead import floor
 
 
 def device_api():
@@ -53,7 +54,13 @@ RUNS = {
 
 DTYPES = ("float32", "float16", "bfloat16")
 SCALE_PAIRS = 100_000
-SCALE_BATCH_SIZE = 256
+BATCH_SIZES = (16, 64, 256)
+"""The ``batch_size`` values of the batch table: 16k, 65k and 262k padded tokens a forward pass at
+the default :data:`~moverkit._core.base.batching.CUDA_TOKENS_PER_TEXT` (issue 45's what-if, which
+set the per-precision defaults; the table confirms them on the device at hand)."""
+BATCH_METRICS = ("centered_bertscore", "twmd")
+FLOOR_TOKEN_BUDGET = 65_536
+"""Padded tokens per forward pass of the floor: the metrics' default on a CUDA device."""
 SCALE_METRICS = ("centered_bertscore", "twmd")
 CHECK_PAIRS = 200
 """Pairs scored on both the GPU and the CPU in float32 for the largest score difference."""
@@ -155,19 +162,26 @@ def measure(
         seconds, peak, _ = timed(peer[0], rounds, device)
         peer = {"version": peer[1], "seconds": seconds, "pairs_per_s": len(predictions) / seconds, "peak": peak}
     texts = distinct(predictions, references)
-    seconds, _, _ = timed(floor(path, texts, device=device, dtype=FLOOR_DTYPE), rounds, device)
+    batch_table = {}
+    for dtype in dtypes:
+        for name in BATCH_METRICS:
+            for batch_size in BATCH_SIZES:
+                run = metric_call(name, predictions, references, dtype=dtype, batch_size=batch_size, **common)
+                batch_table[name, dtype, batch_size] = timed(run, rounds, device)[0]
+    log("done: the batch table")
+    seconds, _, _ = timed(floor(path, texts, FLOOR_TOKEN_BUDGET, device=device, dtype=FLOOR_DTYPE), rounds, device)
     floor_row = {"seconds": seconds, "pairs_per_s": len(predictions) / seconds, "texts": len(texts)}
     log("done: the floor")
     scale, scale_floor = {}, None
     if scale_pairs:
         texts = distinct_texts(segments, 2 * scale_pairs)
-        scale_kwargs = {"dtype": scale_dtype, "batch_size": SCALE_BATCH_SIZE, **common}
+        scale_kwargs = {"dtype": scale_dtype, **common}
         for name in SCALE_METRICS:
             run = metric_call(name, texts[:scale_pairs], texts[scale_pairs:], **scale_kwargs)
             seconds, peak, _ = timed(run, 1, device)
             scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
             log(f"done: {name} on {scale_pairs:,} pairs")
-        seconds, _, _ = timed(floor(path, texts, device=device, dtype=FLOOR_DTYPE), 1, device)
+        seconds, _, _ = timed(floor(path, texts, FLOOR_TOKEN_BUDGET, device=device, dtype=FLOOR_DTYPE), 1, device)
         scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts)}
     differences = {}
     few = predictions[:check_pairs], references[:check_pairs]
@@ -183,6 +197,7 @@ def measure(
         "dtypes": list(dtypes),
         "table": table,
         "drift": drift,
+        "batch_table": batch_table,
         "peer": peer,
         "scale": scale,
         "floor": floor_row,
@@ -204,7 +219,7 @@ def format_report(report: dict) -> str:
         f"Metrics on {report['device']} (torch {report['torch']}), {report['n_pairs']:,} pairs, after a warm-up "
         f"call, median of {report['rounds']} calls; each cell's time as a multiple of the floor (x floor)",
         "",
-        f"Floor: one tokenizer call and the forward with {FLOOR_DTYPE} weights over the {floor['texts']:,} distinct "
+        f"Floor: one Rust tokenizer call (encode_batch_fast) and the forward with {FLOOR_DTYPE} weights over the {floor['texts']:,} distinct "
         f"texts (batches of {FLOOR_TOKEN_BUDGET:,} padded tokens): {floor['seconds']:.3f} s "
         f"({floor['pairs_per_s']:,.0f} pairs/s)",
         "",
@@ -220,6 +235,13 @@ def format_report(report: dict) -> str:
         ]
         peak = max(c["peak"] for c in cells) / gib
         lines.append(f"| {name}{f' ({args})' if args else ''} | " + " | ".join(speeds) + f" | {peak:.2f} GiB |")
+    lines += ["", "Seconds per call by batch_size (padded tokens a forward pass: batch_size x 1,024):", ""]
+    lines += ["| metric | dtype | " + " | ".join(f"batch_size={b}" for b in BATCH_SIZES) + " |"]
+    lines += ["|---|---|" + "---:|" * len(BATCH_SIZES)]
+    for name in BATCH_METRICS:
+        for dtype in dtypes:
+            cells = [f"{report['batch_table'][name, dtype, b]:.3f}" for b in BATCH_SIZES]
+            lines.append(f"| {name} | {dtype} | " + " | ".join(cells) + " |")
     lines.append("")
     for (name, dtype), gap in report["drift"].items():
         lines.append(
@@ -237,8 +259,7 @@ def format_report(report: dict) -> str:
     scale_floor = report["scale_floor"]
     for name, row in report["scale"].items():
         lines.append(
-            f"- {name} on {report['scale_pairs']:,} distinct pairs, {report['scale_dtype']}, "
-            f"batch_size={SCALE_BATCH_SIZE}: {row['seconds']:.1f} s ({row['pairs_per_s']:,.0f} pairs/s, "
+            f"- {name} on {report['scale_pairs']:,} distinct pairs, {report['scale_dtype']}: {row['seconds']:.1f} s ({row['pairs_per_s']:,.0f} pairs/s, "
             f"{row['seconds'] / scale_floor['seconds']:.1f}x floor), peak {row['peak'] / gib:.2f} GiB"
         )
     if scale_floor is not None:
