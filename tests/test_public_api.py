@@ -111,6 +111,7 @@ CLI = {
         "--scale-pairs",
         "-h",
     ],
+    "moverkit bench host": ["--data", "--device", "--dtype", "--help", "--limit", "--metrics", "--out", "-h"],
     "moverkit bench overhead": [
         "--avx2",
         "--data",

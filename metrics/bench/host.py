@@ -165,18 +165,17 @@ def tokenization(texts: list[str], rounds: int = 5) -> dict:
     """Best-of-``rounds`` seconds of moverkit's tokenization of ``texts`` (the embedded model's
     tokenizer, its limit) and of the Rust tokenizer's ``encode_batch_fast`` on the same texts,
     interleaved."""
-    from moverkit._core.encoding import get_encoder
-    from moverkit._core.encoding.encoder import check_max_length, rust_encode, token_ids
+    from moverkit._core.encoding import get_encoder, rust_encode, tokenize
 
     encoder = get_encoder(None, None, "cpu")
-    limit = check_max_length(encoder, None)
+    limit = encoder.max_length
     stripped = [t.strip() for t in texts]
     raw = encoder.tokenizer.backend_tokenizer
     ours, rust = [], []
     rust_encode(encoder.tokenizer, stripped, limit)  # makes the Rust copy, untimed
     for _ in range(rounds):
         start = time.perf_counter()
-        token_ids(encoder, texts, limit)
+        tokenize(encoder, texts)
         ours.append(time.perf_counter() - start)
         start = time.perf_counter()
         raw.encode_batch_fast(stripped, add_special_tokens=True)

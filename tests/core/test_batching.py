@@ -53,7 +53,7 @@ def test_cuda_batches_are_cut_by_tokens_and_padded_to_a_few_widths(batch_size, d
         assert len(batch) == 1 or len(batch) * width <= cuda_token_budget(batch_size, dtype)
     assert len({width for _, width in batches}) <= 5
     if batch_size == 64:
-        assert cuda_token_budget(64, dtype) == 65_536  # issue 45's measured best
+        assert cuda_token_budget(64, dtype) == {"float32": 16_384, "float16": 65_536}[dtype]  # measured (issue 45)
         assert len(batches) < 2000 / 64  # more texts a batch than batch_size: tokens bound it
 
 

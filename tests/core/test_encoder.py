@@ -195,7 +195,7 @@ def _fuzzed_texts(seed=0, n=1500):
 
 
 def _rust_and_transformers_agree(tokenizer, texts, encoder_like):
-    from moverkit._core.encoding.encoder import token_ids
+    from moverkit._core.encoding.tokens import token_ids
 
     for limit in (None, 512, 16, 4):
         expected = _transformers_ids(tokenizer, texts, limit)
@@ -234,7 +234,7 @@ def test_rust_tokenization_of_a_byte_level_bpe_with_a_prefix_space(tmp_path):
 
 
 def test_truncation_is_counted_once_from_the_rust_encodings():
-    from moverkit._core.encoding.encoder import token_ids
+    from moverkit._core.encoding.tokens import token_ids
 
     encoder = get_encoder(None, None, "cpu")
     with pytest.warns(UserWarning, match="2 of 3 texts are longer than 8 tokens"):

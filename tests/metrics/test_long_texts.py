@@ -10,8 +10,8 @@ import pytest
 
 from moverkit import functional
 from moverkit._core import get_encoder
-from moverkit._core.encoding.encoder import quiet_transformers
 from moverkit._core.encoding.sentences import SPLIT_WINDOW, pysbd_segments, split_sentences
+from moverkit._core.encoding.tokens import quiet_transformers
 
 TOKEN_LEVEL = {
     "centered_bertscore": ("precision", "recall", "f1"),

@@ -136,15 +136,16 @@ Measured on the embedded model, one thread, texts sorted by length, 2 interleave
 attention and activations outgrow the CPU caches. On a CUDA device (or under its plan,
 :func:`~moverkit._core.base.hardware.cuda_plan`), :func:`cuda_token_budget` sets it instead."""
 
-CUDA_TOKENS_PER_TEXT = {"float32": 1024, "float16": 1024, "bfloat16": 1024}
+CUDA_TOKENS_PER_TEXT = {"float32": 256, "float16": 1024, "bfloat16": 1024}
 """On a CUDA device a batch is cut by padded tokens, not texts: ``batch_size`` x this many for the
-forward pass's precision (65,536 for the default 64 texts), whatever the number of texts. A GPU's
-forward pass costs per call more than per token at these sizes, while the padded tokens bound its
-memory as a number of texts does not. Measured (issue 45's what-if, NVIDIA H200, 2,800 WMT17
-pairs, best of 3, batches of 16k / 65k / 262k padded tokens): centered_bertscore float16 0.209 /
-0.182 / 0.206 s, float32 0.298 / 0.292 / 0.445 s; twmd float16 0.299 / 0.201 / 0.227 s, float32
-0.360 / 0.357 / 0.513 s: 65k tokens is the best of the three in every precision, and the largest
-hurts float32. ``moverkit bench gpu`` prints the same table for the device at hand."""
+forward pass's precision (16,384 in float32 and 65,536 in half precision for the default 64
+texts), whatever the number of texts. A GPU's forward pass costs per call more than per token at
+these sizes, while the padded tokens bound its memory as a number of texts does not. Measured
+with ``moverkit bench gpu``'s batch table (NVIDIA H200, 2,800 WMT17 pairs, median of 3, batches of
+16k / 65k / 262k padded tokens): centered_bertscore float16 0.223 / 0.181 / 0.213 s, float32
+0.295 / 0.310 / 0.428 s; twmd float16 0.241 / 0.220 / 0.245 s, float32 0.317 / 0.317 / 0.490 s
+(issue 45's what-if on another H200 gave the same picture): 65k tokens pays in half precision,
+16k is as good as any in float32, and the largest batches hurt float32."""
 
 
 def cuda_token_budget(batch_size: int, dtype: str) -> int:

@@ -24,10 +24,11 @@ from ..base.inputs import CallTexts, call_texts
 from ..centering.maths import Centering, center, center_rows
 from ..centering.stats_file import CenteringStats
 from ..encoding.cache import cached_encode
-from ..encoding.encoder import Encoder, TokenClouds, check_max_length, encoder_for, offsets_of
+from ..encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
 from ..encoding.idf import IdfTable, check_idf, token_weights
 from ..encoding.request import EncoderRequest
 from ..encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_sentences
+from ..encoding.tokens import check_max_length
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""

@@ -44,10 +44,11 @@ from ..base.inputs import CallTexts, call_texts
 from ..base.sizes import parse_size, size_from_env
 from ..centering.maths import row_mean, warn_small_batch
 from ..centering.stats_file import CenteringStats
-from ..encoding.encoder import check_max_length, encode, encoder_for, token_ids
+from ..encoding.encoder import encode, encoder_for
 from ..encoding.idf import IdfTable
 from ..encoding.request import EncoderRequest
 from ..encoding.sentences import sentence_encoder_for
+from ..encoding.tokens import check_max_length, token_ids
 from .opening import MetricCall
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
@@ -107,7 +108,7 @@ def chunks(
 ) -> Iterator[MetricCall]:
     """``call`` prepared once, as the chunks a metric scores: the texts checked
     (:func:`~moverkit._core.base.inputs.call_texts`), the encoder of ``call.request`` resolved and
-    its token limit checked (:func:`~moverkit._core.encoding.encoder.check_max_length`), each put
+    its token limit checked (:func:`~moverkit._core.encoding.tokens.check_max_length`), each put
     in the :class:`MetricCall` every chunk is. Within the memory budget that is the call itself,
     one chunk; past it, consecutive chunks of predictions (see the module doc), with the whole
     call's ``batch`` mean in their centering and, for ``idf=True`` (the metric's ``idf``, checked),

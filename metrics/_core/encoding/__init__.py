@@ -14,8 +14,6 @@ from .encoder import (
     encoder_for,
     get_encoder,
     load_encoder,
-    quiet_transformers,
-    tokenize,
 )
 from .idf import (
     IdfTable,
@@ -48,6 +46,7 @@ from .sentences import (
     splitter_languages,
     splitter_tag,
 )
+from .tokens import quiet_transformers, rust_encode, tokenize
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -76,6 +75,7 @@ __all__ = [
     "load_encoder",
     "primary_language",
     "quiet_transformers",
+    "rust_encode",
     "release",
     "resolve_layer",
     "resolve_model",

@@ -30,10 +30,9 @@ from .encoder import (
     forward_region,
     non_finite_error,
     offsets_of,
-    quiet_transformers,
-    rust_encode,
 )
 from .request import EncoderRequest, check_lang, resolve_model
+from .tokens import quiet_transformers, rust_encode
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -325,7 +324,7 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
     A model whose first module is a transformer with a fast tokenizer (sentence-transformers'
     ``Transformer``, as every sentence-transformers text model) runs as the token encoder does:
     its sentences tokenized in one Rust batch call
-    (:func:`~moverkit._core.encoding.encoder.rust_encode`, the ids sentence-transformers' own
+    (:func:`~moverkit._core.encoding.tokens.rust_encode`, the ids sentence-transformers' own
     tokenization gives: stripped, truncated at ``max_seq_length``), sorted by token length and cut
     into the shared batches (:func:`~moverkit._core.encoding.encoder.encode_batches`), each padded
     (:func:`~moverkit._core.base.batching.pad`) and run through the modules (transformer, pooling,
