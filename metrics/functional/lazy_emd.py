@@ -8,22 +8,24 @@ reference (masses b), Definition 4 and Eq. (11):
     + \lambda_c\, \mathrm{KL}(P\mathbf{1} \,|\, a) + \lambda_r\, \mathrm{KL}(P^\top\mathbf{1} \,|\, b),
     \qquad \text{lazy\_emd} = \langle C, P^* \rangle,\quad C_{ij} = 1 - \cos(x_i, y_j)
 
-solved for all pairs at once by :func:`moverkit.ot.unbalanced_sinkhorn`. Lower is closer.
+solved for all pairs at once by :func:`moverkit.ot.unbalanced.unbalanced_sinkhorn_batches`. Lower is closer.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator
 from functools import partial
 
 import torch
+import torch.nn.functional as F
 
 from moverkit._core import check_idf, checks, pair_hash
-from moverkit._core.base import ConvergenceWarning, self_cosine_one, warn_user
+from moverkit._core.base import ConvergenceWarning, cuda_plan, self_cosine_one, warn_user
 from moverkit._core.call import MetricCall, chunks
 from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
-from moverkit.ot import unbalanced_plan, unbalanced_sinkhorn
-from moverkit.ot.unbalanced import SOLVER_TOLERANCE
+from moverkit.ot import unbalanced_plan
+from moverkit.ot.unbalanced import SOLVER_TOLERANCE, unbalanced_sinkhorn_batches
 
 from .entry import metric_function
 
@@ -49,9 +51,17 @@ linearly (20 WMT17 pairs at epsilon 1e-6 on one CPU core: 17.5 s at 10,000 itera
 100,000, still short of the plan; at the paper's epsilon 10,000 are plenty); 10^12 would never end."""
 EMPTY_SCORE = 1.0  # a pair with no scored token on a side: 1 - (bert-score's precision 0)
 SOLVER_BATCH_ELEMENTS = 1 << 20
-"""Entries of one padded (pairs x prediction x reference) float64 cost tensor per solve: the solver
-keeps a few tensors of that size (costs, two kernels) over its tens of iterations, and a smaller
-batch lets the pairs that converge early leave sooner."""
+"""Entries of one padded (pairs x prediction x reference) float64 cost tensor per solver batch: the
+solver keeps a few tensors of that size (costs, two kernels) over its tens of iterations, and a
+smaller batch lets the pairs that converge early leave sooner."""
+SOLVER_WAVE_ELEMENTS = 1 << 25
+"""Entries of the padded cost tensors of the batches solved together (:func:`solve_waves`; about
+1 GB in float64 with their kernels): a wave reads the device a few times, whatever its batches."""
+CUDA_SOLVER_BATCH_ELEMENTS = 1 << 24
+"""Under the CUDA plan (:func:`~moverkit._core.base.cuda_plan`) the solver batches are merged, padded
+to the widest, up to this many entries (1,000 WMT17 pairs: one batch of 10M entries instead of 8 of
+1.3M in all): a GPU's Sinkhorn iteration costs a few dozen kernel launches per batch and next to
+nothing per entry. Their float64 scores then move in the last bits (other shapes), as on a GPU."""
 
 
 @metric_function()
@@ -154,22 +164,78 @@ def masses(weights: torch.Tensor) -> torch.Tensor:
     return weights / weights.sum(1, keepdim=True).clamp_min(1e-300)
 
 
+def problem(data, pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Costs and masses of the pairs ``pairs`` (each with mass on both sides), padded:
+    (B, n, m), (B, n), (B, m)."""
+    pred, ref = data.pad_pairs(pairs)
+    on_device = pairs.to(data.pred_index.device, non_blocking=True)
+    same = data.pred_index[on_device] == data.ref_index[on_device]
+    return cosine_cost(pred, ref, same), masses(pred.weights), masses(ref.weights)
+
+
 def solve_pairs(data, pairs: torch.Tensor, params: dict):
-    r"""Costs, masses, solution and plan of the pairs ``pairs`` (each with mass on both sides).
+    r"""Costs, solution and plan of the pairs ``pairs`` (each with mass on both sides).
 
     Every pair, a text against itself included, takes the entropic plan of Eq. (11), as the
     release's ``sinkhorn_unbalanced`` does: its cost is the metric's value, not the exact transport.
     A text against itself therefore scores a little above 0 (the plan blurs mass onto similar
     tokens: 1.7e-4 on average over 40 WMT17 references at the "en" preset, up to 8.7e-4), which
     measures epsilon as well as the text, and is what the definition gives."""
-    pred, ref = data.pad_pairs(pairs)
-    same = data.pred_index[pairs] == data.ref_index[pairs]
-    cost, a, b = cosine_cost(pred, ref, same), masses(pred.weights), masses(ref.weights)
-    solved = unbalanced_sinkhorn(
-        cost, a, b, params["epsilon"], params["reg_c"], params["reg_r"], max_iter=params["max_iter"]
-    )
-    plan = unbalanced_plan(cost, a, b, solved, params["epsilon"])
+    ((_, cost, solved, plan),) = solve_waves(data, [pairs], params)
     return cost, solved, plan
+
+
+def solve_waves(data, batches: Iterable[torch.Tensor], params: dict) -> Iterator[tuple]:
+    """``(pairs, cost, solution, plan)`` of each batch of pairs of ``batches`` (:func:`solve_pairs`),
+    the batches solved together (:func:`~moverkit.ot.unbalanced.unbalanced_sinkhorn_batches`: a few
+    reads of the device whatever their number) in waves of :data:`SOLVER_WAVE_ELEMENTS` padded
+    entries. Under the CUDA plan consecutive batches are merged into one, padded to the widest, up
+    to :data:`CUDA_SOLVER_BATCH_ELEMENTS` entries."""
+    merge = cuda_plan(data.pred_index.device)
+    wave, group, entries = [], [], 0
+    for pairs in batches:
+        batch = (pairs, *problem(data, pairs))
+        if group and not (merge and padded_entries(group + [batch]) <= CUDA_SOLVER_BATCH_ELEMENTS):
+            wave.append(merged(group))
+            group, entries = [], entries + wave[-1][1].numel()
+            if entries >= SOLVER_WAVE_ELEMENTS:
+                yield from _solved(wave, params)
+                wave, entries = [], 0
+        group.append(batch)
+    if group:
+        wave.append(merged(group))
+    yield from _solved(wave, params)
+
+
+def padded_entries(group: list[tuple]) -> int:
+    """Entries of the costs of the batches ``group`` (pairs, cost, a, b) padded to one shape."""
+    return (
+        sum(len(pairs) for pairs, *_ in group)
+        * max(c.shape[1] for _, c, _, _ in group)
+        * max(c.shape[2] for _, c, _, _ in group)
+    )
+
+
+def merged(group: list[tuple]) -> tuple:
+    """The batches ``group`` (pairs, cost, a, b) as one, padded to the widest (zero costs and masses)."""
+    if len(group) == 1:
+        return group[0]
+    n, m = max(c.shape[1] for _, c, _, _ in group), max(c.shape[2] for _, c, _, _ in group)
+    return (
+        torch.cat([pairs for pairs, *_ in group]),
+        torch.cat([F.pad(c, (0, m - c.shape[2], 0, n - c.shape[1])) for _, c, _, _ in group]),
+        torch.cat([F.pad(a, (0, n - a.shape[1])) for _, _, a, _ in group]),
+        torch.cat([F.pad(b, (0, m - b.shape[1])) for _, _, _, b in group]),
+    )
+
+
+def _solved(wave: list[tuple], params: dict) -> Iterator[tuple]:
+    problems = [(cost, a, b) for _, cost, a, b in wave]
+    solved = unbalanced_sinkhorn_batches(
+        problems, params["epsilon"], params["reg_c"], params["reg_r"], max_iter=params["max_iter"]
+    )
+    for (pairs, cost, a, b), result in zip(wave, solved):
+        yield pairs, cost, result, unbalanced_plan(cost, a, b, result, params["epsilon"])
 
 
 def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:
@@ -179,33 +245,34 @@ def pair_scores(data, live: torch.Tensor, params: dict) -> torch.Tensor:
     at a tiny epsilon) is an error naming the settings, never a number."""
     on = data.pred_index.device
     scores = torch.full((len(data.pred_index),), EMPTY_SCORE, dtype=torch.float64, device=on)
-    # Counts and maxima stay on the device until the last batch (no batch waits for it).
-    stalled = torch.zeros((), dtype=torch.long, device=on)
+    # Counts and maxima stay on the device, read once after the last batch (no batch waits for it).
+    stalled = torch.zeros((), dtype=torch.float64, device=on)
     worst = torch.zeros((), dtype=torch.float64, device=on)
-    beyond = torch.zeros((), dtype=torch.long, device=on)
-    over_bounds = []  # per batch: (its bound, the highest of its scores over it, or -inf)
-    for pairs in data.batches(pairs=torch.nonzero(live).flatten(), max_elements=SOLVER_BATCH_ELEMENTS):
-        cost, solved, plan = solve_pairs(data, pairs, params)
-        scores[pairs] = (plan * cost).sum((1, 2))
+    beyond = torch.zeros((), dtype=torch.float64, device=on)
+    bounds, highest = [], []  # per batch: its bound, the highest of its scores over it (or -inf)
+    batches = data.batches(pairs=torch.nonzero(live).flatten(), max_elements=SOLVER_BATCH_ELEMENTS)
+    for pairs, cost, solved, plan in solve_waves(data, batches, params):
+        values = (plan * cost).sum((1, 2))
+        scores[pairs.to(on, non_blocking=True)] = values
         stalled += (~solved.converged).sum()
         worst = torch.maximum(worst, solved.error.max().double())
         # The padded shape bounds every pair's token counts, and the bound grows with them.
-        bound = score_bound(cost.shape[1], cost.shape[2], params["epsilon"], params["reg_c"], params["reg_r"])
-        over = ~(scores[pairs] <= bound)  # NaN included
+        bounds.append(score_bound(cost.shape[1], cost.shape[2], params["epsilon"], params["reg_c"], params["reg_r"]))
+        over = ~(values <= bounds[-1])  # NaN included
         beyond += over.sum()
-        over_bounds.append((bound, torch.where(over, scores[pairs].nan_to_num(math.inf), -math.inf).max()))
-    stalled, worst, beyond = int(stalled), float(worst), int(beyond)
+        highest.append(torch.where(over, values.nan_to_num(math.inf), -math.inf).max())
+    stalled, worst, beyond, n_live, *highest = torch.stack([stalled, worst, beyond, live.sum(), *highest]).tolist()
     if beyond:
-        highest = max((float(score), bound) for bound, score in over_bounds)  # a batch with none gives -inf
+        top = max(zip(highest, bounds))  # a batch with none gives -inf
         raise ValueError(
-            f"lazy_emd: {beyond} of {int(live.sum())} pairs scored above the bound of the transport plan "
-            f"({highest[0]:.3g} > {highest[1]:.3g}): the Sinkhorn iterations stopped far from the plan at "
+            f"lazy_emd: {int(beyond)} of {int(n_live)} pairs scored above the bound of the transport plan "
+            f"({top[0]:.3g} > {top[1]:.3g}): the Sinkhorn iterations stopped far from the plan at "
             f"epsilon={params['epsilon']:g}, reg_c={params['reg_c']:g}, reg_r={params['reg_r']:g}, "
             f"max_iter={params['max_iter']}. Raise epsilon (the paper uses {DEFAULT_EPSILON}) or max_iter."
         )
     if stalled:
         warn_user(
-            f"lazy_emd: the Sinkhorn iterations did not converge for {stalled} of {int(live.sum())} pairs "
+            f"lazy_emd: the Sinkhorn iterations did not converge for {int(stalled)} of {int(n_live)} pairs "
             f"within max_iter={params['max_iter']} (their potentials still moved {worst:.1e} epsilons per "
             f"iteration, tolerance {SOLVER_TOLERANCE:g}); their scores are approximate. Raise max_iter, or "
             f"raise epsilon (now {params['epsilon']:g}), or use finite penalties reg_c, reg_r (now "

@@ -5,6 +5,7 @@ tests/ot/test_unbalanced.py."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import warnings
 
@@ -12,6 +13,7 @@ import numpy as np
 import ot
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit import MoverkitWarning
@@ -198,6 +200,40 @@ def test_a_pairs_score_does_not_depend_on_the_solver_batch(wmt_pairs, tiny_model
     for start, end in ((0, 1), (1, 7), (7, 24)):
         pieces += lazy_emd(predictions[start:end], references[start:end], batch_size=3, **tiny)["lazy_emd"]
     np.testing.assert_allclose(pieces, together, atol=1e-6)
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the aten ops whose result the host reads (on a GPU, each a wait for the device)."""
+
+    READS = frozenset({"_local_scalar_dense", "nonzero", "is_nonzero", "equal", "item"})
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.reads += func.overloadpacket.__name__ in self.READS
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("plan", ["cpu", "cuda"])
+def test_host_reads_do_not_grow_with_the_solver_batches_or_iterations(wmt_pairs, tiny_model_path, monkeypatch, plan):
+    # Issue 45: a call reads the device a few times, under the CPU's plan and the CUDA plan (what
+    # a GPU will do, counted on the CPU), whatever its solver batches and Sinkhorn iterations.
+    monkeypatch.setenv("MOVERKIT_PLAN", plan)
+    predictions, references = wmt_pairs[0][:100], wmt_pairs[1][:100]
+
+    def reads(**kwargs):
+        counter = HostReads()
+        with counter:
+            lazy_emd(predictions, references, model_type=tiny_model_path, **kwargs)
+        return counter.reads
+
+    reads()  # the model loaded
+    default = reads()
+    assert reads(reg_c=1.0, reg_r=1.0) == default  # 850 iterations instead of 50
+    monkeypatch.setattr(importlib.import_module("moverkit.functional.lazy_emd"), "SOLVER_BATCH_ELEMENTS", 1 << 12)
+    assert reads() == default <= 32  # 27 batches instead of 4
 
 
 # --- parameters ---------------------------------------------------------------------------------

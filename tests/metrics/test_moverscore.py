@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 import string
@@ -13,6 +14,7 @@ import numpy as np
 import ot
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import TokenClouds, embedded_model_path
@@ -422,3 +424,39 @@ def test_v1_refuses_corpus_centering_before_loading_anything(monkeypatch):
     monkeypatch.setattr(streaming, "encoder_for", lambda request: pytest.fail("loaded the encoder"))
     with pytest.raises(ValueError, match="centering='corpus' applies to one layer"):
         moverscore(["a cat"], ["a cat"], version="v1", centering="corpus", max_length=1)
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the aten ops whose result the host reads (on a GPU, each a wait for the device)."""
+
+    READS = frozenset({"_local_scalar_dense", "nonzero", "is_nonzero", "equal", "item"})
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.reads += func.overloadpacket.__name__ in self.READS
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("plan", ["cpu", "cuda"])
+def test_host_reads_do_not_grow_with_the_pairs_or_their_batches(wmt_pairs, tiny_model_path, monkeypatch, plan):
+    # Issue 45: the unit counts and each wave of cost matrices go to the host in one copy, then
+    # every exact EMD runs on the host: no read of the device per pair or per batch.
+    monkeypatch.setenv("MOVERKIT_PLAN", plan)
+    predictions, references = wmt_pairs
+
+    def reads(pairs=200):
+        counter = HostReads()
+        with counter:
+            moverscore(predictions[:pairs], references[:pairs], model_type=tiny_model_path)
+        return counter.reads
+
+    reads()  # the model loaded
+    default = reads()
+    module = importlib.import_module("moverkit.functional.moverscore")
+    monkeypatch.setattr(module, "COST_ELEMENTS", 1 << 10)  # a batch of a few pairs
+    monkeypatch.setattr(module, "COST_WAVE_ELEMENTS", 1 << 12)  # a copy every few batches
+    assert reads() == default <= 32
+    assert reads(pairs=50) <= default
