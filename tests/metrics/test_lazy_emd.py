@@ -13,13 +13,13 @@ import numpy as np
 import ot
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit import MoverkitWarning
 from moverkit._core import IdfTable, embedded_model_path, prepare_pairs
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.request import EncoderRequest
+from moverkit.bench.host import DispatchCounter
 from moverkit.functional.lazy_emd import SOLVER_BATCH_ELEMENTS, lazy_emd, resolve_params
 
 PRESET_EN = (0.23, 0.31)
@@ -202,20 +202,6 @@ def test_a_pairs_score_does_not_depend_on_the_solver_batch(wmt_pairs, tiny_model
     np.testing.assert_allclose(pieces, together, atol=1e-6)
 
 
-class HostReads(TorchDispatchMode):
-    """Counts the aten ops whose result the host reads (on a GPU, each a wait for the device)."""
-
-    READS = frozenset({"_local_scalar_dense", "nonzero", "is_nonzero", "equal", "item"})
-
-    def __init__(self):
-        super().__init__()
-        self.reads = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.reads += func.overloadpacket.__name__ in self.READS
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("plan", ["cpu", "cuda"])
 def test_host_reads_do_not_grow_with_the_solver_batches_or_iterations(wmt_pairs, tiny_model_path, monkeypatch, plan):
     # Issue 45: a call reads the device a few times, under the CPU's plan and the CUDA plan (what
@@ -224,7 +210,7 @@ def test_host_reads_do_not_grow_with_the_solver_batches_or_iterations(wmt_pairs,
     predictions, references = wmt_pairs[0][:100], wmt_pairs[1][:100]
 
     def reads(**kwargs):
-        counter = HostReads()
+        counter = DispatchCounter()
         with counter:
             lazy_emd(predictions, references, model_type=tiny_model_path, **kwargs)
         return counter.reads

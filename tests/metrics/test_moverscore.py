@@ -14,10 +14,10 @@ import numpy as np
 import ot
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import TokenClouds, embedded_model_path
+from moverkit.bench.host import DispatchCounter
 from moverkit.functional.moverscore import moverscore, pairwise_cost, power_means, text_units
 from moverkit.ot import exact_transport
 
@@ -426,20 +426,6 @@ def test_v1_refuses_corpus_centering_before_loading_anything(monkeypatch):
         moverscore(["a cat"], ["a cat"], version="v1", centering="corpus", max_length=1)
 
 
-class HostReads(TorchDispatchMode):
-    """Counts the aten ops whose result the host reads (on a GPU, each a wait for the device)."""
-
-    READS = frozenset({"_local_scalar_dense", "nonzero", "is_nonzero", "equal", "item"})
-
-    def __init__(self):
-        super().__init__()
-        self.reads = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.reads += func.overloadpacket.__name__ in self.READS
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("plan", ["cpu", "cuda"])
 def test_host_reads_do_not_grow_with_the_pairs_or_their_batches(wmt_pairs, tiny_model_path, monkeypatch, plan):
     # Issue 45: the unit counts and each wave of cost matrices go to the host in one copy, then
@@ -448,7 +434,7 @@ def test_host_reads_do_not_grow_with_the_pairs_or_their_batches(wmt_pairs, tiny_
     predictions, references = wmt_pairs
 
     def reads(pairs=200):
-        counter = HostReads()
+        counter = DispatchCounter()
         with counter:
             moverscore(predictions[:pairs], references[:pairs], model_type=tiny_model_path)
         return counter.reads

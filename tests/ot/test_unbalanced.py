@@ -12,8 +12,8 @@ import ot
 import pytest
 import torch
 from scipy.optimize import brentq
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from moverkit.bench.host import DispatchCounter
 from moverkit.ot import unbalanced, unbalanced_plan, unbalanced_sinkhorn
 
 PRESET_EN = (0.23, 0.31)
@@ -352,20 +352,6 @@ def test_lockstep_batches_give_the_numbers_of_a_loop_that_read_the_device_always
             assert torch.equal(mine.nan_to_num(), reference.nan_to_num()), name
 
 
-class _HostReads(TorchDispatchMode):
-    """Counts the aten ops whose result the host reads (on a GPU, each a wait for the device)."""
-
-    READS = frozenset({"_local_scalar_dense", "nonzero", "is_nonzero", "equal", "item"})
-
-    def __init__(self):
-        super().__init__()
-        self.reads = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.reads += func.overloadpacket.__name__ in self.READS
-        return func(*args, **(kwargs or {}))
-
-
 def test_the_device_is_read_a_few_times_whatever_the_batches_and_iterations(monkeypatch):
     """One read of the masses, then one per tick of next_read (a copy of every batch's counts):
     as many for one batch as for eight, at most 5 when every problem stops within 60 iterations,
@@ -376,7 +362,7 @@ def test_the_device_is_read_a_few_times_whatever_the_batches_and_iterations(monk
 
     def reads(problems, *settings, **kwargs):
         ticks.clear()
-        counter = _HostReads()
+        counter = DispatchCounter()
         with counter:
             solved = unbalanced.unbalanced_sinkhorn_batches(problems, *(settings or (0.05, *PRESET_EN)), **kwargs)
         return counter.reads, len(ticks) - 1, solved
