@@ -25,6 +25,31 @@ def test_every_index_once_longest_first_within_both_bounds(max_tokens):
             assert len(batch) * lengths[batch[0]] <= max_tokens  # padded to its first (longest)
 
 
+def _item_by_item(lengths, batch_size, max_tokens, width):
+    """length_batches as it was first written, one Python step per item (issue 45 cut it per batch)."""
+    batches = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if batches:
+            batch = batches[-1]
+            fits = max_tokens is None or (len(batch) + 1) * width(lengths[batch[0]]) <= max_tokens
+            if len(batch) < batch_size and fits:
+                batch.append(i)
+                continue
+        batches.append([i])
+    return batches
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batches_are_those_of_the_item_by_item_cut(seed):
+    rng = random.Random(seed)
+    lengths = [rng.choice([0, 1, 2, rng.randint(0, 700)]) for _ in range(rng.randint(0, 900))]
+    width = rng.choice([None, lambda n: n, lambda n: max(n, 16) * 2, lambda n: 0])
+    for batch_size in (1, 7, 64, 10_000):
+        for max_tokens in (None, 1, 100, 4096, 65_536):
+            expected = _item_by_item(lengths, batch_size, max_tokens, width or (lambda n: n))
+            assert length_batches(lengths, batch_size, max_tokens, width) == expected
+
+
 def test_sentences_keep_batch_size_batches_and_long_texts_are_cut():
     assert [len(b) for b in length_batches([30] * 130, 64, ENCODE_TOKEN_BUDGET)] == [64, 64, 2]
     assert [len(b) for b in length_batches([512] * 20, 64, ENCODE_TOKEN_BUDGET)] == [8, 8, 4]

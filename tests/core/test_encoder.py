@@ -241,3 +241,79 @@ def test_truncation_is_counted_once_from_the_rust_encodings():
         ids, special = token_ids(encoder, ["one two three four five six seven eight", "short", "a " * 50], 8)
     assert [len(row) for row in ids] == [8, 3, 8]
     assert special[1] == [1, 0, 1]
+
+
+def test_the_square_mask_gives_the_model_s_own_vectors_without_a_host_read(wmt_pairs):
+    """Issue 45: a padded batch's mask goes in as the (batch, 1, length, length) mask transformers
+    would build, so its SDPA attention does not read whether the batch holds padding; the
+    vectors of the real tokens are the (batch, length) mask's, bit for bit, whoever calls the
+    model (the token encoder, or sentence-transformers, which calls ``forward`` itself)."""
+    import copy
+
+    from moverkit._core.encoding.sentences import get_sentence_encoder
+    from moverkit.bench.host import DispatchCounter
+
+    encoder = get_encoder(None, None, "cpu")
+    assert encoder.square_mask == (encoder.model.config._attn_implementation == "sdpa")
+    plain = AutoModel.from_pretrained(embedded_model_path()).eval()  # not wrapped
+    batch = encoder.tokenizer(list(wmt_pairs[0][:16]), padding=True, return_tensors="pt")
+    mask = batch["attention_mask"]
+    assert not bool(mask.all())  # padded
+    sentence_model = get_sentence_encoder(None, "cpu").model
+    with torch.no_grad():
+        flat = plain(**batch, output_hidden_states=True).hidden_states[encoder.layer]
+        counter = DispatchCounter()
+        with counter:
+            square = encoder.model(**batch)[0]
+            pooled = sentence_model({"input_ids": batch["input_ids"], "attention_mask": mask})
+        copied = copy.deepcopy(encoder.model)(**batch)[0]
+        expected = torch.nn.functional.normalize(
+            (plain(**batch)[0] * mask[..., None]).sum(1) / mask.sum(1, keepdim=True), dim=-1
+        )
+    assert torch.equal(flat[mask.bool()], square[mask.bool()])
+    assert torch.equal(copied, square)
+    assert torch.allclose(pooled["sentence_embedding"], expected, atol=1e-6)  # mean pooling of the 2-D mask
+    assert counter.reads == 0
+
+
+class _MaskReader(torch.nn.Module):
+    """A stand-in model with SDPA in its config that reads a 4-D mask as ``reads`` says."""
+
+    def __init__(self, reads):
+        super().__init__()
+        self.config = types.SimpleNamespace(_attn_implementation="sdpa")
+        self.embed = torch.nn.Embedding(8, 4)
+        self.reads = reads
+
+    def forward(self, input_ids, attention_mask):
+        out = self.embed(input_ids)
+        if attention_mask.dim() == 4:
+            out = self.reads(out, attention_mask)
+        return (out,)
+
+
+def _refuse(out, mask):
+    raise ValueError("Wrong shape for input_ids (shape torch.Size([2, 4])) or attention_mask")
+
+
+@pytest.mark.parametrize(
+    "reads, takes",
+    [
+        (lambda out, mask: out, True),  # read as its own: the same vectors
+        (lambda out, mask: out + mask.float().mean(), False),  # added to the scores (eager's way)
+        (_refuse, False),  # transformers 4's BERT refuses a 4-D mask
+    ],
+)
+def test_the_load_time_probe_takes_the_square_mask_only_where_it_gives_the_same_vectors(reads, takes):
+    from moverkit._core.encoding.encoder import takes_square_mask
+
+    assert takes_square_mask(_MaskReader(reads), torch.device("cpu")) is takes
+
+
+def test_eager_attention_keeps_the_flat_mask(tiny_model_path):
+    from moverkit._core.encoding.encoder import takes_square_mask
+
+    eager = AutoModel.from_pretrained(tiny_model_path, attn_implementation="eager").eval()
+    sdpa = AutoModel.from_pretrained(tiny_model_path, attn_implementation="sdpa").eval()
+    assert not takes_square_mask(eager, torch.device("cpu"))
+    assert takes_square_mask(sdpa, torch.device("cpu"))

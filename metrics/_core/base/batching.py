@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import numpy as np
 import torch
 
 from .hardware import cuda_plan
@@ -170,19 +171,22 @@ def cuda_width(length: int, limit: int) -> int:
 def length_batches(
     lengths: list[int], batch_size: int, max_tokens: int | None, width: Callable[[int], int] | None = None
 ) -> list[list[int]]:
-    """Indices of ``lengths`` sorted longest first and cut into batches of at most ``batch_size``
-    items whose padded size (items x the first's, i.e. longest, length, or ``width`` of it) stays
-    within ``max_tokens`` (``None``: no token bound); an item longer than ``max_tokens`` is a batch
-    of its own."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    """Indices of ``lengths`` sorted longest first (ties in index order) and cut into batches of at
+    most ``batch_size`` items whose padded size (items x the first's, i.e. longest, length, or
+    ``width`` of it) stays within ``max_tokens`` (``None``: no token bound); an item longer than
+    ``max_tokens`` is a batch of its own.
+
+    A batch's width is its first item's, so its room is known when it opens: the cut needs one
+    Python step per batch, not per item (a per-item loop was 15 ms of a 0.15 s GPU call on 4,982
+    texts, issue 45)."""
+    sizes = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(-sizes, kind="stable")
     width = width or (lambda n: n)
     batches: list[list[int]] = []
-    for i in order:
-        if batches:
-            batch = batches[-1]
-            fits = max_tokens is None or (len(batch) + 1) * width(lengths[batch[0]]) <= max_tokens
-            if len(batch) < batch_size and fits:
-                batch.append(i)
-                continue
-        batches.append([i])
+    start = 0
+    while start < len(order):
+        padded = width(int(sizes[order[start]]))
+        room = batch_size if max_tokens is None or padded <= 0 else min(batch_size, max(max_tokens // padded, 1))
+        batches.append(order[start : start + room].tolist())
+        start += room
     return batches

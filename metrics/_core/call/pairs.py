@@ -27,7 +27,7 @@ from ..encoding.cache import cached_encode
 from ..encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
 from ..encoding.idf import IdfTable, check_idf, token_weights
 from ..encoding.request import EncoderRequest
-from ..encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_sentences
+from ..encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_texts
 from ..encoding.tokens import check_max_length
 
 PAIR_BATCH_ELEMENTS = 1 << 24
@@ -315,7 +315,7 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
     1 + 1e-7), every sentence weighs 1 and none is special: text ``i`` owns rows
     ``offsets[i]:offsets[i + 1]``, one per sentence, and its sentences are ``clouds.units[i]``."""
     stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
-    split = {text: split_sentences(text, request.lang) for text in texts.unique}
+    split = split_texts(texts.unique, request.lang)
     sentence_counts = Counter()
     for text, n in texts.occurrences.items():
         for sentence in split[text]:

@@ -176,6 +176,11 @@ def estimated_tokens(text: str, limit: int | None) -> int:
 def plan_chunks(texts: CallTexts, max_tokens: int, limit: int | None) -> list[tuple[int, int]]:
     """Consecutive ranges of predictions, each with distinct texts of at most about ``max_tokens``
     tokens (by :func:`estimated_tokens`); a prediction with its references is never split."""
+    # A chunk counts its distinct texts, so a call whose distinct texts fit is one chunk: their
+    # characters bound their estimates (sum of len / CHARS_PER_TOKEN + 3 each), with no Python
+    # step per pair (the loop below was 11 ms of a 0.15 s GPU call on 2,800 pairs, issue 45).
+    if sum(map(len, texts.unique)) / CHARS_PER_TOKEN + 3 * len(texts.unique) <= max_tokens:
+        return [(0, len(texts.predictions))]
     chunks, start, seen, tokens = [], 0, set(), 0
     pair, group = 0, texts.group.tolist()
     for i in range(len(texts.predictions)):

@@ -12,6 +12,7 @@ import itertools
 import logging
 import os
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -104,6 +105,7 @@ class Encoder:
     max_length: int
     hidden_states_only: bool  # True when no block list was found and layer outputs are read instead
     trainable: bool = False  # fine-tuning (moverkit.finetune): forward keeps autograd instead of inference mode
+    square_mask: bool = False  # the model is given the (batch, 1, length, length) mask (attach_square_mask)
 
     def region(self, dtype: str = "float32") -> contextlib.AbstractContextManager:
         """The one context of all of a call's forward passes (:func:`forward_region`)."""
@@ -233,7 +235,56 @@ def load_encoder(
         max_length=_model_max_length(tokenizer, config),
         hidden_states_only=blocks is None,
         trainable=trainable,
+        square_mask=attach_square_mask(model, device),
     )
+
+
+def square_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """The boolean (batch, 1, length, length) attention mask of a (batch, length) 0/1 mask: query
+    ``q`` of row ``b`` attends to key ``k`` where ``attention_mask[b, k]`` (a view, not a copy)."""
+    keep = attention_mask.bool()
+    return keep[:, None, None, :].expand(-1, 1, keep.shape[1], -1)
+
+
+def attach_square_mask(model: torch.nn.Module, device: torch.device) -> bool:
+    """Where ``model`` takes it (:func:`takes_square_mask`), give it from now on the boolean
+    (batch, 1, length, length) mask of every (batch, length) ``attention_mask`` it is called with;
+    whether it did. transformers >= 5 reads from the device, before each forward pass of its SDPA
+    attention, whether the batch holds any padding (``mask.all()``): a wait for the device per
+    batch, which a mask already square skips.
+
+    The model's own ``forward`` is wrapped, not hooked: sentence-transformers (6) calls
+    ``model.forward`` itself, past the module's hooks, and pools with the (batch, length) mask it
+    passes. The wrapper is a method of the model, so a deep copy (fine-tuning) wraps the copy."""
+    if not takes_square_mask(model, device):
+        return False
+    model.forward = types.MethodType(_square_mask_forward, model)
+    return True
+
+
+def _square_mask_forward(self, *args, attention_mask=None, **kwargs):
+    if attention_mask is not None and attention_mask.dim() == 2:
+        attention_mask = square_mask(attention_mask)
+    return type(self).forward(self, *args, attention_mask=attention_mask, **kwargs)
+
+
+def takes_square_mask(model: torch.nn.Module, device: torch.device) -> bool:
+    """Whether ``model`` gives, from :func:`square_mask`'s mask, the very vectors it gives from the
+    (batch, length) mask, bit for bit: probed once, on two padded rows, when the model is loaded.
+    transformers >= 5 builds the first from the second itself in its SDPA attention and takes a
+    4-D mask as already built; older versions, and other attention implementations (eager adds the
+    mask to the scores), refuse it or read it otherwise, and keep the (batch, length) mask."""
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return False
+    ids = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 0]], device=device)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], device=device)
+    try:
+        with torch.no_grad():
+            flat = model(input_ids=ids, attention_mask=mask)[0]
+            square = model(input_ids=ids, attention_mask=square_mask(mask))[0]
+    except Exception:  # any refusal of the 4-D mask means: keep the (batch, length) one
+        return False
+    return flat.shape == square.shape and bool(torch.equal(flat[mask.bool()], square[mask.bool()]))
 
 
 def _model_max_length(tokenizer, config) -> int:
@@ -333,7 +384,7 @@ def all_finite(vectors: torch.Tensor, attention: torch.Tensor | None = None) -> 
 def offsets_of(lengths, n: int) -> torch.Tensor:
     """``(n + 1,)`` int64 offsets of ``n`` consecutive items of ``lengths`` (an iterable of ints)."""
     offsets = torch.zeros(n + 1, dtype=torch.long)
-    torch.cumsum(torch.tensor(list(lengths), dtype=torch.long), 0, out=offsets[1:])
+    torch.cumsum(torch.from_numpy(np.fromiter(lengths, dtype=np.int64, count=n)), 0, out=offsets[1:])
     return offsets
 
 
@@ -405,7 +456,7 @@ def encode(
     n_rows = int(row_offsets[-1])
     # Every row's ids in one flat tensor, and each id's place in it: a batch is gathered from them
     # (batching.pad), with no tensor made per text.
-    flat_ids = torch.tensor(list(itertools.chain.from_iterable(rows)), dtype=torch.long)
+    flat_ids = torch.from_numpy(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=n_rows))
     places = torch.arange(n_rows)
     dim = encoder.model.config.hidden_size
     vectors = torch.empty(n_rows, dim, dtype=torch.float32, device=encoder.device)
@@ -445,7 +496,8 @@ def encode(
         source = plan.source.to(encoder.device)
         vectors = vectors[source]
         layer_vectors = None if layer_vectors is None else layer_vectors[:, source]
-    special = torch.tensor(list(itertools.chain.from_iterable(special_mask)), dtype=torch.bool)
+    n_tokens = int(offsets[-1])
+    special = torch.from_numpy(np.fromiter(itertools.chain.from_iterable(special_mask), dtype=bool, count=n_tokens))
 
     return TokenClouds(
         texts=list(texts),

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -24,6 +25,7 @@ from ..base.hardware import check_dtype, precision, resolve_device
 from ..base.user_warnings import warn_user
 from .encoder import (
     all_finite,
+    attach_square_mask,
     cached_model,
     check_finite,
     encode_batches,
@@ -66,7 +68,17 @@ def split_sentences(text: str, lang: str = "en") -> list[str]:
     A fragment pysbd cuts off without a letter or digit (a lone closing quote, ``&quot;`` as WMT
     texts spell it, a run of ``!``) is no sentence: it joins its neighbour (:func:`join_fragments`).
     """
-    lang = check_lang(lang, splitter_languages())
+    return _split(text, check_lang(lang, splitter_languages()))
+
+
+def split_texts(texts: Sequence[str], lang: str = "en") -> dict[str, list[str]]:
+    """:func:`split_sentences` of each of ``texts`` (expected distinct), ``lang`` checked once."""
+    code = check_lang(lang, splitter_languages())
+    return {text: _split(text, code) for text in texts}
+
+
+def _split(text: str, lang: str) -> list[str]:
+    """:func:`split_sentences` for a checked ``lang``."""
     if not text.strip():
         return []
     if one_sentence(text, lang):
@@ -132,6 +144,7 @@ def _letters_for_allowed(lang: str) -> dict[int, str]:
     return str.maketrans(allowed | dict.fromkeys(_marks(lang) + "".join(PYSBD_MARKERS), " "))
 
 
+@functools.cache
 @functools.cache
 def _marks(lang: str) -> str:
     """pysbd's sentence marks of ``lang`` (its ``Punctuations``) and the ellipsis."""
@@ -310,6 +323,9 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
     if getattr(model, "tokenizer", None) is not None:
         model.tokenizer.split_special_tokens = True  # user text is text: "[CLS]" is not the [CLS] id
+    transformer = getattr(model[0], "auto_model", None) if len(model) else None
+    if isinstance(transformer, torch.nn.Module):
+        attach_square_mask(transformer, device)
     return SentenceEncoder(name=name, path=path, device=device, model=model.eval())
 
 
@@ -341,7 +357,7 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
         return _encode_with_sentence_transformers(encoder, sentences, request, vectors, described)
     lengths = [len(row) for row in ids]
     offsets = offsets_of(lengths, len(ids))
-    flat_ids = torch.tensor(list(itertools.chain.from_iterable(ids)), dtype=torch.long)
+    flat_ids = torch.from_numpy(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(offsets[-1])))
     limit = encoder.model.max_seq_length or max(lengths)  # caps the padded widths on a CUDA device
     pad_id = encoder.model[0].tokenizer.pad_token_id or 0
     finite = torch.ones((), dtype=torch.bool, device=encoder.device)
@@ -375,7 +391,7 @@ def _sentence_ids(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[li
     encodings = rust_encode(first.tokenizer, texts, limit)
     if encodings is None:
         return None
-    n_cut = sum(bool(e.overflowing) for e in encodings)
+    n_cut = sum(bool(e.overflowing) for e in encodings if len(e) >= limit)  # only those at the limit were cut
     if n_cut:
         _warn_truncated(encoder, n_cut, len(sentences), limit)
     return [e.ids for e in encodings]
