@@ -1,7 +1,7 @@
 """The command line's shared options: argument types with bounds, the encoder options, the output.
 
 Read by moverkit's commands (:mod:`moverkit.cli`) and by its benchmarks (:mod:`moverkit.bench`),
-each of which registers its own ``moverkit bench`` subcommand, so that neither imports the other.
+each of which registers its own ``moverkit bench`` subcommand.
 """
 
 from __future__ import annotations

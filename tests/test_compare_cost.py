@@ -64,11 +64,13 @@ def test_the_table_says_whether_each_ratio_meets_the_bar():
 
 
 def test_each_metric_is_timed_against_its_own_encoder(monkeypatch):
-    from moverkit.bench import _peers, sbertscore
-
     seen = []
-    monkeypatch.setattr(_peers, "encoder_floor", lambda p, r, model_type=None, num_layers=None: seen.append(num_layers))
-    monkeypatch.setattr(sbertscore, "sentence_encoder_floor", lambda p, r: seen.append("sentences"))
+
+    def encoder_floor(predictions, references, model_type=None, num_layers=None):
+        seen.append(num_layers)
+
+    monkeypatch.setattr(compare_cost, "encoder_floor", encoder_floor)
+    monkeypatch.setattr(compare_cost, "sentence_encoder_floor", lambda p, r: seen.append("sentences"))
     workload = compare_cost.pick_workload(sets(), systems=2, segments=6)
     for metric in compare_cost.METRICS:
         compare_cost.encode_floor(metric, workload)

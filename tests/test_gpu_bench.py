@@ -60,20 +60,20 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     report = out.read_text()
     assert report.startswith("Metrics on Fake GPU (cpu) (torch ")
     assert "6 pairs, after a warm-up call, median of 1 calls" in report
-    for name in gpu.RUNS:
+    for name in gpu.TIMED:
         assert f"| {name}" in report
     assert "| 1.50 GiB |" in report  # the peak memory, from the device
-    for name in gpu.RUNS:  # each half precision against float32, from the timed calls' own scores
+    for name in gpu.TIMED:  # each half precision against float32, from the timed calls' own scores
         assert f"- {name} bfloat16 against float32 on the GPU, main score: mean |diff| " in report
     assert "- bert-score 0.3.13 (same weights and layer" in report
     assert "- centered_bertscore on 8 distinct pairs, float32:" in report
     assert "- twmd on 8 distinct pairs" in report and "x floor), peak" in report
     assert "- the floor on those 16 texts: " in report
     assert "Floor: one Rust tokenizer call (encode_batch_fast) and the forward with float16 weights over the " in report
-    assert report.count("x floor)") == 1 + len(gpu.RUNS) * 2 + len(gpu.SCALE_METRICS)  # the heading, then each cell
+    assert report.count("x floor)") == 1 + len(gpu.TIMED) * 2 + len(gpu.SCALE_METRICS)  # the heading, then each cell
     # GPU and CPU are both the CPU here: the same scores.
     assert "on 6 pairs: centered_bertscore 0.0e+00, twmd 0.0e+00, lazy_emd 0.0e+00, sbertscore 0.0e+00" in report
-    assert fake.synchronized >= 2 * len(gpu.RUNS) + 2  # every timed call waits for the device
+    assert fake.synchronized >= 2 * len(gpu.TIMED) + 2  # every timed call waits for the device
 
 
 def test_report_gives_seconds_and_pairs_per_second_per_precision():
@@ -84,7 +84,7 @@ def test_report_gives_seconds_and_pairs_per_second_per_precision():
         "n_pairs": 2800,
         "rounds": 3,
         "dtypes": ["float32", "float16"],
-        "table": {(name, d): cell for name in gpu.RUNS for d in ("float32", "float16")},
+        "table": {(name, d): cell for name in gpu.TIMED for d in ("float32", "float16")},
         "drift": {("twmd", "float16"): {"mean": 1.2e-4, "max": 4.5e-4}},
         "batch_table": {
             (name, d, b): 0.25 + b / 1000

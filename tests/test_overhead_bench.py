@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from moverkit.bench import overhead
+from moverkit.bench import _shared, overhead
 
 
 @pytest.mark.integration
@@ -32,7 +32,7 @@ def test_floor_encodes_every_text_in_token_budgeted_batches(tmp_path, monkeypatc
 
     monkeypatch.setattr(BertModel, "forward", forward)
     texts = ["a short text", "a somewhat longer text than the first one", "mid length text here"] * 5
-    run = overhead.floor(model_path, texts, token_budget=40)
+    run = _shared.floor(model_path, texts, token_budget=40)
     shapes.clear()
     run()
     assert sum(rows for rows, _ in shapes) == len(texts)

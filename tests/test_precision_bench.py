@@ -1,6 +1,6 @@
 """``moverkit bench precision`` names the ISA it ran on (no model is run)."""
 
-from moverkit.bench import precision
+from moverkit.bench import _shared, precision
 
 XEON = "Intel(R) Xeon(R) Platinum 8480+"
 AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
@@ -15,16 +15,16 @@ def _row():
 
 
 def test_isa_line_names_the_cpu_its_bfloat16_units_and_the_caps():
-    native = precision.isa_line(XEON, AMX, {}, True)
+    native = _shared.isa_line(XEON, AMX, {}, True)
     assert (
         native
         == f"ISA: {XEON}; bfloat16 units: amx_bf16, avx512_bf16; caps: none (native); bfloat16 fast (AMX, or AVX512-BF16 on AMD)"
     )
     caps = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-    capped = precision.isa_line(XEON, AMX, caps, False)
+    capped = _shared.isa_line(XEON, AMX, caps, False)
     assert "caps: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2;" in capped
     assert capped.endswith("bfloat16 not faster than float32 (no AMX nor AMD AVX512-BF16, or capped below them)")
-    laptop = precision.isa_line("AMD Ryzen 7 5800U", frozenset({"avx2", "fma"}), {}, False)
+    laptop = _shared.isa_line("AMD Ryzen 7 5800U", frozenset({"avx2", "fma"}), {}, False)
     assert "bfloat16 units: none;" in laptop
 
 
@@ -36,13 +36,13 @@ def test_table_keeps_its_columns_and_ends_with_the_isa():
 
 
 def test_machine_isa_follows_the_environment_caps(monkeypatch):
-    for name in precision.ISA_VARIABLES:
+    for name in _shared.ISA_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    native = precision.machine_isa()
-    assert native.startswith(f"ISA: {precision.cpu_model()}; bfloat16 units: ") and "caps: none (native)" in native
+    native = _shared.machine_isa()
+    assert native.startswith(f"ISA: {_shared.cpu_model()}; bfloat16 units: ") and "caps: none (native)" in native
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
-    capped = precision.machine_isa()
+    capped = _shared.machine_isa()
     assert "caps: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2;" in capped
     assert capped.endswith("bfloat16 not faster than float32 (no AMX nor AMD AVX512-BF16, or capped below them)")
     assert precision.format_table([_row()]).splitlines()[-1] == capped
@@ -56,9 +56,7 @@ def test_run_capped_reruns_the_cli_with_the_caps(monkeypatch):
     calls = []
     monkeypatch.setattr(subprocess, "run", lambda cmd, env: calls.append((cmd, env)) or SimpleNamespace(returncode=3))
     caps = {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-    from moverkit.bench import command
-
-    assert command.run_capped(["bench", "precision", "--data", "d.tsv"], caps) == 3
+    assert _shared.run_capped(["bench", "precision", "--data", "d.tsv"], caps) == 3
     ((cmd, env),) = calls
     assert cmd == [sys.executable, "-m", "moverkit.cli", "bench", "precision", "--data", "d.tsv"]
     assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2" and env["ATEN_CPU_CAPABILITY"] == "avx2" and "PATH" in env

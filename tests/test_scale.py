@@ -191,7 +191,7 @@ def test_verbose_shows_one_bar_over_pairs(pairs, tiny_budget, capsys):
 
 
 def test_bench_scale_texts_are_distinct():
-    from moverkit.bench.scale import distinct_texts
+    from moverkit.bench._shared import distinct_texts
 
     segments = ["a b c d", "e f g h", "i j k l", "m n"]
     texts = distinct_texts(segments, 12)

@@ -11,8 +11,13 @@ from pathlib import Path
 import pytest
 
 from moverkit.bench import system_level as bench
-from moverkit.bench.per_system import centering_effect, format_centering_effect, per_system_batch
-from moverkit.bench.system_level import format_table, system_level
+from moverkit.bench.system_level import (
+    centering_effect,
+    format_centering_effect,
+    format_table,
+    per_system_batch,
+    system_level,
+)
 from moverkit.correlation import pairwise
 from moverkit.judgments import SHIPPED, SHIPPED_HUMAN, TestSet, read_shipped, read_wmt17
 

@@ -5,27 +5,54 @@
 * ``speed``: metrics timed side by side in one process against a floor (the encoder alone) and
   peers (reference implementations), reported as ratios.
 
-Every benchmark with a command of its own is one module here, which owns the command's parser
-(``register``) and run (``command``) beside the benchmark itself: ``correlation``, ``speed``,
-``precision`` (float32 against bfloat16), ``quantized``, ``cache`` (an evaluation loop with the cache
-of token clouds), ``scale`` (time and peak memory as the number of pairs grows), ``shuffled`` (true
-reference against another pair's), ``system_level``, ``compare_cost``, ``combination``, ``tune``,
-``overhead`` and ``gpu`` (:data:`moverkit.bench.command.COMMANDS`, with their shared options and
-opening).
+Every benchmark with a command of its own is one module here, named in :data:`COMMANDS`, which owns
+the command's parser (``register``) and run (``command``) beside the benchmark itself:
+``correlation``, ``speed``, ``precision`` (float32 against bfloat16), ``quantized``, ``cache`` (an
+evaluation loop with the cache of token clouds), ``scale`` (time and peak memory as the number of
+pairs grows), ``shuffled`` (true reference against another pair's), ``system_level``,
+``compare_cost``, ``combination``, ``tune``, ``overhead``, ``gpu`` and ``host``. No benchmark
+module imports another: what several share (a command's opening, timing, floors, the ISA line)
+is in ``_shared``.
 
-Every metric contributes rows from its own module in this package (``moverkit/bench/<metric>.py``),
-which defines ``CORRELATION_ROWS`` (a list of :class:`CorrelationRow`) and ``SPEED_SUITES`` (a list
-of :class:`SpeedSuite`); :func:`registry` collects them.
+Every metric contributes rows from its own module in this package (``moverkit/bench/<metric>.py``,
+named in :data:`ROW_MODULES`), which defines ``CORRELATION_ROWS`` (a list of :class:`CorrelationRow`)
+and ``SPEED_SUITES`` (a list of :class:`SpeedSuite`); :func:`registry` collects them.
+
+Both lists name modules rather than scan the folder: ``--help`` lists the commands in their
+order, not the files', and building the parser of ``moverkit`` imports the commands alone, not
+the rows' modules, which load torch and the peers' packages.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from moverkit.specs import SPECS, spec
+
+COMMANDS = (
+    "correlation",
+    "speed",
+    "precision",
+    "quantized",
+    "cache",
+    "scale",
+    "shuffled",
+    "system_level",
+    "compare_cost",
+    "combination",
+    "tune",
+    "overhead",
+    "gpu",
+    "host",
+)
+"""The benchmark modules that are commands, in the order ``moverkit bench --help`` lists them (each
+command is its module's name, ``_`` written ``-``)."""
+
+ROW_MODULES = ("centered_bertscore", "lazy_emd", "long_documents", "moverscore", "sbertscore", "twmd")
+"""The modules of correlation rows and speed suites, in the order the tables list them."""
 
 MAIN_OUTPUTS = {name: s.main for name, s in SPECS.items()}
 """The output each metric is judged on by the single-purpose benchmarks (its spec's ``main``)."""
@@ -71,13 +98,16 @@ class SpeedSuite:
     inputs: Callable | None = None
 
 
+def benchmark(name: str) -> types.ModuleType:
+    """The module of benchmark ``name`` (one of :data:`COMMANDS` or :data:`ROW_MODULES`)."""
+    return importlib.import_module(f"{__name__}.{name}")
+
+
 def registry() -> tuple[list[CorrelationRow], list[SpeedSuite]]:
-    """All rows and suites of the metric modules of this package, in module-name order."""
+    """All rows and suites of :data:`ROW_MODULES`, in that order."""
     rows, suites = [], []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        rows += getattr(module, "CORRELATION_ROWS", [])
-        suites += getattr(module, "SPEED_SUITES", [])
+    for name in ROW_MODULES:
+        module = benchmark(name)
+        rows += module.CORRELATION_ROWS
+        suites += module.SPEED_SUITES
     return rows, suites

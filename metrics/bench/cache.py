@@ -22,7 +22,9 @@ from moverkit.judgments import Judgments
 from moverkit.options import METRICS, emit, positive_int, rounds
 
 from . import MAIN_OUTPUTS
-from .command import data_options, judgments
+from ._shared import command_parser, judgments
+
+HELP = "an evaluation loop (fixed references, new predictions) with the cache on"
 
 
 def new_prediction(text: str, k: int) -> str:
@@ -96,15 +98,13 @@ def format_report(report: dict) -> str:
 
 
 def register(which) -> None:
-    cache = which.add_parser("cache", help="an evaluation loop (fixed references, new predictions) with the cache on")
-    data_options(cache)
+    cache = command_parser(which, "cache", HELP, command)
     cache.add_argument("--metric", choices=METRICS, default="centered_bertscore", help="(default: centered_bertscore)")
     cache.add_argument(
         "--references", type=positive_int, default=1000, help="references of every evaluation (default: 1000)"
     )
     cache.add_argument("--evaluations", type=positive_int, default=5, help="evaluations in the loop (default: 5)")
     cache.add_argument("--rounds", type=rounds, default=1, help="times the loop runs (median per evaluation reported)")
-    cache.set_defaults(run=command)
 
 
 def command(args) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import CorrelationRow, SpeedSuite
-from ._peers import encoder_floor, metric_run
+from ._shared import encoder_floor, metric_run
 
 CORRELATION_ROWS = [
     CorrelationRow("BERTScore-R", "centered_bertscore", "recall", {"centering": "none"}),

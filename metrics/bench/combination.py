@@ -14,10 +14,11 @@ Leave one language pair out, at both levels:
   fitted on all five. Three rows per combination: the shipped default (shrunk towards equal
   weights, :func:`moverkit.combination.fit_system`), equal weights (no fitting) and NNLS alone
   (``a = 1``). Pearson per pair and the pairwise accuracy over all system pairs and over the
-  unseen pairs. A single metric's row is computed as ``moverkit
-  bench system-level`` computes it (:func:`~moverkit.bench.system_level.score_test_sets`, BLEU on
-  the distributed tokens), so its figures are that table's; inside a combination, BLEU is the
-  combination's own (sacrebleu's ``13a`` tokenization, :mod:`moverkit.combination`).
+  unseen pairs. A single metric's row is computed as ``moverkit bench system-level`` computes it
+  (:func:`moverkit.judgments.segment_scores`, one call per language pair;
+  :func:`~moverkit.bench._shared.anchor_scores`, BLEU on the distributed tokens), so its figures
+  are that table's; inside a combination, BLEU is the combination's own (sacrebleu's ``13a``
+  tokenization, :mod:`moverkit.combination`).
 
 Every metric runs at its default settings. The moverkit metrics' segment scores can be kept in a
 JSON file (:func:`cached_scores`) so that a rerun only fits and reports.
@@ -41,12 +42,13 @@ from moverkit.combination import (
 from moverkit.combination import orientation as _orientation
 from moverkit.combination.scoring import system_features
 from moverkit.correlation import pairwise, pearson
-from moverkit.judgments import UNSEEN_PAIRS, TestSet
+from moverkit.judgments import UNSEEN_PAIRS, TestSet, segment_scores
 from moverkit.options import emit, progress
 from moverkit.specs import SPECS
 
-from .command import data_options, judgments
-from .system_level import anchor_scores, score_test_sets
+from ._shared import anchor_scores, command_parser, judgments
+
+HELP = "a calibrated combination of metrics against each metric alone, leaving one language pair out"
 
 COMBINATIONS = {
     "combination (all 7)": (*sorted(SPECS), "chrF", "BLEU"),
@@ -136,12 +138,12 @@ def format_weights(weights: Mapping[str, Mapping[str, Mapping[str, float]]], lev
 def system_segment_scores(
     test_sets: Sequence[TestSet], metrics: Sequence[str], cache: Path | None = None, log=None
 ) -> dict[str, dict[str, dict[str, list[float]]]]:
-    """``{metric: {lp: {system: segment scores}}}`` as :func:`score_test_sets` gives them (one
-    call per language pair over all its systems, default settings), through ``cache``."""
+    """``{metric: {lp: {system: segment scores}}}``: one call per language pair over all its
+    systems, default settings, as ``moverkit bench system-level`` scores them; through ``cache``."""
     n = {len(t.references) for t in test_sets}
     texts = [text for t in test_sets for s in sorted(t.outputs) for text in t.outputs[s]]
     key = f"system:{max(n)}:{_fingerprint(texts, [r for t in test_sets for r in t.references])}"
-    return cached_scores(cache, key, metrics, lambda m: score_test_sets(test_sets, [m])[m], log)
+    return cached_scores(cache, key, metrics, lambda m: {t.lp: segment_scores(t, m) for t in test_sets}, log)
 
 
 def system_bench(
@@ -208,18 +210,13 @@ def format_system(result: dict) -> str:
 
 
 def register(which) -> None:
-    combo = which.add_parser(
-        "combination",
-        help="a calibrated combination of metrics against each metric alone, leaving one language pair out",
-    )
-    data_options(combo)
+    combo = command_parser(which, "combination", HELP, command)
     combo.add_argument(
         "--scores-cache",
         type=Path,
         help="JSON file keeping the metrics' segment scores (read where it holds them, written as they are computed)",
     )
     combo.add_argument("--json", type=Path, help="also write the results here (JSON)")
-    combo.set_defaults(run=command)
 
 
 def command(args) -> int:

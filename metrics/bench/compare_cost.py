@@ -28,7 +28,9 @@ from pathlib import Path
 
 from moverkit.options import METRICS, emit, positive_int, progress, rounds
 
-from .speed import interleaved
+from ._shared import command_parser, encoder_floor, interleaved, sentence_encoder_floor
+
+HELP = "moverkit.compare against encoding its distinct texts once, side by side"
 
 BAR = 1.2
 """The issue's bar: a comparison costs at most this many times the encoding of its distinct texts."""
@@ -66,9 +68,6 @@ def pick_workload(test_sets: Sequence, systems: int = 10, segments: int = 500) -
 def encode_floor(metric: str, workload: Workload) -> Callable[[], object]:
     """A warmed-up function encoding the distinct texts of ``workload`` as ``metric`` does by
     default (its model and layer; sbertscore: its sentence encoder on the distinct sentences)."""
-    from ._peers import encoder_floor
-    from .sbertscore import sentence_encoder_floor
-
     predictions = [text for outputs in workload.systems.values() for text in outputs]
     if metric == "sbertscore":
         return sentence_encoder_floor(predictions, workload.references)
@@ -145,9 +144,7 @@ def format_table(
 
 
 def register(which) -> None:
-    cost = which.add_parser(
-        "compare-cost", help="moverkit.compare against encoding its distinct texts once, side by side"
-    )
+    cost = command_parser(which, "compare-cost", HELP, command, data=None)
     cost.add_argument(
         "--metrics", nargs="+", choices=METRICS, help="metrics to time (default: centered_bertscore and twmd)"
     )
@@ -159,7 +156,6 @@ def register(which) -> None:
         "--threads", type=positive_int, default=1, help="torch threads (default: 1, as the published figures)"
     )
     cost.add_argument("--out", type=Path, help="also write the table here (Markdown)")
-    cost.set_defaults(run=command)
 
 
 def command(args) -> int:

@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 from moverkit.correlation import correlate
 from moverkit.judgments import Judgments
-from moverkit.options import emit, positive_int, progress
+from moverkit.options import emit, progress
 
-from . import CorrelationRow
-from .command import data_options, judgments
+from . import CorrelationRow, registry
+from ._shared import command_parser, judgments, score_row
 
-
-def score_row(row: CorrelationRow, data: Judgments) -> list[float]:
-    """The metric's scores for every segment, computed one group (language pair) per call, so
-    ``batch`` centering takes the mean of that test set."""
-    import moverkit
-
-    metric = moverkit.load(row.metric)
-    scores = [math.nan] * len(data.predictions)
-    for members in data.by_group().values():
-        result = metric.compute(
-            predictions=[data.predictions[i] for i in members],
-            references=[data.references[i] for i in members],
-            **row.kwargs,
-        )
-        for i, value in zip(members, result[row.output]):
-            scores[i] = value
-    return scores
+HELP = "Pearson and Kendall per group with human judgments"
 
 
 def correlation_table(
@@ -66,17 +48,12 @@ def format_table(table: dict, rows: list[CorrelationRow]) -> str:
 
 
 def register(which) -> None:
-    corr = which.add_parser("correlation", help="Pearson and Kendall per group with human judgments")
-    data_options(corr)
-    corr.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    corr = command_parser(which, "correlation", HELP, command, limit=True)
     corr.add_argument("--rows", nargs="*", help="row labels to run (default: all; see --list)")
     corr.add_argument("--list", action="store_true", help="list the row labels and exit")
-    corr.set_defaults(run=command)
 
 
 def command(args) -> int:
-    from . import registry
-
     rows, _ = registry()
     if args.list:
         print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))

@@ -5,7 +5,7 @@ precision of the forward pass (float32, float16, bfloat16): the median seconds a
 second of one call over the pairs of a judgments TSV (2,800 WMT17 pairs), after a warm-up call of
 the same metric and precision; the bert-score package on the same weights and layer beside, when
 it is installed; one call on :data:`SCALE_PAIRS` distinct pairs
-(:func:`~moverkit.bench.scale.distinct_texts`); the seconds of centered_bertscore and twmd at each of
+(:func:`~moverkit.bench._shared.distinct_texts`); the seconds of centered_bertscore and twmd at each of
 :data:`BATCH_SIZES` (the batch table); the peak GPU memory of
 each (``torch.cuda.max_memory_allocated``); the device's name; the mean and largest difference of
 the main score of each half precision from float32 on the GPU; and the largest difference of a
@@ -14,7 +14,7 @@ main score between the GPU and the CPU, both in float32, on the first pairs.
 Each metric is set against the floor (issue 40), timed in the same run over the same distinct
 texts: one Rust tokenizer call, then the model's forward with its weights in :data:`FLOOR_DTYPE`,
 over length-sorted batches of :data:`FLOOR_TOKEN_BUDGET` padded tokens
-(:func:`moverkit.bench.overhead.floor`, the CPU proxy's floor on the device); the table gives each
+(:func:`moverkit.bench._shared.floor`, the CPU proxy's floor on the device); the table gives each
 cell's ratio to it (``x floor``), at the 2,800 pairs and at the scale run.
 
 Every timed call ends with ``torch.cuda.synchronize()``, so the time is the device's work, not its
@@ -31,9 +31,10 @@ from collections.abc import Callable, Sequence
 
 from moverkit.options import emit, natural_int, positive_int, progress, rounds
 
-from ._peers import distinct
-from .command import data_options, judgments
-from .overhead import floor
+from . import MAIN_OUTPUTS
+from ._shared import RUNS, command_parser, distinct, distinct_texts, floor, judgments
+
+HELP = "pairs/s per metric and precision on a CUDA device, bert-score beside, a 100k-pair run"
 
 
 def device_api():
@@ -44,13 +45,9 @@ def device_api():
     return torch.cuda
 
 
-RUNS = {
-    "centered_bertscore": {"centering": "batch"},
-    "twmd": {"centering": "batch"},
-    "lazy_emd": {},
-    "sbertscore": {},
-}
-"""The metrics timed, and their arguments (issue 34's table)."""
+TIMED = ("centered_bertscore", "twmd", "lazy_emd", "sbertscore")
+"""The metrics timed (issue 34's table), with their arguments of :data:`~moverkit.bench._shared.RUNS`:
+all but moverscore, whose exact transport runs on the host."""
 
 DTYPES = ("float32", "float16", "bfloat16")
 SCALE_PAIRS = 100_000
@@ -138,14 +135,11 @@ def measure(
 
     from moverkit._core.encoding import resolve_model
 
-    from . import MAIN_OUTPUTS
-    from .scale import distinct_texts
-
     require_cuda()
     path = resolve_model(model_type)[1]
     common = {"model_type": path, "device": device}
     table, drift = {}, {}
-    for name in RUNS:
+    for name in TIMED:
         main = {}
         for dtype in dtypes:
             run = metric_call(name, predictions, references, dtype=dtype, **common)
@@ -185,7 +179,7 @@ def measure(
         scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts)}
     differences = {}
     few = predictions[:check_pairs], references[:check_pairs]
-    for name in RUNS:
+    for name in TIMED:
         on = {where: metric_call(name, *few, model_type=path, device=where)() for where in (device, "cpu")}
         main = MAIN_OUTPUTS[name]
         differences[name] = max(abs(a - b) for a, b in zip(on[device][main], on["cpu"][main]))
@@ -214,23 +208,23 @@ def format_report(report: dict) -> str:
     run, the peak memory and the GPU-CPU differences."""
     dtypes = report["dtypes"]
     gib = 2**30
-    floor = report["floor"]
+    floor_row = report["floor"]
     lines = [
         f"Metrics on {report['device']} (torch {report['torch']}), {report['n_pairs']:,} pairs, after a warm-up "
         f"call, median of {report['rounds']} calls; each cell's time as a multiple of the floor (x floor)",
         "",
-        f"Floor: one Rust tokenizer call (encode_batch_fast) and the forward with {FLOOR_DTYPE} weights over the {floor['texts']:,} distinct "
-        f"texts (batches of {FLOOR_TOKEN_BUDGET:,} padded tokens): {floor['seconds']:.3f} s "
-        f"({floor['pairs_per_s']:,.0f} pairs/s)",
+        f"Floor: one Rust tokenizer call (encode_batch_fast) and the forward with {FLOOR_DTYPE} weights over the {floor_row['texts']:,} distinct "
+        f"texts (batches of {FLOOR_TOKEN_BUDGET:,} padded tokens): {floor_row['seconds']:.3f} s "
+        f"({floor_row['pairs_per_s']:,.0f} pairs/s)",
         "",
         "| metric | " + " | ".join(dtypes) + " | peak GPU memory |",
         "|---|" + "---:|" * len(dtypes) + "---:|",
     ]
-    for name, kwargs in RUNS.items():
-        args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    for name in TIMED:
+        args = ", ".join(f"{k}={v!r}" for k, v in RUNS[name].items())
         cells = [report["table"][name, d] for d in dtypes]
         speeds = [
-            f"{c['seconds']:.2f} s ({c['pairs_per_s']:,.0f} pairs/s, {c['seconds'] / floor['seconds']:.1f}x floor)"
+            f"{c['seconds']:.2f} s ({c['pairs_per_s']:,.0f} pairs/s, {c['seconds'] / floor_row['seconds']:.1f}x floor)"
             for c in cells
         ]
         peak = max(c["peak"] for c in cells) / gib
@@ -273,12 +267,7 @@ def format_report(report: dict) -> str:
 
 
 def register(which) -> None:
-
-    parser = which.add_parser(
-        "gpu", help="pairs/s per metric and precision on a CUDA device, bert-score beside, a 100k-pair run"
-    )
-    data_options(parser)
-    parser.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    parser = command_parser(which, "gpu", HELP, command, limit=True)
     parser.add_argument("--model", help="Hugging Face id or local path (default: the embedded all-MiniLM-L6-v2)")
     parser.add_argument("--device", default="cuda", help="the CUDA device (default: cuda)")
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, help="precisions timed (default: all three)")
@@ -290,7 +279,6 @@ def register(which) -> None:
     parser.add_argument(
         "--check-pairs", type=positive_int, default=CHECK_PAIRS, help="pairs scored on GPU and CPU to compare"
     )
-    parser.set_defaults(run=command)
 
 
 def command(args) -> int:

@@ -22,7 +22,7 @@ from moverkit._core.encoding import EncoderRequest
 from moverkit.functional.lazy_emd import pair_scores, pairs_with_mass
 
 from . import CorrelationRow, SpeedSuite
-from ._peers import encoder_floor, metric_run
+from ._shared import PeerUnavailable, encoder_floor, metric_run
 
 CORRELATION_ROWS = [
     CorrelationRow("Lazy-EMD (en preset)", "lazy_emd", "lazy_emd", {"lang": "en"}),
@@ -67,10 +67,8 @@ def _module_from(name: str, path: str, source: str) -> types.ModuleType:
 
 def load_release(path: str | None = None):
     """The release's ``Scorer`` on the embedded model, from the folder ``path`` (default:
-    ``$LAZY_EMD_PATH``), loaded as described above; :class:`~moverkit.bench.speed.PeerUnavailable`
+    ``$LAZY_EMD_PATH``), loaded as described above; :class:`~moverkit.bench._shared.PeerUnavailable`
     when absent or not the expected code. It needs ``bert_score`` (``pip install bert-score``)."""
-    from .speed import PeerUnavailable
-
     path = path or os.environ.get(RELEASE_ENV)
     files = {name: os.path.join(path, f"{name}.py") for name in ("score", "unbalanced")} if path else {}
     if not files or not all(os.path.isfile(file) for file in files.values()):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from moverkit.judgments import Judgments
 
 from . import CorrelationRow, SpeedSuite
-from ._peers import metric_run
+from ._shared import metric_run
 
 DOCUMENT_SEGMENTS = 40
 """Segments per document: about 1,100 tokens of WMT17 news (25 to 30 tokens a segment), so a

@@ -16,7 +16,7 @@ from transformers import AutoModel, AutoTokenizer
 from moverkit._core import embedded_model_path
 
 from . import CorrelationRow, SpeedSuite
-from ._peers import encoder_floor, metric_run
+from ._shared import PeerUnavailable, encoder_floor, metric_run
 
 CORRELATION_ROWS = [
     CorrelationRow("MoverScore v2", "moverscore", "moverscore", {"version": "v2"}),
@@ -48,13 +48,11 @@ _RELEASE_SHIMS = [
 
 def load_release(path: str | None = None, device: str = "cpu"):
     """The authors' ``moverscore_v2`` module from ``path`` (default: ``$MOVERSCORE_V2_PATH``),
-    shimmed as described above; :class:`~moverkit.bench.speed.PeerUnavailable` when absent.
+    shimmed as described above; :class:`~moverkit.bench._shared.PeerUnavailable` when absent.
     It needs ``pyemd`` (``pip install pyemd``)."""
     import os
     import sys
     import types
-
-    from .speed import PeerUnavailable
 
     path = path or os.environ.get(RELEASE_ENV)
     if not path or not os.path.isfile(path):

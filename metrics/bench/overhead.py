@@ -7,13 +7,13 @@ the same overhead when the encoder is made nearly free: a 2-layer, 32-wide BERT 
 (:func:`tiny_encoder`; the vocabulary and tokenizer of the embedded model, seeded, saved to a
 folder so that every metric loads it as a local model).
 
-The floor (:func:`floor`) is what no metric can beat: one fast-tokenizer call over the call's
-distinct texts, then forward passes in batches sorted by length of about
+The floor (:func:`~moverkit.bench._shared.floor`) is what no metric can beat: one fast-tokenizer
+call over the call's distinct texts, then forward passes in batches sorted by length of about
 :data:`FLOOR_TOKEN_BUDGET` padded tokens; plain transformers and torch, no moverkit code. Each
 metric scores the pairs of a judgments TSV (2,800 WMT17 to-English pairs), its model loaded and
 warmed before; floor and metrics are timed in one process in interleaved rounds
-(:func:`~moverkit.bench.speed.interleaved`; the garbage collector off, as in ``timeit``), and the report gives each median and its ratio to the
-floor's.
+(:func:`~moverkit.bench._shared.interleaved`; the garbage collector off, as in ``timeit``), and the
+report gives each median and its ratio to the floor's.
 """
 
 from __future__ import annotations
@@ -26,17 +26,9 @@ from pathlib import Path
 
 from moverkit.options import emit, progress
 
-from .command import capped, capped_options, data_options, judgments
+from ._shared import RUNS, capped_parser, distinct, floor, interleaved, judgments, machine_isa
 
-RUNS = {
-    "centered_bertscore": {"centering": "batch"},
-    "twmd": {"centering": "batch"},
-    "lazy_emd": {},
-    "sbertscore": {},
-    "moverscore": {},
-}
-"""The metrics timed and their arguments: centered_bertscore and twmd with batch centering (a
-random encoder has no fitted corpus statistic), the others with their defaults."""
+HELP = "each metric's time over a tokenize+forward floor, with a tiny random encoder (CPU proxy)"
 
 TARGETED = ("centered_bertscore", "twmd", "lazy_emd")
 """The metrics held to :data:`TARGET`; sbertscore (sentence-transformers' own pipeline) and
@@ -67,59 +59,9 @@ def tiny_encoder(folder: str | Path, seed: int = 0) -> str:
     return str(folder)
 
 
-def floor(
-    model_path: str,
-    texts: Sequence[str],
-    token_budget: int = FLOOR_TOKEN_BUDGET,
-    *,
-    device: str = "cpu",
-    dtype: str = "float32",
-) -> Callable[[], None]:
-    """The floor's run: ``texts`` tokenized in one call of the Rust tokenizer behind the model's
-    fast tokenizer (``encode_batch_fast``, the fastest tokenization there is, truncated at the
-    model's limit, no padding), then encoded in batches sorted by length, longest first, of at most
-    ``token_budget`` padded tokens, by the model's weights in ``dtype`` on ``device`` (``moverkit
-    bench gpu`` takes float16 weights on a CUDA device). The model is loaded (and run once) here,
-    untimed."""
-    import numpy as np
-    import torch
-    from tokenizers import Tokenizer
-    from transformers import AutoModel, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
-    model = AutoModel.from_pretrained(model_path).to(device=device, dtype=getattr(torch, dtype)).eval()
-    limit = min(tokenizer.model_max_length, model.config.max_position_embeddings)
-    rust = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    rust.no_padding()
-    rust.enable_truncation(limit)
-    texts = list(texts)
-
-    def run() -> None:
-        ids = [e.ids for e in rust.encode_batch_fast(texts, add_special_tokens=True)]
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter((t for row in ids for t in row), dtype=np.int64, count=int(lengths.sum()))
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        order = np.argsort(-lengths, kind="stable")
-        at = 0
-        while at < len(order):
-            width = int(lengths[order[at]])
-            batch = order[at : at + max(token_budget // width, 1)]
-            steps = np.arange(width)
-            mask = steps[None, :] < lengths[batch, None]
-            input_ids = np.where(mask, flat[np.minimum(starts[batch, None] + steps, len(flat) - 1)], 0)
-            with torch.inference_mode():
-                model(
-                    input_ids=torch.from_numpy(input_ids).to(device),
-                    attention_mask=torch.from_numpy(mask.astype(np.int64)).to(device),
-                )
-            at += len(batch)
-
-    run()
-    return run
-
-
 def metric_run(name: str, model_path: str, predictions: list[str], references: list[str]) -> Callable[[], object]:
-    """``moverkit.functional.<name>`` on the pairs with :data:`RUNS`' arguments and the tiny
+    """``moverkit.functional.<name>`` on the pairs with the arguments of
+    :data:`~moverkit.bench._shared.RUNS` and the tiny
     encoder; one warm-up call on 16 pairs here (loads the model)."""
     from moverkit.registry import REGISTRY
 
@@ -134,12 +76,9 @@ def measure(
 ) -> dict:
     """Median seconds of the floor and of each of ``metrics`` over ``rounds`` interleaved rounds,
     with the tiny encoder saved in ``folder``."""
-    from ._peers import distinct
-    from .speed import interleaved
-
     model_path = tiny_encoder(folder)
     texts = distinct(predictions, references)
-    runs = {"floor": floor(model_path, texts)}
+    runs = {"floor": floor(model_path, texts, FLOOR_TOKEN_BUDGET)}
     runs.update({name: metric_run(name, model_path, predictions, references) for name in metrics})
     # Python's cyclic garbage collector off while timing, as timeit does: a full collection
     # triggered by one contender's garbage would land in another's time.
@@ -159,7 +98,7 @@ def measure(
 
 def format_report(report: dict, isa: str) -> str:
     """A Markdown table of each metric's median time and its ratio to the floor, the targeted
-    ones marked against :data:`TARGET`, with the ISA line (:func:`~moverkit.bench.precision.machine_isa`)."""
+    ones marked against :data:`TARGET`, with the ISA line (:func:`~moverkit.bench._shared.machine_isa`)."""
     seconds = report["seconds"]
     base = seconds["floor"]
     lines = [
@@ -182,20 +121,10 @@ def format_report(report: dict, isa: str) -> str:
 
 
 def register(which) -> None:
-    parser = which.add_parser(
-        "overhead", help="each metric's time over a tokenize+forward floor, with a tiny random encoder (CPU proxy)"
-    )
-    data_options(parser)
-    capped_options(parser, measured="time", rounds_default=5)
-    parser.set_defaults(run=command)
+    capped_parser(which, "overhead", HELP, command, measured="time", rounds_default=5)
 
 
 def command(args) -> int:
-    from .precision import machine_isa
-
-    exit_status = capped(args)
-    if exit_status is not None:
-        return exit_status
     data = judgments(args)
     metrics = args.metrics or list(RUNS)
     with tempfile.TemporaryDirectory(prefix="moverkit-tiny-bert-") as folder:

@@ -5,18 +5,16 @@ change of machine load hits both alike), each round scoring every pair one group
 per call, as ``moverkit bench correlation`` does. Reported per metric: the median time of each
 dtype and their ratio, the mean and max :math:`|\\Delta|` of the main output, and the average
 Pearson r and Kendall tau with the human scores under each dtype. Under the table, the ISA it
-ran on (:func:`isa_line`): the CPU's model, its bfloat16 units, the environment variables that
+ran on (:func:`~moverkit.bench._shared.isa_line`): the CPU's model, its bfloat16 units, the environment variables that
 cap the kernels (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ...), and whether bfloat16 then
 is fast there (:func:`moverkit._core.base.hardware.native_bfloat16_cpu`).
 """
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 import warnings
-from collections.abc import Mapping
 
 import numpy as np
 
@@ -25,45 +23,11 @@ from moverkit.judgments import Judgments
 from moverkit.options import METRICS, emit, progress
 
 from . import MAIN_OUTPUTS, CorrelationRow
-from .command import capped, capped_options, data_options, judgments
-from .correlation import score_row
+from ._shared import capped_parser, judgments, machine_isa, score_row
+
+HELP = "float32 vs bfloat16 encoder: speed, score change, correlation"
 
 DTYPES = ("float32", "bfloat16")
-ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "FBGEMM_ENABLE_INSTRUCTIONS")
-"""Environment variables, read when torch loads, that cap the instructions of its CPU kernels."""
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
-    import platform
-
-    from moverkit._core.base import cpuinfo_field
-
-    return cpuinfo_field("model name") or platform.processor() or platform.machine() or "unknown CPU"
-
-
-def isa_line(cpu: str, flags: frozenset[str], caps: Mapping[str, str], native_bfloat16: bool) -> str:
-    """The ISA a benchmark ran on, in one line: ``cpu`` (model name), its bfloat16 units among
-    ``flags``, the ``caps`` (variables of :data:`ISA_VARIABLES` that are set) and whether bfloat16
-    is fast under them (``native_bfloat16``, :func:`~moverkit._core.base.hardware.native_bfloat16_cpu`)."""
-    from moverkit._core.base import BFLOAT16_CPU_FLAGS
-
-    units = ", ".join(sorted(BFLOAT16_CPU_FLAGS & flags)) or "none"
-    capped = ", ".join(f"{k}={v}" for k, v in caps.items()) or "none (native)"
-    verdict = (
-        "fast (AMX, or AVX512-BF16 on AMD)"
-        if native_bfloat16
-        else "not faster than float32 (no AMX nor AMD AVX512-BF16, or capped below them)"
-    )
-    return f"ISA: {cpu}; bfloat16 units: {units}; caps: {capped}; bfloat16 {verdict}"
-
-
-def machine_isa() -> str:
-    """:func:`isa_line` of this process: its CPU, and the caps of its environment."""
-    from moverkit._core.base import cpu_flags, native_bfloat16_cpu
-
-    caps = {k: os.environ[k] for k in ISA_VARIABLES if os.environ.get(k, "").strip()}
-    return isa_line(cpu_model(), cpu_flags(), caps, native_bfloat16_cpu())
 
 
 def measure(metric: str, data: Judgments, rounds: int = 3) -> dict:
@@ -124,16 +88,10 @@ def format_table(rows: list[dict], isa: str | None = None) -> str:
 
 
 def register(which) -> None:
-    parser = which.add_parser("precision", help="float32 vs bfloat16 encoder: speed, score change, correlation")
-    data_options(parser)
-    capped_options(parser, measured="measure", rounds_default=3)
-    parser.set_defaults(run=command)
+    capped_parser(which, "precision", HELP, command, measured="measure", rounds_default=3)
 
 
 def command(args) -> int:
-    exit_status = capped(args)
-    if exit_status is not None:
-        return exit_status
     data = judgments(args)
     rows = []
     for metric in args.metrics or METRICS:

@@ -18,7 +18,7 @@ Measured for each path:
   :math:`|\\Delta F1|`, and the average over language pairs of Pearson r with ``human``.
 
 The ISA the kernels may use is capped by environment variables read when torch loads: run the
-module a second time with :data:`~moverkit.bench.command.AVX2_ENV` (``--avx2`` does it in a subprocess). ONNX Runtime
+module a second time with :data:`~moverkit.bench._shared.AVX2_ENV` (``--avx2`` does it in a subprocess). ONNX Runtime
 has no such cap: its kernels use every instruction of the CPU in both runs.
 """
 
@@ -41,7 +41,9 @@ from moverkit.options import emit, positive_int, require_data, rounds
 if TYPE_CHECKING:
     import torch
 
-from .command import STRICT_AVX2_ENV, cap_options, data_options, environment_caps, run_capped
+from ._shared import STRICT_AVX2_ENV, cap_options, command_parser, environment_caps, machine_isa, run_capped
+
+HELP = "int8 and ONNX Runtime paths of the encoder vs float32: speed, |delta F1|, Pearson"
 
 PATHS = (
     "float32", "bfloat16", "int8 per-tensor", "int8 per-channel", "int8 per-channel, keep",
@@ -269,9 +271,7 @@ def format_table(rows: list[dict]) -> str:
 
 def report(data_path: str, n_texts: int = 1200, n_pairs: int = 1400, rounds: int = 2) -> str:
     """:func:`frontier` as :func:`format_table`, then the line of the ISA it ran on
-    (:func:`moverkit.bench.precision.machine_isa`)."""
-    from .precision import machine_isa
-
+    (:func:`moverkit.bench._shared.machine_isa`)."""
     table = format_table(frontier(data_path, n_texts=n_texts, n_pairs=n_pairs, rounds=rounds))
     return f"{table}\n\n{machine_isa()}"
 
@@ -305,7 +305,7 @@ def parse_args(argv: list[str]):
 def main(argv: list[str]) -> None:
     """``python -m moverkit.bench.quantized DATA [--n-texts N] [--n-pairs N] [--rounds N]
     [--avx2 | --strict-avx2]``: the table of this process's environment, or of a subprocess capped
-    by :func:`~moverkit.bench.command.environment_caps` (the caps are read when torch loads)."""
+    by :func:`~moverkit.bench._shared.environment_caps` (the caps are read when torch loads)."""
     args = parse_args(argv)
     caps = environment_caps(args) or {}
     if any(os.environ.get(k) != v for k, v in caps.items()):  # not capped yet: torch reads the caps as it loads
@@ -318,15 +318,11 @@ def main(argv: list[str]) -> None:
 
 
 def register(which) -> None:
-    parser = which.add_parser(
-        "quantized", help="int8 and ONNX Runtime paths of the encoder vs float32: speed, |delta F1|, Pearson"
-    )
-    data_options(parser)
+    parser = command_parser(which, "quantized", HELP, command)
     parser.add_argument("--n-texts", type=positive_int, default=1200, help="texts timed per path (half references)")
     parser.add_argument("--n-pairs", type=positive_int, default=1400, help="pairs scored per path")
     parser.add_argument("--rounds", type=rounds, default=2, help="interleaved timed rounds (best kept)")
     cap_options(parser)
-    parser.set_defaults(run=command)
 
 
 def command(args) -> int:

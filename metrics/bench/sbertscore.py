@@ -4,7 +4,7 @@ on multi-sentence paragraphs."""
 from __future__ import annotations
 
 from . import CorrelationRow, SpeedSuite
-from ._peers import encoder_floor, metric_run
+from ._shared import encoder_floor, metric_run, sentence_encoder_floor
 
 # WMT17 segments are (mostly) single sentences: there sBERTScore is the cosine of the two
 # sentence embeddings, the "SBERT" rows of Chen et al. (2020), Table 2.
@@ -33,20 +33,6 @@ def paragraphs(predictions, references, size: int = PARAGRAPH_SEGMENTS) -> tuple
         [join(predictions[i : i + size]) for i in starts],
         [join(references[i : i + size]) for i in starts],
     )
-
-
-def sentence_encoder_floor(predictions, references):
-    """The sentence encoder alone on the distinct sentences of the texts (split untimed): the floor
-    of sbertscore, as :func:`~moverkit.bench._peers.encoder_floor` is the token-level metrics'."""
-    from moverkit._core import encode_sentences, split_sentences
-    from moverkit._core.encoding import EncoderRequest, sentence_encoder_for
-
-    request = EncoderRequest()
-    encoder = sentence_encoder_for(request)
-    texts = dict.fromkeys(list(predictions) + list(references))
-    sentences = list(dict.fromkeys(s for text in texts for s in split_sentences(text)))
-    encode_sentences(encoder, sentences[:2], request)
-    return lambda: encode_sentences(encoder, sentences, request)
 
 
 SBERTSCORE, BERTSCORE = "sbertscore (none)", "centered_bertscore (none)"

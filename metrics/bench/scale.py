@@ -2,14 +2,14 @@
 
 Each (metric, centering, size) runs in a fresh Python process (so its peak resident set size is
 its own: ``ru_maxrss`` of that process) on ``size`` pairs of distinct texts, made from the segments
-of a judgments TSV: every text is the first half of one segment's words followed by the second
-half of another's, drawn without repeats, so the texts stay sentence-length and no two are equal.
+of a judgments TSV (:func:`~moverkit.bench._shared.distinct_texts`): every text is the first half
+of one segment's words followed by the second half of another's, drawn without repeats, so the
+texts stay sentence-length and no two are equal.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import resource
 import subprocess
 import sys
@@ -19,7 +19,9 @@ from pathlib import Path
 from moverkit.judgments import read_judgments
 from moverkit.options import emit, positive_int, progress, require_data
 
-from .command import data_options
+from ._shared import command_parser, distinct_texts
+
+HELP = "wall time and peak RSS of one call at growing numbers of distinct pairs"
 
 SIZES = (1_000, 10_000, 100_000)
 RUNS = (("centered_bertscore", "batch"), ("centered_bertscore", "corpus"), ("twmd", "batch"), ("twmd", "corpus"))
@@ -33,20 +35,6 @@ def parse_run(run: str) -> tuple[str, str]:
     if metric not in ("centered_bertscore", "twmd") or centering not in ("batch", "corpus", "none", "dim", "sentence"):
         raise ValueError(f"a scale run is centered_bertscore or twmd, a colon and a centering mode, got {run!r}")
     return metric, centering
-
-
-def distinct_texts(segments: list[str], n: int, seed: int = 0) -> list[str]:
-    """``n`` distinct texts, each the first half of one segment's words and the second half of
-    another's (see the module doc)."""
-    words = [s.split() for s in dict.fromkeys(segments) if len(s.split()) >= 2]
-    if len(words) ** 2 < n:
-        raise ValueError(f"{len(words)} usable segments cannot make {n} distinct texts")
-    rng = random.Random(seed)
-    texts: dict[str, None] = {}
-    while len(texts) < n:
-        head, tail = rng.choice(words), rng.choice(words)
-        texts[" ".join(head[: len(head) // 2] + tail[len(tail) // 2 :])] = None
-    return list(texts)
 
 
 def measure(data: Path, metric: str, centering: str, size: int, memory_budget: str | None = None) -> dict:
@@ -115,8 +103,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def register(which) -> None:
-    parser = which.add_parser("scale", help="wall time and peak RSS of one call at growing numbers of distinct pairs")
-    data_options(parser, "TSV of judgments whose segments make the texts (required)")
+    parser = command_parser(
+        which, "scale", HELP, command, data="TSV of judgments whose segments make the texts (required)"
+    )
     parser.add_argument("--sizes", type=positive_int, nargs="+", help="numbers of pairs (default: 1000 10000 100000)")
     parser.add_argument(
         "--runs",
@@ -124,7 +113,6 @@ def register(which) -> None:
         help="METRIC:CENTERING runs (default: centered_bertscore and twmd, each with batch and corpus centering)",
     )
     parser.add_argument("--memory-budget", help="moverkit.set_memory_budget for the runs (default: the default)")
-    parser.set_defaults(run=command)
 
 
 def command(args) -> int:

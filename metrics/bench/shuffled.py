@@ -27,7 +27,9 @@ from moverkit.judgments import Judgments
 from moverkit.options import emit, positive_int
 from moverkit.specs import SPECS
 
-from .command import data_options, judgments
+from ._shared import command_parser, judgments
+
+HELP = "share of pairs where each metric scores the true reference above another pair's"
 
 PAIRS = 400
 """Pairs drawn by default."""
@@ -96,13 +98,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def register(which) -> None:
-    parser = which.add_parser(
-        "shuffled", help="share of pairs where each metric scores the true reference above another pair's"
-    )
-    data_options(parser)
+    parser = command_parser(which, "shuffled", HELP, command)
     parser.add_argument("--pairs", type=positive_int, default=400, help="pairs drawn at random (default: 400)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the draw and of the shuffle (default: 0)")
-    parser.set_defaults(run=command)
 
 
 def command(args) -> int:

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable, Mapping
 
-from moverkit.options import emit, positive_int, rounds
+from moverkit.options import emit, rounds
 
-from . import SpeedSuite
-from .command import data_options, judgments
+from . import SpeedSuite, registry
+from ._shared import PeerUnavailable, command_parser, interleaved, judgments
 
-
-class PeerUnavailable(ImportError):
-    """A peer that cannot run here (its code or a snapshot of it is absent); the message says how
-    to provide it."""
-
-
-def interleaved(contenders: Mapping[str, Callable[[], object]], rounds: int, clock=time.perf_counter) -> dict:
-    """``{label: [seconds of each round]}``: each round runs every contender once, in turn, so
-    drift in machine load hits all alike (every side-by-side timing of the benches)."""
-    times = {label: [] for label in contenders}
-    for _ in range(rounds):
-        for label, run in contenders.items():
-            start = clock()
-            run()
-            times[label].append(clock() - start)
-    return times
+HELP = "time metrics side by side against the encoder and peers"
 
 
 def run_suite(suite: SpeedSuite, predictions: list[str], references: list[str], repeats: int = 3) -> dict:
@@ -73,18 +56,13 @@ def format_report(report: dict) -> str:
 
 
 def register(which) -> None:
-    speed = which.add_parser("speed", help="time metrics side by side against the encoder and peers")
-    data_options(speed)
-    speed.add_argument("--limit", type=positive_int, help="use only the first N rows")
+    speed = command_parser(which, "speed", HELP, command, limit=True)
     speed.add_argument("--suite", nargs="*", help="run only these suites, by key (--list shows the keys)")
     speed.add_argument("--repeats", type=rounds, default=3, help="timed rounds (median reported)")
     speed.add_argument("--list", action="store_true", help="list the suites and their contenders and exit")
-    speed.set_defaults(run=command)
 
 
 def command(args) -> int:
-    from . import registry
-
     _, suites = registry()
     if args.suite:
         unknown = sorted(set(args.suite) - {s.key for s in suites})

@@ -8,7 +8,7 @@
   never fitted on, with the settings chosen on all five. System scores are segment means; the
   figures are each pair's Pearson and the pairwise accuracy over every system pair.
 - **Cost**: one scoring pass of the metric at its defaults against a whole tuning run over the same
-  texts, side by side (:func:`moverkit.bench.speed.interleaved`).
+  texts, side by side (:func:`moverkit.bench._shared.interleaved`).
 - **Layers**: the mean Pearson of each layer (other arguments at their defaults), the table behind
   the model's ``num_layers`` default (BERTScore's method, Zhang et al. 2020, Appendix B).
 """
@@ -22,7 +22,9 @@ import numpy as np
 
 from moverkit.options import METRICS, emit, positive_int, progress, rounds
 
-from .command import data_options, judgments
+from ._shared import command_parser, interleaved, judgments
+
+HELP = "tuned settings (moverkit tune) against the defaults, leaving one language pair out"
 
 
 def segment_level(data, metrics, *, model_type=None, **kwargs) -> dict:
@@ -85,7 +87,6 @@ def layer_table(tuning) -> dict[int, float]:
 def cost(data, metric: str, *, rounds: int = 2, model_type=None) -> dict:
     """Seconds of one scoring pass at the defaults and of a tuning run (the default grid), side by
     side (medians of ``rounds`` interleaved rounds), and the grid's size."""
-    from moverkit.bench.speed import interleaved
     from moverkit.registry import REGISTRY
     from moverkit.tuning import tune
 
@@ -155,10 +156,7 @@ def format_layers(tunings: dict) -> str:
 
 
 def register(which) -> None:
-    tune = which.add_parser(
-        "tune", help="tuned settings (moverkit tune) against the defaults, leaving one language pair out"
-    )
-    data_options(tune)
+    tune = command_parser(which, "tune", HELP, command)
     tune.add_argument(
         "--metrics", nargs="+", choices=METRICS, default=list(METRICS), help="metrics to tune (default: all five)"
     )
@@ -180,7 +178,6 @@ def register(which) -> None:
     )
     tune.add_argument("--rounds", type=rounds, default=2, help="with --cost: interleaved rounds (median)")
     tune.add_argument("--json", type=Path, help="also write every setting's per-pair correlations here (JSON)")
-    tune.set_defaults(run=command)
 
 
 def command(args) -> int:

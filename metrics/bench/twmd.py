@@ -5,7 +5,7 @@ against the encoder alone."""
 from __future__ import annotations
 
 from . import CorrelationRow, SpeedSuite
-from ._peers import encoder_floor, metric_run
+from ._shared import encoder_floor, metric_run
 
 # Temperatures are the module's defaults, the paper's: 0.02 without centering, 0.10 (TWMD) and
 # 0.15 (TRWMD) with batch centering; one Sinkhorn step.
