@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._core.base import MoverkitWarning
-    from ._core.call import set_memory_budget
-    from ._core.centering import fit_centering
-    from ._core.encoding import release, set_cache
-    from .comparison import compare
-    from .mapping import map_scores
+    from moverkit._core.base import MoverkitWarning
+    from moverkit._core.call import set_memory_budget
+    from moverkit._core.centering import fit_centering
+    from moverkit._core.encoding import release, set_cache
+    from moverkit.comparison import compare
+    from moverkit.mapping import map_scores
 
-from ._version import __version__
-from .specs import SPECS
+from moverkit._version import __version__
+from moverkit.specs import SPECS
 
 _HERE = Path(__file__).resolve().parent
 

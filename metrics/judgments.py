@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from .lines import read_lines, split_lines, table_label
-from .specs import spec
+from moverkit.lines import read_lines, split_lines, table_label
+from moverkit.specs import spec
 
 
 @dataclass(frozen=True)

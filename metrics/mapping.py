@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ._core.base import check_text, from_numpy, is_missing
+from moverkit._core.base import check_text, from_numpy, is_missing
 
 _PARENT_PID = os.getpid()
 """The process that imported moverkit; a call anywhere else runs in a (forked) worker."""
@@ -114,7 +114,7 @@ class MapScores:
         return empty.with_format(dataset.format["type"], **dataset.format["format_kwargs"])
 
     def function(self):
-        from .registry import REGISTRY
+        from moverkit.registry import REGISTRY
 
         return REGISTRY[self.metric].function
 
@@ -209,7 +209,7 @@ def map_scores(metric, predictions: str = "prediction", references: str = "refer
     gives an empty dataset the score columns, so the schema does not depend on the row count.
     Bad rows (``None``, NaN, numbers) are refused with the column and row named.
     """
-    from .specs import SPECS  # the registry's names, without loading torch here
+    from moverkit.specs import SPECS  # the registry's names, without loading torch here
 
     name = metric if isinstance(metric, str) else getattr(metric, "name", None)
     if name not in SPECS:

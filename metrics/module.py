@@ -11,7 +11,7 @@ import threading
 import datasets
 import evaluate
 
-from ._core.base import check_inputs
+from moverkit._core.base import check_inputs
 
 ARGUMENT_DOCS = {
     "model_type": (

@@ -209,7 +209,7 @@ def upload(folders: list[Path], release: Release, *, tag: str | None = None, tok
     to ``HF_TOKEN`` (huggingface_hub's own lookup)."""
     from huggingface_hub import HfApi
 
-    from ._version import __version__
+    from moverkit._version import __version__
 
     api = HfApi(token=token)
     ids = []

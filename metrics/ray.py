@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 
-from .mapping import MapScores, map_scores
+from moverkit.mapping import MapScores, map_scores
 
 
 class RayScorer:

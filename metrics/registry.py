@@ -15,10 +15,10 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from . import functional
-from .functional.twmd import differentiable_similarity
-from .settings import load_settings, settable_arguments
-from .specs import SPECS, MetricSpec
+from moverkit import functional
+from moverkit.functional.twmd import differentiable_similarity
+from moverkit.settings import load_settings, settable_arguments
+from moverkit.specs import SPECS, MetricSpec
 
 NOT_PASSED_ON = ("predictions", "references", "return_alignment", "return_reference_index")
 """Arguments of a metric's function that the classes for other libraries do not take: the texts

@@ -13,7 +13,7 @@ Every metric module imports it from the installed ``moverkit`` package, so one p
 encoder per (model, layer, device) across all five metrics.
 """
 
-from .base import (
+from moverkit._core.base import (
     CallTexts,
     best_per_group,
     call_texts,
@@ -27,8 +27,8 @@ from .base import (
     reference_index,
     resolve_device,
 )
-from .call import PaddedClouds, PairData, get_hash, pair_hash, prepare_pairs
-from .centering import (
+from moverkit._core.call import PaddedClouds, PairData, get_hash, pair_hash, prepare_pairs
+from moverkit._core.centering import (
     CENTERING_MODES,
     SENTENCE_CENTERING_MODES,
     CenteringStats,
@@ -38,7 +38,7 @@ from .centering import (
     fit_centering,
     row_mean,
 )
-from .encoding import (
+from moverkit._core.encoding import (
     DEFAULT_MODEL,
     MODEL_LAYERS,
     SENTENCE_LAYER,

@@ -27,11 +27,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from moverkit.bench import CorrelationRow
 from moverkit.judgments import Judgments, TestSet, read_judgments
 from moverkit.lines import check_out
 from moverkit.options import METRICS, positive_int, require_data, rounds
-
-from . import CorrelationRow
 
 # ---------------------------------------------------------------------------------------------
 # The opening of a command

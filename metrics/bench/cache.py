@@ -18,11 +18,10 @@ import time
 
 import numpy as np
 
+from moverkit.bench import MAIN_OUTPUTS
+from moverkit.bench._shared import command_parser, judgments
 from moverkit.judgments import Judgments
 from moverkit.options import METRICS, emit, positive_int, rounds
-
-from . import MAIN_OUTPUTS
-from ._shared import command_parser, judgments
 
 HELP = "an evaluation loop (fixed references, new predictions) with the cache on"
 

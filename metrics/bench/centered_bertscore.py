@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from . import CorrelationRow, SpeedSuite
-from ._shared import encoder_floor, metric_run
+from moverkit.bench import CorrelationRow, SpeedSuite
+from moverkit.bench._shared import encoder_floor, metric_run
 
 CORRELATION_ROWS = [
     CorrelationRow("BERTScore-R", "centered_bertscore", "recall", {"centering": "none"}),

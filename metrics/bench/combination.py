@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from moverkit.bench._shared import anchor_scores, command_parser, judgments
 from moverkit.combination import (
     ALPHAS,
     ANCHORS,
@@ -45,8 +46,6 @@ from moverkit.correlation import pairwise, pearson
 from moverkit.judgments import UNSEEN_PAIRS, TestSet, segment_scores
 from moverkit.options import emit, progress
 from moverkit.specs import SPECS
-
-from ._shared import anchor_scores, command_parser, judgments
 
 HELP = "a calibrated combination of metrics against each metric alone, leaving one language pair out"
 

@@ -26,9 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from moverkit.bench._shared import command_parser, encoder_floor, interleaved, sentence_encoder_floor
 from moverkit.options import METRICS, emit, positive_int, progress, rounds
-
-from ._shared import command_parser, encoder_floor, interleaved, sentence_encoder_floor
 
 HELP = "moverkit.compare against encoding its distinct texts once, side by side"
 

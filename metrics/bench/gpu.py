@@ -29,10 +29,9 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from moverkit.bench import MAIN_OUTPUTS
+from moverkit.bench._shared import RUNS, command_parser, distinct, distinct_texts, floor, judgments
 from moverkit.options import emit, natural_int, positive_int, progress, rounds
-
-from . import MAIN_OUTPUTS
-from ._shared import RUNS, command_parser, distinct, distinct_texts, floor, judgments
 
 HELP = "pairs/s per metric and precision on a CUDA device, bert-score beside, a 100k-pair run"
 

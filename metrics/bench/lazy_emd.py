@@ -19,10 +19,9 @@ import torch
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path, prepare_pairs
 from moverkit._core.centering import Centering
 from moverkit._core.encoding import EncoderRequest
+from moverkit.bench import CorrelationRow, SpeedSuite
+from moverkit.bench._shared import PeerUnavailable, encoder_floor, metric_run
 from moverkit.functional.lazy_emd import pair_scores, pairs_with_mass
-
-from . import CorrelationRow, SpeedSuite
-from ._shared import PeerUnavailable, encoder_floor, metric_run
 
 CORRELATION_ROWS = [
     CorrelationRow("Lazy-EMD (en preset)", "lazy_emd", "lazy_emd", {"lang": "en"}),

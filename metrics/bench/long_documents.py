@@ -10,10 +10,9 @@ encoded on its own). :func:`token_share` says what share of the tokens each one 
 
 from __future__ import annotations
 
+from moverkit.bench import CorrelationRow, SpeedSuite
+from moverkit.bench._shared import metric_run
 from moverkit.judgments import Judgments
-
-from . import CorrelationRow, SpeedSuite
-from ._shared import metric_run
 
 DOCUMENT_SEGMENTS = 40
 """Segments per document: about 1,100 tokens of WMT17 news (25 to 30 tokens a segment), so a

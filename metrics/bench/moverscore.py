@@ -14,9 +14,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import embedded_model_path
-
-from . import CorrelationRow, SpeedSuite
-from ._shared import PeerUnavailable, encoder_floor, metric_run
+from moverkit.bench import CorrelationRow, SpeedSuite
+from moverkit.bench._shared import PeerUnavailable, encoder_floor, metric_run
 
 CORRELATION_ROWS = [
     CorrelationRow("MoverScore v2", "moverscore", "moverscore", {"version": "v2"}),

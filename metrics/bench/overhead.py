@@ -24,9 +24,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from moverkit.bench._shared import RUNS, capped_parser, distinct, floor, interleaved, judgments, machine_isa
 from moverkit.options import emit, progress
-
-from ._shared import RUNS, capped_parser, distinct, floor, interleaved, judgments, machine_isa
 
 HELP = "each metric's time over a tokenize+forward floor, with a tiny random encoder (CPU proxy)"
 

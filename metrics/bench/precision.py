@@ -18,12 +18,11 @@ import warnings
 
 import numpy as np
 
+from moverkit.bench import MAIN_OUTPUTS, CorrelationRow
+from moverkit.bench._shared import capped_parser, judgments, machine_isa, score_row
 from moverkit.correlation import correlate
 from moverkit.judgments import Judgments
 from moverkit.options import METRICS, emit, progress
-
-from . import MAIN_OUTPUTS, CorrelationRow
-from ._shared import capped_parser, judgments, machine_isa, score_row
 
 HELP = "float32 vs bfloat16 encoder: speed, score change, correlation"
 

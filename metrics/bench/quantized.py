@@ -41,7 +41,14 @@ from moverkit.options import emit, positive_int, require_data, rounds
 if TYPE_CHECKING:
     import torch
 
-from ._shared import STRICT_AVX2_ENV, cap_options, command_parser, environment_caps, machine_isa, run_capped
+from moverkit.bench._shared import (
+    STRICT_AVX2_ENV,
+    cap_options,
+    command_parser,
+    environment_caps,
+    machine_isa,
+    run_capped,
+)
 
 HELP = "int8 and ONNX Runtime paths of the encoder vs float32: speed, |delta F1|, Pearson"
 

@@ -3,8 +3,8 @@ on multi-sentence paragraphs."""
 
 from __future__ import annotations
 
-from . import CorrelationRow, SpeedSuite
-from ._shared import encoder_floor, metric_run, sentence_encoder_floor
+from moverkit.bench import CorrelationRow, SpeedSuite
+from moverkit.bench._shared import encoder_floor, metric_run, sentence_encoder_floor
 
 # WMT17 segments are (mostly) single sentences: there sBERTScore is the cosine of the two
 # sentence embeddings, the "SBERT" rows of Chen et al. (2020), Table 2.

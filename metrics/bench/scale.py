@@ -16,10 +16,9 @@ import sys
 import time
 from pathlib import Path
 
+from moverkit.bench._shared import command_parser, distinct_texts
 from moverkit.judgments import read_judgments
 from moverkit.options import emit, positive_int, progress, require_data
-
-from ._shared import command_parser, distinct_texts
 
 HELP = "wall time and peak RSS of one call at growing numbers of distinct pairs"
 

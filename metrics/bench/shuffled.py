@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import random
 
+from moverkit.bench._shared import command_parser, judgments
 from moverkit.judgments import Judgments
 from moverkit.options import emit, positive_int
 from moverkit.specs import SPECS
-
-from ._shared import command_parser, judgments
 
 HELP = "share of pairs where each metric scores the true reference above another pair's"
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import statistics
 
+from moverkit.bench import SpeedSuite, registry
+from moverkit.bench._shared import PeerUnavailable, command_parser, interleaved, judgments
 from moverkit.options import emit, rounds
-
-from . import SpeedSuite, registry
-from ._shared import PeerUnavailable, command_parser, interleaved, judgments
 
 HELP = "time metrics side by side against the encoder and peers"
 

@@ -45,12 +45,11 @@ import math
 from itertools import combinations
 from pathlib import Path
 
+from moverkit.bench._shared import ANCHORS, anchor_metric, anchor_scores, command_parser
 from moverkit.correlation import acc_eq, pairwise, pearson
 from moverkit.judgments import UNSEEN_PAIRS, TestSet, segment_scores
 from moverkit.options import METRICS, emit, positive_int, progress
 from moverkit.specs import spec
-
-from ._shared import ANCHORS, anchor_metric, anchor_scores, command_parser
 
 HELP = "WMT17 to-English systems: Pearson, pairwise accuracy and significant decisions"
 

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from moverkit.bench._shared import command_parser, interleaved, judgments
 from moverkit.options import METRICS, emit, positive_int, progress, rounds
-
-from ._shared import command_parser, interleaved, judgments
 
 HELP = "tuned settings (moverkit tune) against the defaults, leaving one language pair out"
 

@@ -4,8 +4,8 @@ against the encoder alone."""
 
 from __future__ import annotations
 
-from . import CorrelationRow, SpeedSuite
-from ._shared import encoder_floor, metric_run
+from moverkit.bench import CorrelationRow, SpeedSuite
+from moverkit.bench._shared import encoder_floor, metric_run
 
 # Temperatures are the module's defaults, the paper's: 0.02 without centering, 0.10 (TWMD) and
 # 0.15 (TRWMD) with batch centering; one Sinkhorn step.

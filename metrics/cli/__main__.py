@@ -1,5 +1,5 @@
 import sys
 
-from . import main
+from moverkit.cli import main
 
 sys.exit(main())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..options import METRICS, key_value, positive_int
+from moverkit.options import METRICS, key_value, positive_int
 
 COMPONENTS = (*METRICS, "chrF", "BLEU")
 """``moverkit.combination.COMPONENTS``, spelled out so that building the parser imports nothing heavy."""

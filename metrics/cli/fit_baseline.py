@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..options import METRICS, given_arguments, natural_int, positive_int
+from moverkit.options import METRICS, given_arguments, natural_int, positive_int
 
 
 def register(commands) -> None:

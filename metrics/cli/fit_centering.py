@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..options import add_encoder_options
+from moverkit.options import add_encoder_options
 
 
 def register(commands) -> None:

@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..options import DTYPES, METRICS, add_encoder_options, given_arguments
+from moverkit.options import DTYPES, METRICS, add_encoder_options, given_arguments
 
 PROGRESS_LINES = 1000
 """Files longer than this get a progress bar without --verbose."""

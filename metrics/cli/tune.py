@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..options import positive_int
+from moverkit.options import positive_int
 
 TUNABLE = ("twmd", "centered_bertscore", "lazy_emd", "moverscore", "sbertscore")
 

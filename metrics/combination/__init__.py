@@ -64,11 +64,20 @@ orientation), :mod:`~moverkit.combination.file` (:class:`Combination`, its check
 
 from __future__ import annotations
 
-from .components import ANCHORS, COMBINED, COMPONENTS, orientation
-from .crossval import Fold, leave_one_group_out, leave_one_test_set_out
-from .file import FORMAT, MAGNITUDE_LIMIT, STD_LIMITS, VERSION, Combination, SegmentLevel, SystemLevel, load
-from .fitting import ALPHAS, SystemFit, fit, fit_segment, fit_system
-from .scoring import (
+from moverkit.combination.components import ANCHORS, COMBINED, COMPONENTS, orientation
+from moverkit.combination.crossval import Fold, leave_one_group_out, leave_one_test_set_out
+from moverkit.combination.file import (
+    FORMAT,
+    MAGNITUDE_LIMIT,
+    STD_LIMITS,
+    VERSION,
+    Combination,
+    SegmentLevel,
+    SystemLevel,
+    load,
+)
+from moverkit.combination.fitting import ALPHAS, SystemFit, fit, fit_segment, fit_system
+from moverkit.combination.scoring import (
     anchor,
     combined,
     component_scores,

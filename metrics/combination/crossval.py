@@ -9,11 +9,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from moverkit.combination.file import Combination, SegmentLevel
+from moverkit.combination.fitting import ALPHAS, SystemFit, fit_segment, fit_system
+from moverkit.combination.scoring import segment_scores, system_scores
 from moverkit.correlation import correlate
-
-from .file import Combination, SegmentLevel
-from .fitting import ALPHAS, SystemFit, fit_segment, fit_system
-from .scoring import segment_scores, system_scores
 
 
 class Fold(NamedTuple):

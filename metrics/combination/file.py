@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..jsonfile import check_format, digest, read_file
-from .components import ANCHORS, _check_component
+from moverkit.combination.components import ANCHORS, _check_component
+from moverkit.jsonfile import check_format, digest, read_file
 
 FORMAT = "moverkit-combination"
 """The ``format`` key of a combination file."""

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .file import Combination, SegmentLevel, SystemLevel
+from moverkit.combination.file import Combination, SegmentLevel, SystemLevel
 
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 """The shrinkage grid of the system level: the share ``a`` of the NNLS weights beside equal ones (package doc)."""

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from moverkit.combination.components import ANCHORS, _check_component, orientation
+from moverkit.combination.file import Combination, _check_path, load
+from moverkit.combination.fitting import _matrix, _z
 from moverkit.judgments import TestSet
 from moverkit.specs import spec
-
-from .components import ANCHORS, _check_component, orientation
-from .file import Combination, _check_path, load
-from .fitting import _matrix, _z
 
 
 def segment_scores(combination: Combination, features: Mapping[str, Sequence[float]]) -> np.ndarray:

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 
-from ..lines import table_label
-from .resampling import PairedTest, bootstrap_interval, check_resampling, clusters, holm, paired_test
+from moverkit.comparison.resampling import PairedTest, bootstrap_interval, check_resampling, clusters, holm, paired_test
+from moverkit.lines import table_label
 
 ALPHA = 0.05
 """The significance level of the clusters (after Holm's correction)."""
@@ -49,24 +49,24 @@ class Comparison:
         }
 
     def to_markdown(self) -> str:
-        from .report import markdown
+        from moverkit.comparison.report import markdown
 
         return markdown(self)
 
     def to_json(self, path) -> None:
-        from .report import write_json
+        from moverkit.comparison.report import write_json
 
         write_json(self, path)
 
     def plot(self, path) -> None:
         """A PNG of each system's score and interval, one panel per metric."""
-        from .report import write_png
+        from moverkit.comparison.report import write_png
 
         write_png(self, path)
 
     def to_html(self, path) -> None:
         """A self-contained HTML page: the tables and the plot (embedded)."""
-        from .report import write_html
+        from moverkit.comparison.report import write_html
 
         write_html(self, path)
 
@@ -189,7 +189,7 @@ def _check_systems(systems, n: int) -> None:
 
 def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resamples: int, seed: int) -> Comparison:
     """The statistics of :class:`Comparison` from segment scores (metric -> system -> scores)."""
-    from .report import higher_is_better
+    from moverkit.comparison.report import higher_is_better
 
     systems, pairs, ranking = [], [], {}
     for metric, by_system in segments.items():

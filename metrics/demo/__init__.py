@@ -35,13 +35,10 @@ The parts: :mod:`.widgets` (the settings, heatmaps, examples and models a page o
 
 from __future__ import annotations
 
-from .._core.centering import MIN_BATCH_TEXTS
-from .app import (
-    _local_card,  # noqa: F401  (the card as the page shows it; read by the card tests)
-    build_demo,
-)
-from .plotting import LABEL_CHARS, heatmap_figure, pick_heatmap
-from .scoring import (
+from moverkit._core.centering import MIN_BATCH_TEXTS
+from moverkit.demo.app import build_demo
+from moverkit.demo.plotting import LABEL_CHARS, heatmap_figure, pick_heatmap
+from moverkit.demo.scoring import (
     MAX_PREDICTIONS,
     MAX_REFERENCES,
     MAX_TEXT_CHARS,
@@ -53,7 +50,7 @@ from .scoring import (
     parse_pairs,
     score,
 )
-from .widgets import (
+from moverkit.demo.widgets import (
     DEMO_MODELS_VARIABLE,
     EXAMPLES,
     MAX_UPLOAD_BYTES,

@@ -10,10 +10,10 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..specs import spec
-from .plotting import HEATMAP_CSS, heatmap_figure, pick_heatmap, shorten
-from .scoring import REFERENCE_SEPARATOR, USER_ERRORS, empty_table, score, score_header
-from .widgets import MAX_UPLOAD_BYTES, Heatmap, Param, _models_info, allowed_models
+from moverkit.demo.plotting import HEATMAP_CSS, heatmap_figure, pick_heatmap, shorten
+from moverkit.demo.scoring import REFERENCE_SEPARATOR, USER_ERRORS, empty_table, score, score_header
+from moverkit.demo.widgets import MAX_UPLOAD_BYTES, Heatmap, Param, _models_info, allowed_models
+from moverkit.specs import spec
 
 
 def build_demo(
@@ -281,8 +281,7 @@ def _local_card(metric: str, card: Path) -> str:
     dry-run ``moverkit publish`` fills them (this checkout's repository and commit where it can
     tell, else ``OWNER/moverkit`` and zeros), so no ``{..._PLACEHOLDER}`` shows when run locally."""
     import moverkit
-
-    from ..publish import resolve_release
+    from moverkit.publish import resolve_release
 
     text = _strip_front_matter(card.read_text(encoding="utf-8"))
     root = card.resolve().parents[2]

@@ -7,7 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .widgets import Heatmap
+from moverkit.demo.widgets import Heatmap
 
 LABEL_CHARS = 30
 """Axis labels (tokens, sentences) longer than this end in an ellipsis."""

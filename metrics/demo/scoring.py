@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..lines import split_lines
-from ..specs import MetricSpec
+from moverkit.lines import split_lines
+from moverkit.specs import MetricSpec
 
 REFERENCE_SEPARATOR = "|||"
 """Separates the references of one prediction on a line of the references box."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._core.centering import MAX_STATS_FILE_BYTES
+from moverkit._core.centering import MAX_STATS_FILE_BYTES
 
 MAX_UPLOAD_BYTES = MAX_STATS_FILE_BYTES
 """The largest upload a page takes (1 MiB): its one upload is a corpus statistic, and no statistic

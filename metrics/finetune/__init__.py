@@ -48,12 +48,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._core import checks
-from .._core.encoding import NonFiniteOutputs
-from ..functional.twmd import resolve_params
-from .card import fixed, model_card
-from .folder import MARKER, MODEL_FOLDER_FILES, OutputFolder
-from .targets import (
+from moverkit._core import checks
+from moverkit._core.encoding import NonFiniteOutputs
+from moverkit.finetune.card import fixed, model_card
+from moverkit.finetune.folder import MARKER, MODEL_FOLDER_FILES, OutputFolder
+from moverkit.finetune.targets import (
     STANDARDIZATIONS,
     TARGET_RANGE,
     _check_validation,
@@ -64,7 +63,7 @@ from .targets import (
     split_rows,
     standardized,
 )
-from .trainer import (
+from moverkit.finetune.trainer import (
     MAX_LEARNING_RATE,
     TRAINING_CENTERINGS,
     FinetuneResult,
@@ -76,6 +75,7 @@ from .trainer import (
     correlations,
     trainable_encoder,
 )
+from moverkit.functional.twmd import resolve_params
 
 MAX_EPOCHS = 1_000
 """The most epochs a run takes. Fine-tuning passes over the judgments a few times (the default is

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from .trainer import FinetuneResult
+from moverkit.finetune.trainer import FinetuneResult
 
 
 def model_card(recipe: dict, result: FinetuneResult) -> str:

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._core import checks
-from .._core.base import warn_user
-from ..judgments import Judgments, read_judgments
+from moverkit._core import checks
+from moverkit._core.base import warn_user
+from moverkit.judgments import Judgments, read_judgments
 
 STANDARDIZATIONS = ("group", "global", "none")
 

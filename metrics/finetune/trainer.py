@@ -12,12 +12,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .._core import prepare_pairs
-from .._core.centering import Centering
-from .._core.encoding import EncoderRequest, load_encoder
-from ..correlation import correlate
-from ..judgments import Judgments
-from ..registry import get as get_metric
+from moverkit._core import prepare_pairs
+from moverkit._core.centering import Centering
+from moverkit._core.encoding import EncoderRequest, load_encoder
+from moverkit.correlation import correlate
+from moverkit.judgments import Judgments
+from moverkit.registry import get as get_metric
 
 TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
 """Centering modes for training. ``corpus`` is refused: a statistic fitted on the base model no

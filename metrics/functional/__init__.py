@@ -10,10 +10,10 @@ function of the same name here.
 
 from __future__ import annotations
 
-from .centered_bertscore import centered_bertscore
-from .lazy_emd import lazy_emd
-from .moverscore import moverscore
-from .sbertscore import sbertscore
-from .twmd import twmd
+from moverkit.functional.centered_bertscore import centered_bertscore
+from moverkit.functional.lazy_emd import lazy_emd
+from moverkit.functional.moverscore import moverscore
+from moverkit.functional.sbertscore import sbertscore
+from moverkit.functional.twmd import twmd
 
 __all__ = ["centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd"]

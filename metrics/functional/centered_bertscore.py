@@ -26,8 +26,7 @@ from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure
 from moverkit._core.base import self_cosine_one
 from moverkit._core.call import MetricCall, chunks
 from moverkit._core.encoding import count_zero_weight_texts, warn_zero_weights
-
-from .entry import metric_function
+from moverkit.functional.entry import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")
 

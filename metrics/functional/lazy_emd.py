@@ -24,10 +24,9 @@ from moverkit._core import check_idf, checks, pair_hash
 from moverkit._core.base import ConvergenceWarning, cuda_plan, self_cosine_one, warn_user
 from moverkit._core.call import MetricCall, chunks
 from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
+from moverkit.functional.entry import metric_function
 from moverkit.ot import unbalanced_plan
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE, unbalanced_sinkhorn_batches
-
-from .entry import metric_function
 
 __all__ = ["lazy_emd"]
 

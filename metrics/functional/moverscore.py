@@ -40,9 +40,8 @@ from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.base import pad, pair_buckets
 from moverkit._core.call import MetricCall, check_aggregated_centering, chunks
 from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
+from moverkit.functional.entry import metric_function
 from moverkit.ot import exact_transport
-
-from .entry import metric_function
 
 PRESETS = {
     "v2": {

@@ -23,9 +23,8 @@ from moverkit._core import get_hash
 from moverkit._core.base import warn_user
 from moverkit._core.call import MetricCall, chunks
 from moverkit._core.encoding import splitter_languages, splitter_tag
-
-from .centered_bertscore import alignment, pair_scores
-from .entry import metric_function
+from moverkit.functional.centered_bertscore import alignment, pair_scores
+from moverkit.functional.entry import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")
 

@@ -25,10 +25,9 @@ import torch
 from moverkit._core import checks, pair_hash
 from moverkit._core.base import self_cosine_one
 from moverkit._core.call import MetricCall, chunks
+from moverkit.functional.entry import metric_function
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
-
-from .entry import metric_function
 
 __all__ = ["twmd"]
 

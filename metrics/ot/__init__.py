@@ -12,9 +12,15 @@ POT's Sinkhorn solves one problem per call; the Sinkhorn solvers here solve a pa
 problems of different sizes at once.
 """
 
-from .exact import exact_transport
-from .sinkhorn import sinkhorn_log_plan, trwmd_value
-from .unbalanced import SinkhornResult, overrelaxation, scaling_exponent, unbalanced_plan, unbalanced_sinkhorn
+from moverkit.ot.exact import exact_transport
+from moverkit.ot.sinkhorn import sinkhorn_log_plan, trwmd_value
+from moverkit.ot.unbalanced import (
+    SinkhornResult,
+    overrelaxation,
+    scaling_exponent,
+    unbalanced_plan,
+    unbalanced_sinkhorn,
+)
 
 __all__ = [
     "SinkhornResult",

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..registry import REGISTRY
-from .targets import TARGETS
+from moverkit.registry import REGISTRY
+from moverkit.tuning.targets import TARGETS
 
 OBJECTIVES = ("pearson", "kendall")
 
@@ -78,7 +78,7 @@ class Tuning:
         return arguments
 
     def to_settings(self, data_name: str = ""):
-        from ..settings import Settings
+        from moverkit.settings import Settings
 
         record = {
             "data": data_name,
@@ -205,9 +205,9 @@ def tune(
     of at least three segments each."""
     import time
 
-    from .._core import checks
-    from ..lines import table_label
-    from ..specs import spec
+    from moverkit._core import checks
+    from moverkit.lines import table_label
+    from moverkit.specs import spec
 
     started = time.perf_counter()
     if metric not in REGISTRY:
@@ -314,11 +314,11 @@ def _settings(target, expanded: list[dict] | None, model_type) -> tuple[list[dic
                 f"(those are: {', '.join(sorted(target.tunable))})"
             )
     varied = [*grid_keys, *(k for k in ("num_layers", "centering") if k in defaults and k not in grid_keys)]
-    from .._core.encoding import resolve_layer
+    from moverkit._core.encoding import resolve_layer
 
     default_layer = None
     if "num_layers" in defaults:
-        from .._core.encoding import default_layer as table_layer
+        from moverkit._core.encoding import default_layer as table_layer
 
         # MoverScore takes the last layer by default, as its release; the others the model's table entry.
         default_layer = n_layers if target.name == "moverscore" else table_layer(name, n_layers)
@@ -344,8 +344,8 @@ def _model_facts(model_type, token_level: bool) -> tuple[str | None, int, bool]:
     """The model's name (as hashcodes give it) and number of layers, and whether ``corpus``
     centering statistics ship for it (for every layer, or for its sentence vectors when not
     ``token_level``). The full encoder loaded here is the one :func:`score_settings` runs."""
-    from .._core.centering import Centering
-    from .._core.encoding import get_encoder
+    from moverkit._core.centering import Centering
+    from moverkit._core.encoding import get_encoder
 
     if not token_level:
         return None, 0, model_type is None  # the embedded model's sentence statistic ships
@@ -379,9 +379,9 @@ def score_settings(
     (see the module doc). sbertscore's settings are one call of the metric each."""
     import time
 
-    from .._core.base import call_texts
-    from .._core.centering import Centering
-    from .._core.encoding import EncoderRequest, encode, get_encoder, resolve_layer
+    from moverkit._core.base import call_texts
+    from moverkit._core.centering import Centering
+    from moverkit._core.encoding import EncoderRequest, encode, get_encoder, resolve_layer
 
     predictions, references = list(predictions), list(references)
     common = {"batch_size": batch_size, "device": device, "dtype": dtype, "max_length": max_length}

@@ -94,7 +94,7 @@ def test_card_names_every_compute_argument_and_the_citation(name, load_metric):
 
 @pytest.mark.parametrize("name", APPS)
 def test_app_run_locally_shows_no_placeholder(name):
-    from moverkit.demo import _local_card
+    from moverkit.demo.app import _local_card
 
     shown = _local_card(name, SPACES / name / "README.md")
     assert "_PLACEHOLDER}" not in shown and shown.lstrip().startswith("#")

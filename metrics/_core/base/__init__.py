@@ -5,9 +5,9 @@ hardware (devices, CPU flags), sizes and the heap, the padding and bucketing of 
 matching and cosines, the inputs of a call (texts, references, groups) and long-text windows.
 """
 
-from . import checks
-from .batching import pad, pair_buckets
-from .hardware import (
+from moverkit._core.base import checks
+from moverkit._core.base.batching import pad, pair_buckets
+from moverkit._core.base.hardware import (
     BFLOAT16_CPU_FLAGS,
     PLAN_VARIABLE,
     SlowPrecisionWarning,
@@ -17,7 +17,7 @@ from .hardware import (
     native_bfloat16_cpu,
     resolve_device,
 )
-from .inputs import (
+from moverkit._core.base.inputs import (
     CallTexts,
     best_per_group,
     call_texts,
@@ -29,9 +29,9 @@ from .inputs import (
     is_missing,
     reference_index,
 )
-from .matching import cosine_matrix, f_measure, greedy_match, self_cosine_one
-from .sizes import parse_size
-from .user_warnings import ConvergenceWarning, MoverkitWarning, warn_user
+from moverkit._core.base.matching import cosine_matrix, f_measure, greedy_match, self_cosine_one
+from moverkit._core.base.sizes import parse_size
+from moverkit._core.base.user_warnings import ConvergenceWarning, MoverkitWarning, warn_user
 
 __all__ = [
     "BFLOAT16_CPU_FLAGS",

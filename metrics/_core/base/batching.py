@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import torch
 
-from .hardware import cuda_plan
+from moverkit._core.base.hardware import cuda_plan
 
 PADDING_FACTOR = 1.5
 """A bucket's padded (pairs x rows x columns) entries stay under this multiple of its pairs' own

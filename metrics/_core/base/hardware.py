@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from .user_warnings import MoverkitWarning, warn_user
+from moverkit._core.base.user_warnings import MoverkitWarning, warn_user
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 """Precisions of the encoder's forward pass (``dtype=``): ``float32`` is exact (bert-score

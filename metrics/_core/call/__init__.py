@@ -6,10 +6,10 @@ the hashcode, streaming (``chunks``: the call prepared once, in chunks under the
 the rescaling baselines.
 """
 
-from .baseline import baseline_csv, score_columns, settings_key
-from .opening import MetricCall, get_hash, open_call, pair_hash
-from .pairs import PaddedClouds, PairData, check_aggregated_centering, prepare_pairs
-from .streaming import chunks, set_memory_budget
+from moverkit._core.call.baseline import baseline_csv, score_columns, settings_key
+from moverkit._core.call.opening import MetricCall, get_hash, open_call, pair_hash
+from moverkit._core.call.pairs import PaddedClouds, PairData, check_aggregated_centering, prepare_pairs
+from moverkit._core.call.streaming import chunks, set_memory_budget
 
 __all__ = [
     "MetricCall",

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-from ..encoding.request import is_english
+from moverkit._core.encoding.request import is_english
 
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "baselines"
 """The shipped baselines: ``<model name, / as __>.<centering>.csv`` for centered_bertscore (bert-score's

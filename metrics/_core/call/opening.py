@@ -29,16 +29,16 @@ from dataclasses import dataclass
 import torch
 import transformers
 
-from ..._version import __version__
-from ..base import checks
-from ..base.inputs import CallTexts, best_per_group, reference_index
-from ..centering.maths import Centering
-from ..centering.stats_file import CenteringStats
-from ..encoding.encoder import Encoder
-from ..encoding.idf import idf_tag
-from ..encoding.request import EncoderRequest, check_lang
-from .baseline import apply_baseline, check_rescaling
-from .pairs import PairData, pair_data, sentence_pair_data
+from moverkit._core.base import checks
+from moverkit._core.base.inputs import CallTexts, best_per_group, reference_index
+from moverkit._core.call.baseline import apply_baseline, check_rescaling
+from moverkit._core.call.pairs import PairData, pair_data, sentence_pair_data
+from moverkit._core.centering.maths import Centering
+from moverkit._core.centering.stats_file import CenteringStats
+from moverkit._core.encoding.encoder import Encoder
+from moverkit._core.encoding.idf import idf_tag
+from moverkit._core.encoding.request import EncoderRequest, check_lang
+from moverkit._version import __version__
 
 
 @dataclass(frozen=True)

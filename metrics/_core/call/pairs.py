@@ -18,17 +18,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from ..base import checks
-from ..base.batching import pad, pair_buckets
-from ..base.inputs import CallTexts, call_texts
-from ..centering.maths import Centering, center, center_rows
-from ..centering.stats_file import CenteringStats
-from ..encoding.cache import cached_encode
-from ..encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
-from ..encoding.idf import IdfTable, check_idf, token_weights
-from ..encoding.request import EncoderRequest
-from ..encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_texts
-from ..encoding.tokens import check_max_length
+from moverkit._core.base import checks
+from moverkit._core.base.batching import pad, pair_buckets
+from moverkit._core.base.inputs import CallTexts, call_texts
+from moverkit._core.centering.maths import Centering, center, center_rows
+from moverkit._core.centering.stats_file import CenteringStats
+from moverkit._core.encoding.cache import cached_encode
+from moverkit._core.encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
+from moverkit._core.encoding.idf import IdfTable, check_idf, token_weights
+from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_texts
+from moverkit._core.encoding.tokens import check_max_length
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""

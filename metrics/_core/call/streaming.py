@@ -39,17 +39,17 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..base.heap import fix_mmap_threshold
-from ..base.inputs import CallTexts, call_texts
-from ..base.sizes import parse_size, size_from_env
-from ..centering.maths import row_mean, warn_small_batch
-from ..centering.stats_file import CenteringStats
-from ..encoding.encoder import encode, encoder_for
-from ..encoding.idf import IdfTable
-from ..encoding.request import EncoderRequest
-from ..encoding.sentences import sentence_encoder_for
-from ..encoding.tokens import check_max_length, token_ids
-from .opening import MetricCall
+from moverkit._core.base.heap import fix_mmap_threshold
+from moverkit._core.base.inputs import CallTexts, call_texts
+from moverkit._core.base.sizes import parse_size, size_from_env
+from moverkit._core.call.opening import MetricCall
+from moverkit._core.centering.maths import row_mean, warn_small_batch
+from moverkit._core.centering.stats_file import CenteringStats
+from moverkit._core.encoding.encoder import encode, encoder_for
+from moverkit._core.encoding.idf import IdfTable
+from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.sentences import sentence_encoder_for
+from moverkit._core.encoding.tokens import check_max_length, token_ids
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold on a CPU when neither :func:`set_memory_budget` nor

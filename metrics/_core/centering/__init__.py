@@ -5,8 +5,8 @@ The maths (``maths``: batch, corpus and row means), the statistics file (``Cente
 ``.npz`` per model and layer) and the fitting of a corpus statistic (``fit_centering``).
 """
 
-from .fit import fit_centering
-from .maths import (
+from moverkit._core.centering.fit import fit_centering
+from moverkit._core.centering.maths import (
     CENTERING_MODES,
     MIN_BATCH_TEXTS,
     SENTENCE_CENTERING_MODES,
@@ -16,7 +16,7 @@ from .maths import (
     check_centering,
     row_mean,
 )
-from .stats_file import MAX_STATS_FILE_BYTES, CenteringStats
+from moverkit._core.centering.stats_file import MAX_STATS_FILE_BYTES, CenteringStats
 
 __all__ = [
     "CENTERING_MODES",

@@ -12,14 +12,14 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from ..base import checks
-from ..base.inputs import check_texts
-from ..base.user_warnings import warn_user
-from ..encoding.encoder import encode, get_encoder
-from ..encoding.request import EncoderRequest
-from ..encoding.sentences import encode_sentences, get_sentence_encoder, split_sentences
-from .maths import LEVELS, MIN_BATCH_TEXTS, row_mean
-from .stats_file import CenteringStats
+from moverkit._core.base import checks
+from moverkit._core.base.inputs import check_texts
+from moverkit._core.base.user_warnings import warn_user
+from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, row_mean
+from moverkit._core.centering.stats_file import CenteringStats
+from moverkit._core.encoding.encoder import encode, get_encoder
+from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.sentences import encode_sentences, get_sentence_encoder, split_sentences
 
 MIN_FIT_TEXTS = MIN_BATCH_TEXTS
 """:func:`fit_centering` over fewer distinct units than this (token level: distinct non-blank

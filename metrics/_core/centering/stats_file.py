@@ -27,7 +27,7 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib import format as npy_format
 
-from ..encoding.sentences import SENTENCE_LAYER
+from moverkit._core.encoding.sentences import SENTENCE_LAYER
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,7 +62,7 @@ class CenteringStats:
         """Write to ``path`` (a NumPy ``.npz`` archive; the name is used as given) whole or not at
         all (:func:`moverkit.lines.write_atomic`), or into a binary file object."""
         if isinstance(path, (str, os.PathLike)):
-            from ...lines import write_atomic
+            from moverkit.lines import write_atomic
 
             archive = io.BytesIO()
             self.save(archive)

@@ -5,8 +5,8 @@ What to encode (``EncoderRequest``: the model and its name, the layer, languages
 encoder, the cache of token clouds across calls, and IDF weights.
 """
 
-from .cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache, set_cache
-from .encoder import (
+from moverkit._core.encoding.cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache, set_cache
+from moverkit._core.encoding.encoder import (
     Encoder,
     NonFiniteOutputs,
     TokenClouds,
@@ -15,7 +15,7 @@ from .encoder import (
     get_encoder,
     load_encoder,
 )
-from .idf import (
+from moverkit._core.encoding.idf import (
     IdfTable,
     check_idf,
     count_zero_weight_texts,
@@ -24,8 +24,8 @@ from .idf import (
     warn_zero_weights,
     zero_weight_texts,
 )
-from .memory import release
-from .request import (
+from moverkit._core.encoding.memory import release
+from moverkit._core.encoding.request import (
     DEFAULT_MODEL,
     MODEL_LAYERS,
     EncoderRequest,
@@ -36,7 +36,7 @@ from .request import (
     resolve_layer,
     resolve_model,
 )
-from .sentences import (
+from moverkit._core.encoding.sentences import (
     SENTENCE_LAYER,
     SentenceEncoder,
     encode_sentences,
@@ -46,7 +46,7 @@ from .sentences import (
     splitter_languages,
     splitter_tag,
 )
-from .tokens import quiet_transformers, rust_encode, tokenize
+from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, tokenize
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

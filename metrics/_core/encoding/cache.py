@@ -39,11 +39,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..base.heap import trim_heap
-from ..base.sizes import parse_size, size_from_env
-from .encoder import Encoder, TokenClouds, encode
-from .request import EncoderRequest
-from .tokens import check_max_length
+from moverkit._core.base.heap import trim_heap
+from moverkit._core.base.sizes import parse_size, size_from_env
+from moverkit._core.encoding.encoder import Encoder, TokenClouds, encode
+from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.tokens import check_max_length
 
 DEFAULT_MAX_BYTES = 768 * 2**20
 """Bytes :func:`set_cache` keeps unless told otherwise: about 500,000 tokens of a 384-dimensional

@@ -23,11 +23,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..base.batching import ENCODE_TOKEN_BUDGET, cuda_token_budget, cuda_width, length_batches, pad
-from ..base.hardware import check_dtype, cuda_plan, precision, resolve_device
-from ..base.windows import WindowPlan, plan_windows
-from .request import EncoderRequest, resolve_layer, resolve_model
-from .tokens import check_max_length, quiet_transformers, token_ids
+from moverkit._core.base.batching import ENCODE_TOKEN_BUDGET, cuda_token_budget, cuda_width, length_batches, pad
+from moverkit._core.base.hardware import check_dtype, cuda_plan, precision, resolve_device
+from moverkit._core.base.windows import WindowPlan, plan_windows
+from moverkit._core.encoding.request import EncoderRequest, resolve_layer, resolve_model
+from moverkit._core.encoding.tokens import check_max_length, quiet_transformers, token_ids
 
 logger = logging.getLogger(__name__)
 

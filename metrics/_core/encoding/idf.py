@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 
 import torch
 
-from ..base.user_warnings import warn_user
-from .encoder import TokenClouds
+from moverkit._core.base.user_warnings import warn_user
+from moverkit._core.encoding.encoder import TokenClouds
 
 
 class IdfTable(Mapping):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .cache import clear_cache
-from .encoder import forget_models
+from moverkit._core.encoding.cache import clear_cache
+from moverkit._core.encoding.encoder import forget_models
 
 
 def release() -> None:

