@@ -36,7 +36,8 @@ def chunk_count(predictions, references, **kwargs):
 
     encoder = get_encoder()
     per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
-    return len(streaming.plan_chunks(call_texts(predictions, references), streaming.memory_budget() // per_token, 512))
+    texts = call_texts(predictions, references)
+    return len(streaming.plan_chunks(texts, streaming.memory_budget() // per_token, 512, encoder))
 
 
 # The quick loop keeps batch centering (the one whose chunks share a call mean); the rest are slow.
@@ -245,3 +246,23 @@ def test_a_chunked_call_fixes_glibcs_mmap_threshold_and_an_unchunked_one_does_no
     libc.calls.clear()
     heap.fix_mmap_threshold()
     assert libc.calls == []
+
+
+def test_real_token_counts_plan_one_chunk_where_the_estimate_cuts(wmt_pairs):
+    """Issue 45: the estimate (3 characters a token) runs high, so a call it cuts is planned again
+    from the texts' real token counts, which are token_ids' lengths."""
+    from moverkit._core import call_texts, get_encoder
+    from moverkit._core.encoding.tokens import token_counts, token_ids
+
+    encoder = get_encoder()
+    texts = call_texts(*wmt_pairs)
+    counts = token_counts(encoder, texts.unique, 512)
+    assert [counts[t] for t in texts.unique] == [len(row) for row in token_ids(encoder, texts.unique, 512)[0]]
+    real = sum(counts.values())
+    estimated = sum(streaming.estimated_tokens(t, 512) for t in texts.unique)
+    assert real < estimated
+    budget = (real + estimated) // 2  # the estimate cuts the call, its real counts fit
+    assert len(streaming.plan_chunks(texts, budget, 512)) > 1
+    assert streaming.plan_chunks(texts, budget, 512, encoder) == [(0, len(texts.predictions))]
+    small = real // 4  # cut either way: by the counts into no more chunks than by the estimate
+    assert 1 < len(streaming.plan_chunks(texts, small, 512, encoder)) <= len(streaming.plan_chunks(texts, small, 512))
