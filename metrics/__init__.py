@@ -20,14 +20,14 @@ if TYPE_CHECKING:
     from moverkit.comparison import compare
     from moverkit.mapping import map_scores
 
-from moverkit._version import __version__
-from moverkit.specs import SPECS
+from moverkit.leaves.specs import SPECS
+from moverkit.leaves.version import __version__
 
 _HERE = Path(__file__).resolve().parent
 
 METRICS = tuple(SPECS)
 """The metrics' names, those of the registry (:data:`moverkit.registry.REGISTRY`, read here from its
-light table :data:`moverkit.specs.SPECS`, so that ``import moverkit`` loads no torch); each has its
+light table :data:`moverkit.leaves.specs.SPECS`, so that ``import moverkit`` loads no torch); each has its
 bundled evaluate module, ``<name>/<name>.py``."""
 
 

@@ -209,7 +209,7 @@ def map_scores(metric, predictions: str = "prediction", references: str = "refer
     gives an empty dataset the score columns, so the schema does not depend on the row count.
     Bad rows (``None``, NaN, numbers) are refused with the column and row named.
     """
-    from moverkit.specs import SPECS  # the registry's names, without loading torch here
+    from moverkit.leaves.specs import SPECS  # the registry's names, without loading torch here
 
     name = metric if isinstance(metric, str) else getattr(metric, "name", None)
     if name not in SPECS:

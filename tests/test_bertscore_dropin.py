@@ -12,9 +12,9 @@ import pytest
 from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path
 from moverkit._core.call.baseline import BASELINE_DIR, baseline_csv, read_baseline
+from moverkit.baselines import fit_baseline, random_pairs
 from moverkit.cli import main
 from moverkit.functional.centered_bertscore import centered_bertscore
-from moverkit.rescaling import fit_baseline, random_pairs
 
 bert_score = pytest.importorskip("bert_score")
 

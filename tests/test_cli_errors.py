@@ -66,7 +66,7 @@ def test_bad_numbers_are_argparse_errors(files, capsys, argv, message):
         (["fit-baseline", "--texts", "{t}", "--out", "{o}", "--layers", "3", "3"], "layers: 3 given more than once"),
         (
             ["fit-baseline", "--texts", "{t}", "--out", "{o}", "--pairs", "1000000000000"],
-            "<= 1,000,000 (moverkit.rescaling.MAX_PAIRS), got 1000000000000",
+            "<= 1,000,000 (moverkit.baselines.MAX_PAIRS), got 1000000000000",
         ),  # ran unbounded, drawing 10^12 pairs
     ],
 )
@@ -80,7 +80,7 @@ def test_mistakes_exit_2_with_a_message(files, capsys, argv, message):
 
 
 def test_a_failed_score_leaves_no_file_and_an_old_one_unchanged(files, capsys, monkeypatch):
-    import moverkit.lines
+    import moverkit.leaves.lines
 
     out = files / "scores.jsonl"
     out.write_text("old\n")
@@ -90,7 +90,7 @@ def test_a_failed_score_leaves_no_file_and_an_old_one_unchanged(files, capsys, m
             f.write(data[:10])
         raise OSError("disk full")
 
-    monkeypatch.setattr(moverkit.lines, "write_atomic", fail_midway)
+    monkeypatch.setattr(moverkit.leaves.lines, "write_atomic", fail_midway)
     argv = ["score", "--metric", "twmd", "--predictions", str(files / "t.txt"), "--references", str(files / "t.txt")]
     assert main([*argv, "--out", str(out)]) == 2
     assert "disk full" in capsys.readouterr().err
@@ -98,7 +98,7 @@ def test_a_failed_score_leaves_no_file_and_an_old_one_unchanged(files, capsys, m
 
 
 def test_write_atomic_leaves_nothing_on_failure(tmp_path):
-    from moverkit.lines import write_atomic
+    from moverkit.leaves.lines import write_atomic
 
     target = tmp_path / "x.txt"
     write_atomic(target, "whole\n")
@@ -190,8 +190,8 @@ def test_the_parsers_spelled_out_choices_are_the_librarys():
     """The parser spells its choices out (building it must not import torch or read folders);
     they stay the library's own."""
     import moverkit
-    from moverkit import options
     from moverkit._core.base.hardware import DTYPES
+    from moverkit.leaves import options
 
     assert options.METRICS == moverkit.METRICS
     assert options.DTYPES == DTYPES

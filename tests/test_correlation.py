@@ -1,10 +1,10 @@
-"""moverkit.correlation: the one home of correlation and rank statistics."""
+"""moverkit.judgments.correlation: the one home of correlation and rank statistics."""
 
 import math
 
 import pytest
 
-from moverkit.correlation import acc_eq, correlate, pairwise, pearson
+from moverkit.judgments.correlation import acc_eq, correlate, pairwise, pearson
 
 
 def test_acc_eq_on_a_hand_checked_example():

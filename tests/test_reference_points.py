@@ -8,8 +8,8 @@ import statistics
 import pytest
 
 from moverkit import functional
-from moverkit.rescaling import random_pairs
-from moverkit.specs import SPECS
+from moverkit.baselines import random_pairs
+from moverkit.leaves.specs import SPECS
 
 
 @pytest.mark.slow

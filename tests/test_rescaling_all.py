@@ -13,9 +13,9 @@ import pytest
 
 from moverkit import functional
 from moverkit._core.call.baseline import BASELINE_DIR, baseline_csv, baseline_name, read_baseline, settings_key
+from moverkit.baselines import baseline_columns, fit_baseline
 from moverkit.cli import main
-from moverkit.rescaling import baseline_columns, fit_baseline
-from moverkit.specs import SPECS
+from moverkit.leaves.specs import SPECS
 
 METRICS = sorted(SPECS)
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -147,7 +147,7 @@ def test_fit_file_read_round_trip(name, tiny_model_path, tmp_path):
     """A baseline fitted on random pairs, written, read back and applied to those same pairs: their
     rescaled mean is the rescaled value of the unrelated point, 0 (1 for lazy_emd), up to the
     file's 10 decimals."""
-    from moverkit.rescaling import random_pairs
+    from moverkit.baselines import random_pairs
 
     options = {"variant": "trwmd"} if name == "twmd" else {}
     layers = None if name == "sbertscore" else [2]

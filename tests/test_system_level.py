@@ -18,8 +18,8 @@ from moverkit.bench.system_level import (
     per_system_batch,
     system_level,
 )
-from moverkit.correlation import pairwise
 from moverkit.judgments import SHIPPED, SHIPPED_HUMAN, TestSet, read_shipped, read_wmt17
+from moverkit.judgments.correlation import pairwise
 
 EXTRACTION = Path(__file__).resolve().parents[1] / "data" / "extract_wmt17_system_level.py"
 

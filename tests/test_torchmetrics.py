@@ -16,8 +16,8 @@ from torchmetrics import MetricCollection
 import moverkit
 from moverkit import functional
 from moverkit import torchmetrics as moverkit_torchmetrics
+from moverkit.leaves.specs import SPECS
 from moverkit.registry import REGISTRY
-from moverkit.specs import SPECS
 from moverkit.torchmetrics import TWMD, CenteredBERTScore, LazyEMD, MoverkitMetric, SBERTScore, pair_order
 
 CLASS_NAMES = {name: metric.class_name for name, metric in REGISTRY.items()}

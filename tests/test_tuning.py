@@ -14,9 +14,9 @@ import moverkit
 from moverkit import functional
 from moverkit.cli import main
 from moverkit.judgments import read_judgments
+from moverkit.leaves.settings import Settings, load_settings
+from moverkit.leaves.specs import spec
 from moverkit.registry import REGISTRY
-from moverkit.settings import Settings, load_settings
-from moverkit.specs import spec
 from moverkit.tuning import expand_grid, score_settings, tune
 
 DATA = "data/wmt17_seg_da_to_en.tsv"

@@ -24,9 +24,9 @@ import numpy as np
 def evaluate(predictions, references, human, model_type=None) -> dict:
     """Kendall tau and Pearson r of TWMD-b and BERTScore-F1 on one held-out group (one call each:
     batch centering over the group)."""
-    from moverkit.correlation import correlate
     from moverkit.functional.centered_bertscore import centered_bertscore
     from moverkit.functional.twmd import twmd as twmd_scores
+    from moverkit.judgments.correlation import correlate
 
     twmd = twmd_scores(predictions, references, model_type=model_type, centering="batch")
     bertscore = centered_bertscore(predictions, references, model_type=model_type, centering="none")
@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     table = format_table(run(args.data, args.work, args.epochs, args.seed, args.groups))
     print(table)
     if args.out:
-        from moverkit.lines import write_atomic
+        from moverkit.leaves.lines import write_atomic
 
         write_atomic(args.out, table + "\n")
     return 0

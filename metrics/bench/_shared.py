@@ -29,8 +29,8 @@ from pathlib import Path
 
 from moverkit.bench import CorrelationRow
 from moverkit.judgments import Judgments, TestSet, read_judgments
-from moverkit.lines import check_out
-from moverkit.options import METRICS, positive_int, require_data, rounds
+from moverkit.leaves.lines import check_out
+from moverkit.leaves.options import METRICS, positive_int, require_data, rounds
 
 # ---------------------------------------------------------------------------------------------
 # The opening of a command

@@ -21,7 +21,7 @@ import numpy as np
 from moverkit.bench import MAIN_OUTPUTS
 from moverkit.bench._shared import command_parser, judgments
 from moverkit.judgments import Judgments
-from moverkit.options import METRICS, emit, positive_int, rounds
+from moverkit.leaves.options import METRICS, emit, positive_int, rounds
 
 HELP = "an evaluation loop (fixed references, new predictions) with the cache on"
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from moverkit.options import emit, positive_int, require_data, rounds
+from moverkit.leaves.options import emit, positive_int, require_data, rounds
 
 if TYPE_CHECKING:
     import torch
@@ -203,7 +203,7 @@ def mean_pearson(scores: np.ndarray, pairs: list[dict]) -> float:
     """Pearson r of ``scores`` with ``human``, averaged over language pairs."""
     lps = np.array([r["lp"] for r in pairs])
     human = np.array([float(r["human"]) for r in pairs])
-    from moverkit.correlation import pearson
+    from moverkit.judgments.correlation import pearson
 
     return float(np.mean([pearson(scores[lps == g].tolist(), human[lps == g].tolist()) for g in dict.fromkeys(lps)]))
 
@@ -333,7 +333,7 @@ def register(which) -> None:
 
 
 def command(args) -> int:
-    from moverkit.lines import check_out
+    from moverkit.leaves.lines import check_out
 
     require_data(args)
     check_out(args.out, [args.data])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from moverkit.bench._shared import command_parser, distinct_texts
 from moverkit.judgments import read_judgments
-from moverkit.options import emit, positive_int, progress, require_data
+from moverkit.leaves.options import emit, positive_int, progress, require_data
 
 HELP = "wall time and peak RSS of one call at growing numbers of distinct pairs"
 
@@ -116,7 +116,7 @@ def register(which) -> None:
 
 def command(args) -> int:
     from moverkit._core.base import parse_size
-    from moverkit.lines import check_out
+    from moverkit.leaves.lines import check_out
 
     require_data(args)
     check_out(args.out, [args.data])

@@ -17,7 +17,7 @@ on the distributed, already tokenized texts). Reported per metric:
 * the pairwise accuracy (Kocmi et al., 2021, "To Ship or Not to Ship"): over every pair of systems
   of a language pair, the share the metric orders as the humans do (a tie counts as wrong);
 * acc_eq, the tie-calibrated pairwise accuracy of the WMT23-25 metrics tasks
-  (:func:`moverkit.correlation.acc_eq`; Deutsch, Foster and Freitag, 2023): one row per language
+  (:func:`moverkit.judgments.correlation.acc_eq`; Deutsch, Foster and Freitag, 2023): one row per language
   pair, one tie threshold for all of them, the mean over the pairs. WMT17's human system scores
   have no ties, so it can only equal the (per-pair averaged) accuracy with metric ties wrong;
 * with ``--data`` (a judgments TSV such as ``data/wmt17_seg_da_to_en.tsv``), segment-level acc_eq
@@ -46,10 +46,10 @@ from itertools import combinations
 from pathlib import Path
 
 from moverkit.bench._shared import ANCHORS, anchor_metric, anchor_scores, command_parser
-from moverkit.correlation import acc_eq, pairwise, pearson
 from moverkit.judgments import UNSEEN_PAIRS, TestSet, segment_scores
-from moverkit.options import METRICS, emit, positive_int, progress
-from moverkit.specs import spec
+from moverkit.judgments.correlation import acc_eq, pairwise, pearson
+from moverkit.leaves.options import METRICS, emit, positive_int, progress
+from moverkit.leaves.specs import spec
 
 HELP = "WMT17 to-English systems: Pearson, pairwise accuracy and significant decisions"
 
@@ -336,7 +336,7 @@ def register(which) -> None:
 
 def command(args) -> int:
     from moverkit.judgments import read_judgments, read_shipped, read_wmt17
-    from moverkit.lines import check_out
+    from moverkit.leaves.lines import check_out
 
     check_out(args.out, [] if args.data is None else [args.data])
     if args.wmt17 is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moverkit.options import METRICS, key_value, positive_int
+from moverkit.leaves.options import METRICS, key_value, positive_int
 
 COMPONENTS = (*METRICS, "chrF", "BLEU")
 """``moverkit.combination.COMPONENTS``, spelled out so that building the parser imports nothing heavy."""
@@ -69,7 +69,7 @@ def run(args) -> int:
     from moverkit import combination
     from moverkit.combination.crossval import format_segment, segment_report
     from moverkit.judgments import read_judgments
-    from moverkit.lines import check_out
+    from moverkit.leaves.lines import check_out
 
     components = list(args.component)
     if len(set(components)) != len(components):
@@ -156,7 +156,7 @@ def _system_level(components, kwargs, batch_size, device) -> dict:
 
 
 def _pearson(scores: dict[str, float], human: dict[str, float]) -> float:
-    from moverkit.correlation import pearson
+    from moverkit.judgments.correlation import pearson
 
     names = sorted(human)
     return pearson([scores[s] for s in names], [human[s] for s in names])

@@ -2,7 +2,7 @@
 and BLEU, with its normalization statistics and weights fitted on human judgments.
 
 Components are the metrics of :data:`moverkit.METRICS` (each judged on its main output,
-:attr:`moverkit.specs.MetricSpec.main`) and :data:`ANCHORS`. Each is **oriented** so that higher
+:attr:`moverkit.leaves.specs.MetricSpec.main`) and :data:`ANCHORS`. Each is **oriented** so that higher
 is better: ``o_m = x_m`` for a similarity, ``o_m = -x_m`` for a distance (``lazy_emd``).
 
 Segment level (one score per prediction), fitted on segments with human scores ``h_i``::
@@ -27,7 +27,7 @@ a test set scores 0 there), and the human scores alike::
 The shipped default is equal weights, ``a = 0``. The fit moves towards NNLS only as far as
 leaving one test set out shows it helps: for each ``a``, each training test set is scored by
 ``w(a)`` with ``v`` fitted on the other training sets, and ``a`` is the one whose held-out system
-pairs are ordered as the humans order them most often (:func:`moverkit.correlation.pairwise`,
+pairs are ordered as the humans order them most often (:func:`moverkit.judgments.correlation.pairwise`,
 pooled over the sets); a tie goes to the smaller ``a``. The reason: weights fitted on about 48
 WMT17 systems did not transfer. On WMT18 to-English (386 system pairs, checked outside this
 repository), twmd + chrF fitted by NNLS ordered 93.5% of the pairs, chrF alone 94.0%, and the same

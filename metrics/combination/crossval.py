@@ -12,7 +12,7 @@ import numpy as np
 from moverkit.combination.file import Combination, SegmentLevel
 from moverkit.combination.fitting import ALPHAS, SystemFit, fit_segment, fit_system
 from moverkit.combination.scoring import segment_scores, system_scores
-from moverkit.correlation import correlate
+from moverkit.judgments.correlation import correlate
 
 
 class Fold(NamedTuple):

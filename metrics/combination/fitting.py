@@ -116,7 +116,7 @@ def _shrunk(v: np.ndarray, alpha: float) -> np.ndarray:
 
 
 def _pairwise_array(scores: np.ndarray, human: np.ndarray) -> tuple[int, int]:
-    from moverkit.correlation import pairwise
+    from moverkit.judgments.correlation import pairwise
 
     return pairwise(dict(enumerate(scores)), dict(enumerate(human)), True)
 

@@ -13,7 +13,7 @@ from moverkit.combination.components import ANCHORS, _check_component, orientati
 from moverkit.combination.file import Combination, _check_path, load
 from moverkit.combination.fitting import _matrix, _z
 from moverkit.judgments import TestSet
-from moverkit.specs import spec
+from moverkit.leaves.specs import spec
 
 
 def segment_scores(combination: Combination, features: Mapping[str, Sequence[float]]) -> np.ndarray:

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 from moverkit.combination import COMBINED
-from moverkit.lines import write_atomic
-from moverkit.specs import spec
+from moverkit.leaves.lines import write_atomic
+from moverkit.leaves.specs import spec
 
 
 def higher_is_better(metric: str) -> bool:

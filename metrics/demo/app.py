@@ -13,7 +13,7 @@ from pathlib import Path
 from moverkit.demo.plotting import HEATMAP_CSS, heatmap_figure, pick_heatmap, shorten
 from moverkit.demo.scoring import REFERENCE_SEPARATOR, USER_ERRORS, empty_table, score, score_header
 from moverkit.demo.widgets import MAX_UPLOAD_BYTES, Heatmap, Param, _models_info, allowed_models
-from moverkit.specs import spec
+from moverkit.leaves.specs import spec
 
 
 def build_demo(
@@ -40,7 +40,7 @@ def build_demo(
 
     The page reads top down, a phone first: the two boxes, the Score button, the main settings;
     then the scores, each header with its direction and the metric's reference points beside
-    them (:mod:`moverkit.specs`), the heatmap drawn to the width of its box, the hashcode. A bad
+    them (:mod:`moverkit.leaves.specs`), the heatmap drawn to the width of its box, the hashcode. A bad
     input shows one message under the button (the module's own), and clears the results of the
     previous press; the button first clears them anyway, so that an error never stands above old
     scores.

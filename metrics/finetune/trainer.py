@@ -15,8 +15,8 @@ import torch
 from moverkit._core import prepare_pairs
 from moverkit._core.centering import Centering
 from moverkit._core.encoding import EncoderRequest, load_encoder
-from moverkit.correlation import correlate
 from moverkit.judgments import Judgments
+from moverkit.judgments.correlation import correlate
 from moverkit.registry import get as get_metric
 
 TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
@@ -90,7 +90,7 @@ class Scorer:
 
 def correlations(scores: np.ndarray, targets: np.ndarray, groups: Sequence[str]) -> dict:
     """``{"pearson", "kendall"}``: means over the groups of at least 3 pairs of the per-group
-    correlations (the benchmarks' protocol, :func:`moverkit.correlation.correlate`), and
+    correlations (the benchmarks' protocol, :func:`moverkit.judgments.correlation.correlate`), and
     ``"mse"`` over all pairs."""
     by_group: dict[str, list[int]] = {}
     for i, g in enumerate(groups):

@@ -11,7 +11,7 @@ arguments, then the shared ones (the keyword parameters of
 :func:`~moverkit._core.call.opening.open_call`, with their defaults), then ``settings``. The metric is
 the one of the function's name. A caller's texts and shared arguments are checked by keyword
 into the :class:`~moverkit._core.call.opening.MetricCall` that ``call`` receives, and ``settings=PATH`` is
-:func:`~moverkit.settings.score_with_settings`'s. This is the one wrapper of a metric function and
+:func:`~moverkit.leaves.settings.score_with_settings`'s. This is the one wrapper of a metric function and
 the one place its signature is written. ``inspect.signature``, ``help()``, evaluate's
 ``_compute``, settings files and the CLI read the public signature; static type checkers see the
 wrapper's ``**kwargs``.
@@ -33,7 +33,7 @@ SHARED = tuple(_OPENING[[p.name for p in _OPENING].index("default_layer") + 1 :]
 parameters after its options (``level``, ``languages``, ``default_layer``)."""
 
 SETTINGS = inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY, default=None)
-"""The last parameter of every metric: a settings file (:mod:`moverkit.settings`)."""
+"""The last parameter of every metric: a settings file (:mod:`moverkit.leaves.settings`)."""
 
 TOKEN_ONLY = frozenset({"num_layers", "max_length", "long_texts"})
 """Shared arguments a sentence-level metric does not take: it encodes whole sentences with a
@@ -68,7 +68,7 @@ def metric_function(
             if "call" in kwargs:  # the decorator's own parameter, not an argument of the metric
                 raise TypeError(f"{metric}() got an unexpected keyword argument 'call'")
             if settings is not None:
-                from moverkit.settings import score_with_settings
+                from moverkit.leaves.settings import score_with_settings
 
                 return score_with_settings(opened, metric, settings, predictions, references, kwargs)
             given = {name: kwargs.pop(name) for name in names & kwargs.keys()}

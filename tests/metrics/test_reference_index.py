@@ -7,7 +7,7 @@ import pytest
 
 import moverkit
 from moverkit import functional
-from moverkit.specs import SPECS
+from moverkit.leaves.specs import SPECS
 
 PREDICTIONS = ["the cat sat on the mat", "stocks fell sharply", "he went home", "rain is expected"]
 REFERENCES = [

@@ -35,7 +35,7 @@ from moverkit.demo import (
     score,
 )
 from moverkit.demo.scoring import reference_points
-from moverkit.specs import spec
+from moverkit.leaves.specs import spec
 
 
 def test_one_reference_per_line():

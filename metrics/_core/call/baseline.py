@@ -33,7 +33,7 @@ whose files stay bert-score's) holds, per row, the settings the baseline was fit
 score's hashcode without the versions and the two settings that leave a baseline unchanged
 (:func:`settings_key`). A file with it rescales only a call with the same settings.
 
-:func:`moverkit.rescaling.fit_baseline` fits one for any metric, model, layer and setting
+:func:`moverkit.baselines.fit_baseline` fits one for any metric, model, layer and setting
 (``moverkit fit-baseline``); the baselines of the embedded model at each metric's default settings
 ship with the package (:func:`default_baseline_path`).
 """

@@ -38,7 +38,7 @@ from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.encoder import Encoder
 from moverkit._core.encoding.idf import idf_tag
 from moverkit._core.encoding.request import EncoderRequest, check_lang
-from moverkit._version import __version__
+from moverkit.leaves.version import __version__
 
 
 @dataclass(frozen=True)

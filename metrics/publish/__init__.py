@@ -176,9 +176,9 @@ def with_card_metadata(space_readme: str, card: str) -> str:
 
 def source_version(root: Path) -> dict[str, str]:
     """``{VERSION_PLACEHOLDER}``: ``__version__`` of the checkout ``root`` (its
-    ``metrics/_version.py``), the moverkit release on PyPI that the Spaces pin; none where the
+    ``metrics/leaves/version.py``), the moverkit release on PyPI that the Spaces pin; none where the
     checkout sets no version (a file using the placeholder is then an error)."""
-    init = root / "metrics" / "_version.py"
+    init = root / "metrics" / "leaves" / "version.py"
     match = re.search(r'^__version__ = "([^"]+)"', init.read_text(encoding="utf-8"), re.M) if init.is_file() else None
     return {"{VERSION_PLACEHOLDER}": match.group(1)} if match else {}
 
@@ -209,7 +209,7 @@ def upload(folders: list[Path], release: Release, *, tag: str | None = None, tok
     to ``HF_TOKEN`` (huggingface_hub's own lookup)."""
     from huggingface_hub import HfApi
 
-    from moverkit._version import __version__
+    from moverkit.leaves.version import __version__
 
     api = HfApi(token=token)
     ids = []
@@ -232,7 +232,7 @@ def upload(folders: list[Path], release: Release, *, tag: str | None = None, tok
 def find_root(source: str | os.PathLike | None = None) -> Path:
     """The checkout holding ``metrics/`` and ``spaces/``: ``source``, else the one moverkit is
     installed from (an editable install), else the working directory."""
-    candidates = [Path(source)] if source else [Path(__file__).resolve().parent.parent, Path.cwd()]
+    candidates = [Path(source)] if source else [Path(__file__).resolve().parents[2], Path.cwd()]
     for root in candidates:
         if (root / "spaces").is_dir() and (root / "metrics").is_dir():
             return root

@@ -31,7 +31,7 @@ def random_pairs(texts: Sequence[str], n_pairs: int, seed: int = 0) -> tuple[lis
     baselines pair sentences of a corpus at random, so they are unrelated)."""
     if isinstance(n_pairs, bool) or not isinstance(n_pairs, int) or not 1 <= n_pairs <= MAX_PAIRS:
         raise ValueError(
-            f"the number of pairs must be an int >= 1 and <= {MAX_PAIRS:,} (moverkit.rescaling.MAX_PAIRS), got {n_pairs!r}"
+            f"the number of pairs must be an int >= 1 and <= {MAX_PAIRS:,} (moverkit.baselines.MAX_PAIRS), got {n_pairs!r}"
         )
     texts = [t for t in dict.fromkeys(texts) if t.strip()]
     if len(texts) < 2:

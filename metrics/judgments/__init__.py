@@ -8,7 +8,7 @@ AIPHES/ACL20-Reference-Free-MT-Evaluation (``references/``, ``system-outputs/<lp
 ``DA-syslevel.csv``). Only WMT17 is read: the other years are kept for independent checks.
 
 A library module: ``moverkit.finetune``, ``moverkit combine`` and ``moverkit.bench`` stand on it
-(the agreement of scores with them is :mod:`moverkit.correlation`'s)."""
+(the agreement of scores with them is :mod:`moverkit.judgments.correlation`'s)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from moverkit.lines import read_lines, split_lines, table_label
-from moverkit.specs import spec
+from moverkit.leaves.lines import read_lines, split_lines, table_label
+from moverkit.leaves.specs import spec
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def read_judgments(
     Errors name the file, the line (the header is line 1) and the column: a row whose number of
     fields is not the header's, a human score that is not a finite number, bytes that are not
     UTF-8, a field longer than csv's limit (131,072 characters), a group that a report table cannot
-    hold (:func:`moverkit.lines.table_label`); a missing column is named along with the header's
+    hold (:func:`moverkit.leaves.lines.table_label`); a missing column is named along with the header's
     columns.
     """
     raw = Path(path).read_bytes()
@@ -134,7 +134,7 @@ UNSEEN_PAIRS = ("fi-en", "lv-en")
 """Language pairs outside the five that moverkit's shipped statistics were fitted on."""
 
 
-SHIPPED = Path(__file__).parent / "bench" / "data" / "wmt17_system_level_to_en.tsv.gz"
+SHIPPED = Path(__file__).parent.parent / "bench" / "data" / "wmt17_system_level_to_en.tsv.gz"
 """The shipped extract's texts: ``lp, system, sid, text`` (``system`` is ``reference`` for the
 references), written by ``data/extract_wmt17_system_level.py``."""
 
