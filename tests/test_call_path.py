@@ -63,3 +63,47 @@ def test_a_warm_call_goes_down_once(load_metric, centering):
     assert counts["check_inputs"] == 2  # add_batch's, and the call's own (through call_texts)
     files = sorted({where for where, _ in ran})
     assert len(files) <= MAX_FILES, files
+
+
+AT_MOST_ONCE = (
+    "resolve_device",
+    "check_layers",
+    "check_aggregated_centering",
+    "check_max_length",
+    "call_texts",
+    "encoder_for",
+    "open_call",
+    "check_centering",
+)
+"""What issue 46 asks to run at most once in one warm call of centered_bertscore and of moverscore,
+whatever the centering: the device resolved, the layers and the centering of an aggregation over
+layers checked, the token limit, the texts. ``check_idf`` runs once per IDF argument the metric
+takes (moverscore's ``idf`` and ``prediction_idf``: two arguments, each checked once)."""
+IDF_ARGUMENTS = {"centered_bertscore": 1, "moverscore": 2}
+
+
+@pytest.mark.parametrize(
+    "name, arguments",
+    [
+        ("centered_bertscore", {"centering": "corpus"}),
+        ("centered_bertscore", {"centering": "batch"}),
+        ("moverscore", {"centering": "corpus"}),
+        ("moverscore", {"centering": "batch"}),
+        ("moverscore", {"version": "v1", "centering": "batch"}),
+    ],
+)
+def test_each_check_runs_at_most_once_in_a_call(name, arguments):
+    from moverkit import functional
+
+    score = getattr(functional, name)
+    text = "a cat sat on the mat while the dog barked at two birds in the old tree"
+    words = text.split(" ")
+    predictions = [" ".join(words[i : i + 5]) for i in range(12)]
+    references = [[" ".join(words[i + 1 : i + 6]), " ".join(words[i : i + 3])] for i in range(12)]
+    score(predictions, references, **arguments)  # warm
+    ran, _ = follow(lambda: score(predictions, references, **arguments))
+    counts = collections.Counter()
+    for (_, function), n in ran.items():
+        counts[function] += n
+    assert {f: counts[f] for f in AT_MOST_ONCE if counts[f] > 1} == {}
+    assert counts["check_idf"] == IDF_ARGUMENTS[name]

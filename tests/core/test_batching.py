@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from moverkit._core import encode, get_encoder
+from moverkit._core.base import batching
 from moverkit._core.base.batching import CUDA_WIDTHS, ENCODE_TOKEN_BUDGET, cuda_token_budget, length_batches
 from moverkit._core.encoding.encoder import encode_batches
 from moverkit._core.encoding.request import EncoderRequest
@@ -153,3 +154,41 @@ def test_the_gpu_fill_gives_the_cpu_fill_bit_for_bit():
             written.view(-1).view(torch.uint8) if written.is_floating_point() else written,
             gathered.view(-1).view(torch.uint8) if gathered.is_floating_point() else gathered,
         )
+
+
+def _bucket_by_pair(rows, cols, max_elements):
+    """pair_buckets as it was first written, one Python step per pair (issue 45 vectorized it)."""
+    n_rows, n_cols = rows.clamp_min(1), cols.clamp_min(1)
+    order = torch.argsort(n_rows * n_cols, stable=True)
+    order = order[torch.argsort(torch.maximum(n_rows, n_cols)[order], stable=True)]
+    sizes_r, sizes_c = n_rows[order].tolist(), n_cols[order].tolist()
+    start, out = 0, []
+    while start < len(order):
+        end, width_r, width_c, real = start, 1, 1, 0
+        while end < len(order):
+            wr, wc = max(width_r, sizes_r[end]), max(width_c, sizes_c[end])
+            padded = (end - start + 1) * wr * wc
+            real_then = real + sizes_r[end] * sizes_c[end]
+            too_big = padded > max_elements or padded > batching.PADDING_FACTOR * real_then + batching.PADDING_SLACK
+            if end > start and too_big:
+                break
+            width_r, width_c, real, end = wr, wc, real_then, end + 1
+        out.append(order[start:end].tolist())
+        start = end
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pair_buckets_are_those_of_the_pair_by_pair_cut(seed, monkeypatch):
+    rng = random.Random(seed)
+    n = rng.choice([0, 1, 7, 300, 3000])
+    rows = torch.tensor(
+        [rng.choice([0, 1, rng.randint(1, 60), rng.randint(1, 400)]) for _ in range(n)], dtype=torch.long
+    )
+    cols = torch.tensor(
+        [rng.choice([0, 1, rng.randint(1, 60), rng.randint(1, 400)]) for _ in range(n)], dtype=torch.long
+    )
+    monkeypatch.setattr(batching, "BUCKET_WINDOW", rng.choice([1, 3, 1024]))  # windows cut anywhere
+    for max_elements in (1, 5_000, 200_000, 10**8):
+        got = [b.tolist() for b in batching.pair_buckets(rows, cols, max_elements)]
+        assert got == _bucket_by_pair(rows, cols, max_elements)

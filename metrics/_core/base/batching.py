@@ -99,20 +99,42 @@ def pair_buckets(rows: torch.Tensor, cols: torch.Tensor, max_elements: int) -> I
     check_pair_sizes(n_rows, n_cols)
     order = torch.argsort(n_rows * n_cols, stable=True)
     order = order[torch.argsort(torch.maximum(n_rows, n_cols)[order], stable=True)]
-    sizes_r, sizes_c = n_rows[order].tolist(), n_cols[order].tolist()
-    start = 0
-    while start < len(order):
-        end, width_r, width_c, real = start, 1, 1, 0
-        while end < len(order):
-            wr, wc = max(width_r, sizes_r[end]), max(width_c, sizes_c[end])
-            padded = (end - start + 1) * wr * wc
-            real_then = real + sizes_r[end] * sizes_c[end]
-            too_big = padded > max_elements or padded > PADDING_FACTOR * real_then + PADDING_SLACK
-            if end > start and too_big:
-                break
-            width_r, width_c, real, end = wr, wc, real_then, end + 1
+    sizes_r, sizes_c = n_rows[order].numpy().astype(np.int64), n_cols[order].numpy().astype(np.int64)
+    start, n = 0, len(order)
+    while start < n:
+        end = start + _bucket_length(sizes_r[start:], sizes_c[start:], max_elements)
         yield order[start:end]
         start = end
+
+
+BUCKET_WINDOW = 1024
+"""Pairs :func:`_bucket_length` looks at in one vectorized step before it looks further."""
+
+
+def _bucket_length(sizes_r: np.ndarray, sizes_c: np.ndarray, max_elements: int) -> int:
+    """How many of the ordered pairs (``sizes_r``, ``sizes_c``: their sides) the bucket opening at
+    the first one takes: the longest run whose padded (pairs x max rows x max cols) entries stay
+    within ``max_elements`` and :data:`PADDING_FACTOR` times its own entries plus
+    :data:`PADDING_SLACK` (at least one pair). The running maxima and sums are numpy's, a window
+    of :data:`BUCKET_WINDOW` pairs at a time: a loop of one Python step per pair was 22 ms of a
+    0.2 s GPU call on 2,800 pairs (issue 45)."""
+    taken = 0
+    width_r = width_c = 1
+    real = 0
+    while taken < len(sizes_r):
+        rows, cols = sizes_r[taken : taken + BUCKET_WINDOW], sizes_c[taken : taken + BUCKET_WINDOW]
+        wr = np.maximum.accumulate(np.maximum(rows, width_r))
+        wc = np.maximum.accumulate(np.maximum(cols, width_c))
+        count = np.arange(taken + 1, taken + len(rows) + 1, dtype=np.int64)
+        padded = count * wr * wc
+        reals = real + np.cumsum(rows * cols)
+        too_big = (padded > max_elements) | (padded > PADDING_FACTOR * reals + PADDING_SLACK)
+        too_big &= count > 1  # the first pair always goes in
+        if too_big.any():
+            return taken + int(np.argmax(too_big))
+        taken += len(rows)
+        width_r, width_c, real = int(wr[-1]), int(wc[-1]), int(reals[-1])
+    return taken
 
 
 def check_pair_sizes(rows: torch.Tensor, cols: torch.Tensor) -> None:

@@ -211,6 +211,10 @@ def prepare_pairs(
     then runs :func:`pair_data`. A metric call checked all that once, at its opening, and runs
     :func:`pair_data` through :meth:`~moverkit._core.call.opening.MetricCall.pairs`.
     """
+    if (layers is None) != (layer_aggregation is None):
+        raise ValueError("layers and layer_aggregation go together: give both or neither")
+    if layer_aggregation is not None:
+        check_aggregated_centering(centering)
     texts = call_texts(predictions, references)
     idf = check_idf(idf)
     prediction_idf = None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf")
@@ -251,10 +255,6 @@ def pair_data(
     their ``encoder`` resolved: nothing here checks them again. ``call_prediction_idf``: for
     ``prediction_idf=True``, the table a streamed call fitted on all its predictions (as
     ``call_idf`` for the references)."""
-    if (layers is None) != (layer_aggregation is None):
-        raise ValueError("layers and layer_aggregation go together: give both or neither")
-    if layer_aggregation is not None:
-        check_aggregated_centering(centering)
     if layer_aggregation is not None and centering.call_mean is not None:
         raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
     stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
