@@ -24,7 +24,7 @@ import torch
 
 from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match, pair_hash
 from moverkit._core.base import self_cosine_one
-from moverkit._core.call import MetricCall, chunks
+from moverkit._core.call import MetricCall, PreparedChunk, chunks
 from moverkit._core.encoding import count_zero_weight_texts, warn_zero_weights
 from moverkit.functional.entry import metric_function
 
@@ -55,11 +55,11 @@ def centered_bertscore(
     return call.close([_scores(chunk, idf=idf) for chunk in chunks(call, idf=idf)])
 
 
-def _scores(call: MetricCall, *, idf) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
-    data = call.pairs(idf=idf)
+def _scores(chunk: PreparedChunk, *, idf) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    data = chunk.pairs(idf=idf)
     warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
-    results, best = call.results(
+    results, best = chunk.results(
         pair_scores(data),
         OUTPUTS,
         group=data.group,
@@ -67,7 +67,7 @@ def _scores(call: MetricCall, *, idf) -> dict:
         encoder=data.encoder,
         hashcode=partial(pair_hash, "centered_bertscore", data),
     )
-    if call.return_alignment:
+    if chunk.return_alignment:
         results["alignment"] = [alignment(data, int(k)) for k in best]
     return results
 

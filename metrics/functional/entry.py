@@ -23,14 +23,14 @@ import functools
 import inspect
 from collections.abc import Callable
 
-from moverkit._core.call import open_call
+from moverkit._core.call import Opening, open_call
 
-_OPENING = list(inspect.signature(open_call).parameters.values())
-INPUTS = tuple(_OPENING[1:3])
+_OPENING = inspect.signature(open_call).parameters
+INPUTS = (_OPENING["predictions"], _OPENING["references"])
 """``predictions`` and ``references``, the positional arguments of every metric."""
-SHARED = tuple(_OPENING[[p.name for p in _OPENING].index("default_layer") + 1 :])
-"""The shared arguments, in the order every signature lists them: ``open_call``'s keyword
-parameters after its options (``level``, ``languages``, ``default_layer``)."""
+SHARED = tuple(p for p in _OPENING.values() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+"""The shared arguments, in the order every signature lists them: ``open_call``'s keyword-only
+parameters, which are they and nothing else (what a metric says of itself is an ``Opening``)."""
 
 SETTINGS = inspect.Parameter("settings", inspect.Parameter.KEYWORD_ONLY, default=None)
 """The last parameter of every metric: a settings file (:mod:`moverkit.leaves.settings`)."""
@@ -49,11 +49,13 @@ def metric_function(
 ):
     """Decorate ``moverkit.functional.<metric>``, the function named as its metric (see the module
     doc). ``centering`` is the metric's default centering mode; ``level``, ``languages`` and
-    ``default_layer`` go to :func:`~moverkit._core.call.opening.open_call`. A ``"sentence"`` metric takes
+    ``default_layer`` go to :func:`~moverkit._core.call.opening.open_call` as its
+    :class:`~moverkit._core.call.opening.Opening`. A ``"sentence"`` metric takes
     none of :data:`TOKEN_ONLY`."""
 
     def decorate(function):
         metric = function.__name__
+        opening = Opening(metric, level, languages, default_layer)
         signature = inspect.signature(function)
         own = [p for p in signature.parameters.values() if p.name != "call"]
         shared = [
@@ -73,15 +75,7 @@ def metric_function(
                 return score_with_settings(opened, metric, settings, predictions, references, kwargs)
             given = {name: kwargs.pop(name) for name in names & kwargs.keys()}
             options = {"centering": centering, **given}
-            call = open_call(
-                metric,
-                predictions,
-                references,
-                level=level,
-                languages=languages,
-                default_layer=default_layer,
-                **options,
-            )
+            call = open_call(opening, predictions, references, **options)
             return function(call, **kwargs)
 
         opened.__signature__ = signature.replace(parameters=[*INPUTS, *own, *shared, SETTINGS])

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from moverkit._core import check_idf, checks, pair_hash
 from moverkit._core.base import ConvergenceWarning, cuda_plan, self_cosine_one, warn_user
-from moverkit._core.call import MetricCall, chunks
+from moverkit._core.call import MetricCall, PreparedChunk, chunks
 from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
 from moverkit.functional.entry import metric_function
 from moverkit.ot import unbalanced_plan
@@ -88,11 +88,11 @@ def lazy_emd(
     return call.close([_scores(chunk, params=params, idf=idf) for chunk in chunks(call, idf=idf)])
 
 
-def _scores(call: MetricCall, *, params, idf) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
-    data = call.pairs(idf=idf)
+def _scores(chunk: PreparedChunk, *, params, idf) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    data = chunk.pairs(idf=idf)
     live = pairs_with_mass(data)
-    results, best = call.results(
+    results, best = chunk.results(
         pair_scores(data, live, params),
         ("lazy_emd",),
         group=data.group,
@@ -101,7 +101,7 @@ def _scores(call: MetricCall, *, params, idf) -> dict:
         hashcode=partial(pair_hash, "lazy_emd", data, **params),
         lower_is_better=True,
     )
-    if call.return_alignment:
+    if chunk.return_alignment:
         results["alignment"] = [alignment(data, int(k), bool(live[k]), params) for k in best]
     return results
 

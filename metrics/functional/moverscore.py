@@ -38,7 +38,7 @@ import torch
 
 from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.base import pad, pair_buckets
-from moverkit._core.call import MetricCall, check_aggregated_centering, chunks
+from moverkit._core.call import MetricCall, PreparedChunk, check_aggregated_centering, chunks
 from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit.functional.entry import metric_function
 from moverkit.ot import exact_transport
@@ -185,11 +185,11 @@ def moverscore(
     return call.close([_scores(chunk, config) for chunk in chunked])
 
 
-def _scores(call: MetricCall, config: Config) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
-    data = call.pairs(**pair_options(config))
+def _scores(chunk: PreparedChunk, config: Config) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    data = chunk.pairs(**pair_options(config))
     pred, ref = side_units(data, config)
-    results, best = call.results(
+    results, best = chunk.results(
         score_pairs(data, pred, ref, config),
         ("moverscore",),
         group=data.group,
@@ -197,7 +197,7 @@ def _scores(call: MetricCall, config: Config) -> dict:
         encoder=data.encoder,
         hashcode=partial(hashcode, data, config),
     )
-    if call.return_alignment:
+    if chunk.return_alignment:
         results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
     return results
 

@@ -21,7 +21,7 @@ from functools import partial
 
 from moverkit._core import get_hash
 from moverkit._core.base import warn_user
-from moverkit._core.call import MetricCall, chunks
+from moverkit._core.call import MetricCall, PreparedChunk, chunks
 from moverkit._core.encoding import splitter_languages, splitter_tag
 from moverkit.functional.centered_bertscore import alignment, pair_scores
 from moverkit.functional.entry import metric_function
@@ -43,12 +43,12 @@ def sbertscore(call: MetricCall) -> dict:
     return call.close([_scores(chunk) for chunk in chunks(call)])
 
 
-def _scores(call: MetricCall) -> dict:
-    """The result of a call (a sentence-level call is one chunk: :func:`~moverkit._core.call.streaming.chunks`)."""
-    data = call.pairs()
+def _scores(chunk: PreparedChunk) -> dict:
+    """The result of a call (a sentence-level call is one chunk: :func:`~moverkit._core.chunk.streaming.chunks`)."""
+    data = chunk.pairs()
     units = dict(zip(data.clouds.texts, data.clouds.units))
-    warn_empty(call.texts.predictions, call.texts.pair_references, units, rescaled=call.rescaled)
-    results, best = call.results(
+    warn_empty(chunk.texts.predictions, chunk.texts.pair_references, units, rescaled=chunk.rescaled)
+    results, best = chunk.results(
         pair_scores(data),
         OUTPUTS,
         group=data.group,
@@ -61,11 +61,11 @@ def _scores(call: MetricCall) -> dict:
             idf=False,
             centering_mode=data.centering_mode,
             stats=data.stats,
-            splitter=splitter_tag(call.request.lang),
+            splitter=splitter_tag(chunk.request.lang),
             dtype=data.dtype,
         ),
     )
-    if call.return_alignment:
+    if chunk.return_alignment:
         results["alignment"] = [sentence_alignment(data, int(k)) for k in best]
     return results
 

@@ -24,7 +24,7 @@ import torch
 
 from moverkit._core import checks, pair_hash
 from moverkit._core.base import self_cosine_one
-from moverkit._core.call import MetricCall, chunks
+from moverkit._core.call import MetricCall, PreparedChunk, chunks
 from moverkit.functional.entry import metric_function
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
@@ -74,10 +74,10 @@ def twmd(
     return call.close([_scores(chunk, params=params) for chunk in chunks(call)])
 
 
-def _scores(call: MetricCall, *, params) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
-    data = call.pairs()
-    results, best = call.results(
+def _scores(chunk: PreparedChunk, *, params) -> dict:
+    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    data = chunk.pairs()
+    results, best = chunk.results(
         pair_scores(data, params),
         (params["variant"],),
         group=data.group,
@@ -85,7 +85,7 @@ def _scores(call: MetricCall, *, params) -> dict:
         encoder=data.encoder,
         hashcode=partial(pair_hash, "twmd", data, **params),
     )
-    if call.return_alignment:
+    if chunk.return_alignment:
         results["alignment"] = [alignment(data, int(k), params) for k in best]
     return results
 

@@ -49,10 +49,8 @@ class MetricCall:
     whether the scores are ``rescaled`` (with ``baseline_path``'s file, else the shipped one), and
     which extra outputs were asked for.
 
-    A prepared call (:func:`~moverkit._core.call.streaming.chunks`) also holds what every later
-    step reads, checked or resolved once: its ``texts``, its ``encoder``, its token ``limit`` and,
-    for ``idf=True`` past the memory budget, ``call_idf``, the table fitted on the whole call's
-    references (and ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``)."""
+    It is opened, not yet prepared: :func:`~moverkit._core.call.streaming.chunks` prepares it into
+    the :class:`PreparedChunk` objects a metric scores, and :meth:`close` merges their results."""
 
     metric: str
     predictions: Sequence
@@ -63,20 +61,61 @@ class MetricCall:
     baseline_path: str | os.PathLike | None = None
     return_alignment: bool = False
     return_reference_index: bool = False
-    texts: CallTexts | None = None
-    encoder: Encoder | None = None
+
+    def close(self, chunk_results: Sequence[dict]) -> dict:
+        """The call's result from its chunks' results (:meth:`PreparedChunk.results`, in order): lists
+        concatenated, the hashcode (the same in every chunk) once; ``reference_index`` left out
+        unless the call asked for it (it is computed always, chunk by chunk: one subtraction per
+        prediction)."""
+        merged = {}
+        for key, value in chunk_results[0].items():
+            if isinstance(value, list):
+                merged[key] = [item for result in chunk_results for item in result[key]]
+            else:
+                if any(result[key] != value for result in chunk_results):
+                    raise RuntimeError(f"chunks of one call disagree on {key!r}")
+                merged[key] = value
+        if not self.return_reference_index:
+            del merged["reference_index"]
+        return merged
+
+
+@dataclass(frozen=True)
+class PreparedChunk:
+    """One chunk of a prepared call (:func:`~moverkit._core.call.streaming.chunks`), what a metric
+    scores: the opened ``call`` it belongs to, the chunk's ``predictions`` and ``references`` and
+    what every later step reads, checked or resolved once: its ``texts``, the ``encoder``, the
+    ``request`` and ``centering`` it runs with (a chunked call's carry the whole call's ``batch``
+    mean and a quiet bar), the token ``limit`` (``None`` for sentences) and, for ``idf=True``
+    past the memory budget, ``call_idf``, the table fitted on the whole call's references (and
+    ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``). Within the memory
+    budget a call is one chunk, itself."""
+
+    call: MetricCall
+    predictions: Sequence
+    references: Sequence
+    texts: CallTexts
+    encoder: Encoder
+    request: EncoderRequest
+    centering: Centering
     limit: int | None = None
     call_idf: Mapping | None = None
     call_prediction_idf: Mapping | None = None
 
+    @property
+    def rescaled(self) -> bool:
+        return self.call.rescaled
+
+    @property
+    def return_alignment(self) -> bool:
+        return self.call.return_alignment
+
     def pairs(self, **options) -> PairData:
-        """The padded token clouds of this prepared call's pairs
+        """The padded token clouds of this chunk's pairs
         (:func:`~moverkit._core.call.pairs.pair_data`; ``options``: ``idf`` checked by the metric,
         ``drop_tokens``, ...), weighted by ``call_idf`` where the whole call fitted one; for a
         sentence-level call, its sentence clouds
         (:func:`~moverkit._core.call.pairs.sentence_pair_data`)."""
-        if self.texts is None:
-            raise RuntimeError("a MetricCall is scored once prepared: iterate moverkit._core.call.chunks(call)")
         if self.centering.level == "sentence":  # units are sentences (sbertscore); no option applies
             return sentence_pair_data(self.texts, self.encoder, self.request, self.centering, **options)
         return pair_data(
@@ -108,15 +147,15 @@ class MetricCall:
         ``reference_index``, the position of the kept reference of the last output; and the kept
         pairs (their indices), for alignments."""
         extra = {}
-        if self.rescaled:
+        if self.call.rescaled:
             scores, extra["rescaled"] = apply_baseline(
                 scores,
-                self.metric,
+                self.call.metric,
                 tuple(outputs),
                 encoder=encoder,
                 centering=self.centering,
                 lang=self.request.lang,
-                baseline_path=self.baseline_path,
+                baseline_path=self.call.baseline_path,
                 hashcode=hashcode(),
             )
         rows = scores.reshape(len(outputs), -1)
@@ -128,32 +167,26 @@ class MetricCall:
         results["reference_index"] = reference_index(best, group)
         return results, best
 
-    def close(self, chunk_results: Sequence[dict]) -> dict:
-        """The call's result from its chunks' results (:meth:`results`, in order): lists
-        concatenated, the hashcode (the same in every chunk) once; ``reference_index`` left out
-        unless the call asked for it (it is computed always, chunk by chunk: one subtraction per
-        prediction)."""
-        merged = {}
-        for key, value in chunk_results[0].items():
-            if isinstance(value, list):
-                merged[key] = [item for result in chunk_results for item in result[key]]
-            else:
-                if any(result[key] != value for result in chunk_results):
-                    raise RuntimeError(f"chunks of one call disagree on {key!r}")
-                merged[key] = value
-        if not self.return_reference_index:
-            del merged["reference_index"]
-        return merged
+
+@dataclass(frozen=True)
+class Opening:
+    """What a metric tells :func:`open_call` about itself (its ``metric_function`` decoration):
+    its name; ``level``, ``"token"`` or ``"sentence"`` for sentence vectors; ``languages``, the
+    languages it handles where it handles only some (sbertscore's sentence splitter; checked
+    before any warning on ``lang``); ``default_layer``, the layer ``num_layers=None`` means where
+    it is not the model's tuned one (``-1``, the last, for moverscore, as its releases)."""
+
+    metric: str
+    level: str = "token"
+    languages: Callable[[], Sequence[str]] | None = None
+    default_layer: int | None = None
 
 
 def open_call(
-    metric: str,
+    opening: Opening,
     predictions,
     references,
     *,
-    level: str = "token",
-    languages: Callable[[], Sequence[str]] | None = None,
-    default_layer: int | None = None,
     model_type: str | os.PathLike | None = None,
     num_layers: int | None = None,
     batch_size: int = 64,
@@ -170,19 +203,17 @@ def open_call(
     return_alignment: bool = False,
     return_reference_index: bool = False,
 ) -> MetricCall:
-    """A call of ``metric`` on ``predictions`` and ``references``, its shared arguments checked, as
-    a :class:`MetricCall`: what every metric function's first line was. The keyword parameters from ``model_type`` on are the
-    shared arguments themselves (their defaults are the metrics'; a metric may change a default,
-    such as ``centering``'s). ``level``: ``"token"``, or ``"sentence"`` for sentence vectors;
-    ``languages``: the languages the metric handles, where it handles only some (sbertscore's
-    sentence splitter; checked before any warning on ``lang``); ``default_layer``: the layer that
-    ``num_layers=None`` means where it is not the model's tuned one (``-1``, the last, for
-    moverscore, as its releases)."""
-    if languages is not None:
-        lang = check_lang(lang, languages())
+    """A call of ``opening.metric`` on ``predictions`` and ``references``, its shared arguments
+    checked, as a :class:`MetricCall`: what every metric function's first line was. The keyword
+    parameters are the shared arguments themselves, declared here once (their defaults are the
+    metrics'; a metric may change a default, such as ``centering``'s); ``opening`` says what the
+    metric is (:class:`Opening`)."""
+    metric, level = opening.metric, opening.level
+    if opening.languages is not None:
+        lang = check_lang(lang, opening.languages())
     request = EncoderRequest(
         model_type=model_type,
-        num_layers=default_layer if num_layers is None else num_layers,
+        num_layers=opening.default_layer if num_layers is None else num_layers,
         device=device,
         batch_size=batch_size,
         max_length=max_length,

@@ -1,6 +1,6 @@
 """From a call's texts to centered token clouds and padded pair batches.
 
-A metric's prepared call (:meth:`~moverkit._core.call.opening.MetricCall.pairs`) runs
+A metric's prepared chunk (:meth:`~moverkit._core.call.opening.PreparedChunk.pairs`) runs
 :func:`pair_data` (deduplicate, encode once, filter, weight, center, aggregate layers; the
 sentence clouds of sbertscore: :func:`sentence_pair_data`), and the metric walks
 :meth:`PairData.batches`, which pads the token clouds of many pairs into one tensor so that its own
@@ -209,7 +209,7 @@ def prepare_pairs(
     This is the checked entry, for callers outside a metric call (tuning, fine-tuning, the
     benches): it checks the texts, the IDF arguments and the token limit and resolves the encoder,
     then runs :func:`pair_data`. A metric call checked all that once, at its opening, and runs
-    :func:`pair_data` through :meth:`~moverkit._core.call.opening.MetricCall.pairs`.
+    :func:`pair_data` through :meth:`~moverkit._core.call.opening.PreparedChunk.pairs`.
     """
     if (layers is None) != (layer_aggregation is None):
         raise ValueError("layers and layer_aggregation go together: give both or neither")

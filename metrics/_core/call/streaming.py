@@ -4,7 +4,7 @@ A token-level metric holds the token vectors of every distinct text of its call 
 copy), so one call over :math:`N` texts needs memory in :math:`O(N)`. :func:`chunks` prepares a
 metric call once and hands it to the metric as chunks: one, the call itself, within the memory
 budget (:func:`set_memory_budget`); past it, consecutive chunks of predictions, each scored the
-same way (:meth:`~moverkit._core.call.opening.MetricCall.pairs`, the same encoder) and merged
+same way (:meth:`~moverkit._core.call.opening.PreparedChunk.pairs`, the same encoder) and merged
 (:meth:`~moverkit._core.call.opening.MetricCall.close`). Every pair's score is the one of the unchunked call:
 
 - ``none``, ``dim``, ``sentence`` and ``corpus`` centering are per text (or fitted once), so
@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 from moverkit._core.base.heap import fix_mmap_threshold
 from moverkit._core.base.inputs import CallTexts, call_texts
 from moverkit._core.base.sizes import parse_size, size_from_env
-from moverkit._core.call.opening import MetricCall
+from moverkit._core.call.opening import MetricCall, PreparedChunk
 from moverkit._core.centering.maths import row_mean, warn_small_batch
 from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.encoder import Encoder, encode, encoder_for
@@ -105,12 +105,12 @@ def chunks(
     one_chunk: bool = False,
     vectors_per_token: int = 1,
     name: str = "scoring",
-) -> Iterator[MetricCall]:
+) -> Iterator[PreparedChunk]:
     """``call`` prepared once, as the chunks a metric scores: the texts checked
     (:func:`~moverkit._core.base.inputs.call_texts`), the encoder of ``call.request`` resolved and
     its token limit checked (:func:`~moverkit._core.encoding.tokens.check_max_length`), each put
-    in the :class:`MetricCall` every chunk is. Within the memory budget that is the call itself,
-    one chunk; past it, consecutive chunks of predictions (see the module doc), with the whole
+    in the :class:`~moverkit._core.call.opening.PreparedChunk` every chunk is. Within the memory
+    budget the call is one chunk; past it, consecutive chunks of predictions (see the module doc), with the whole
     call's ``batch`` mean in their centering and, for ``idf=True`` (the metric's ``idf``, checked),
     the whole call's IDF table in ``call_idf`` (for ``prediction_idf=True``, the predictions' in
     ``call_prediction_idf``). ``one_chunk``: the call is never cut (what its chunks could not take
@@ -123,17 +123,17 @@ def chunks(
     if call.centering.level == "sentence":
         # One vector per sentence, not per token: a sentence call is one chunk (its vectors take
         # about a twentieth of a token call's), encoded by the sentence encoder.
-        yield replace(call, texts=texts, encoder=sentence_encoder_for(request))
+        encoder = sentence_encoder_for(request)
+        yield PreparedChunk(call, call.predictions, call.references, texts, encoder, request, call.centering)
         return
     encoder = encoder_for(request)
     limit = check_max_length(encoder, request.max_length)
-    call = replace(call, texts=texts, encoder=encoder, limit=limit)
     token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES * vectors_per_token
     planned = None if request.long_texts == "window" else limit
     max_tokens = memory_budget(encoder.device) // token_bytes
     # Within the budget (or never cut): one ordinary call, whose bar is the encoding's.
     if one_chunk or len(ranges := plan_chunks(texts, max_tokens, planned, encoder)) == 1:
-        yield call
+        yield PreparedChunk(call, call.predictions, call.references, texts, encoder, request, call.centering, limit)
         return
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
     centering = call.centering
@@ -148,21 +148,20 @@ def chunks(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         quiet = replace(request, verbose=False)
-    chunk_call = replace(
-        call,
-        request=quiet,
-        centering=centering,
-        call_idf=call_idf,
-        call_prediction_idf=prediction_table,
-    )
     bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
     with bar:
         for start, end in ranges:
-            yield replace(
-                chunk_call,
-                predictions=list(call.predictions[start:end]),
-                references=list(call.references[start:end]),
-                texts=texts.chunk(start, end),
+            yield PreparedChunk(
+                call,
+                list(call.predictions[start:end]),
+                list(call.references[start:end]),
+                texts.chunk(start, end),
+                encoder,
+                quiet,
+                centering,
+                limit,
+                call_idf,
+                prediction_table,
             )
             bar.update(int((texts.group < end).sum()) - bar.n)
 
