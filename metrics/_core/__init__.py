@@ -27,7 +27,7 @@ from moverkit._core.base import (
     reference_index,
     resolve_device,
 )
-from moverkit._core.call import PaddedClouds, PairData, get_hash, pair_hash, prepare_pairs
+from moverkit._core.call import PaddedClouds, PairData, PairOptions, get_hash, pair_hash, prepare_pairs
 from moverkit._core.centering import (
     CENTERING_MODES,
     SENTENCE_CENTERING_MODES,
@@ -68,6 +68,7 @@ __all__ = [
     "MODEL_LAYERS",
     "PaddedClouds",
     "PairData",
+    "PairOptions",
     "SENTENCE_CENTERING_MODES",
     "SENTENCE_LAYER",
     "SentenceEncoder",

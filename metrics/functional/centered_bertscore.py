@@ -24,7 +24,7 @@ import torch
 
 from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match, pair_hash
 from moverkit._core.base import self_cosine_one
-from moverkit._core.call import MetricCall, PreparedChunk, chunks
+from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, chunks
 from moverkit._core.encoding import count_zero_weight_texts, warn_zero_weights
 from moverkit.functional.entry import metric_function
 
@@ -57,7 +57,7 @@ def centered_bertscore(
 
 def _scores(chunk: PreparedChunk, *, idf) -> dict:
     """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
-    data = chunk.pairs(idf=idf)
+    data = chunk.pairs(PairOptions(idf=idf))
     warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
     results, best = chunk.results(
         pair_scores(data),

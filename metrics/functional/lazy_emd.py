@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from moverkit._core import check_idf, checks, pair_hash
 from moverkit._core.base import ConvergenceWarning, cuda_plan, self_cosine_one, warn_user
-from moverkit._core.call import MetricCall, PreparedChunk, chunks
+from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, chunks
 from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
 from moverkit.functional.entry import metric_function
 from moverkit.ot import unbalanced_plan
@@ -90,7 +90,7 @@ def lazy_emd(
 
 def _scores(chunk: PreparedChunk, *, params, idf) -> dict:
     """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
-    data = chunk.pairs(idf=idf)
+    data = chunk.pairs(PairOptions(idf=idf))
     live = pairs_with_mass(data)
     results, best = chunk.results(
         pair_scores(data, live, params),

@@ -38,7 +38,7 @@ import torch
 
 from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
 from moverkit._core.base import pad, pair_buckets
-from moverkit._core.call import MetricCall, PreparedChunk, check_aggregated_centering, chunks
+from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, check_aggregated_centering, chunks
 from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit.functional.entry import metric_function
 from moverkit.ot import exact_transport
@@ -187,7 +187,7 @@ def moverscore(
 
 def _scores(chunk: PreparedChunk, config: Config) -> dict:
     """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
-    data = chunk.pairs(**pair_options(config))
+    data = chunk.pairs(pair_options(config))
     pred, ref = side_units(data, config)
     results, best = chunk.results(
         score_pairs(data, pred, ref, config),
@@ -202,24 +202,24 @@ def _scores(chunk: PreparedChunk, config: Config) -> dict:
     return results
 
 
-def pair_options(config: Config) -> dict:
+def pair_options(config: Config) -> PairOptions:
     """What ``config`` asks of the pairs (:func:`~moverkit._core.call.pairs.pair_data`): its IDF on
     each side, its token filters, and the power means over the last layers (v1)."""
     filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
     over_layers = config.aggregation == "power_means"
-    return {
-        "idf": config.idf,
-        "prediction_idf": config.prediction_idf,
-        "drop_tokens": partial(dropped_tokens, config=config) if filtering else None,
-        "layers": POWER_MEAN_LAYERS if over_layers else None,
-        "layer_aggregation": power_means if over_layers else None,
-    }
+    return PairOptions(
+        idf=config.idf,
+        prediction_idf=config.prediction_idf,
+        drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
+        layers=POWER_MEAN_LAYERS if over_layers else None,
+        layer_aggregation=power_means if over_layers else None,
+    )
 
 
 def prepare(predictions, references, request, centering, config: Config, **source) -> PairData:
     """:func:`~moverkit._core.prepare_pairs` as ``config`` asks (:func:`pair_options`), outside a
     metric call: ``source`` is the ``encoder`` and ``clouds`` tuning passes (:mod:`moverkit.tuning`)."""
-    return prepare_pairs(predictions, references, request, centering, **pair_options(config), **source)
+    return prepare_pairs(predictions, references, request, centering, pair_options(config), **source)
 
 
 def hashcode(data: PairData, config: Config, *, rescaled: str | None = None) -> str:

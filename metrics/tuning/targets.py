@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moverkit._core import prepare_pairs
+from moverkit._core import PairOptions, prepare_pairs
 from moverkit.functional.centered_bertscore import pair_scores as bertscore_pair_scores
 from moverkit.functional.lazy_emd import pair_scores as lazy_emd_pair_scores
 from moverkit.functional.lazy_emd import pairs_with_mass
@@ -81,7 +81,9 @@ def _twmd_params(setting: dict) -> dict:
 
 
 def _plain_prepare(predictions, references, request, centering, source, setting):
-    return prepare_pairs(predictions, references, request, centering, idf=setting.get("idf", False), **source)
+    return prepare_pairs(
+        predictions, references, request, centering, PairOptions(idf=setting.get("idf", False)), **source
+    )
 
 
 def _twmd_similarities(data):

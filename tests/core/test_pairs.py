@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from moverkit._core import encode, get_encoder, prepare_pairs
+from moverkit._core import PairOptions, encode, get_encoder, prepare_pairs
 from moverkit._core.call.pairs import aggregated_layers
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.request import EncoderRequest
@@ -43,7 +43,11 @@ PAIR_REFERENCES = ["the cat", "a cat", "the dog ran", "the bird sang"]
 def test_prediction_idf_true_fits_idf_on_the_predictions(tiny_model_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
     data = prepare_pairs(
-        PREDICTIONS, REFERENCES, EncoderRequest(model_type=tiny_model_path), Centering(), idf=True, prediction_idf=True
+        PREDICTIONS,
+        REFERENCES,
+        EncoderRequest(model_type=tiny_model_path),
+        Centering(),
+        PairOptions(idf=True, prediction_idf=True),
     )
     pred_idf, ref_idf = _idf(tokenizer, PREDICTIONS), _idf(tokenizer, PAIR_REFERENCES)
     # "a" is in 2 of 3 predictions (log(4/3)) but in 1 of 4 references (log(5/2)).
@@ -59,14 +63,20 @@ def test_prediction_idf_true_fits_idf_on_the_predictions(tiny_model_path):
 
 def test_prediction_idf_none_reuses_the_reference_weights_and_false_gives_one(tiny_model_path):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
-    same = prepare_pairs(PREDICTIONS, REFERENCES, EncoderRequest(model_type=tiny_model_path), Centering(), idf=True)
+    same = prepare_pairs(
+        PREDICTIONS, REFERENCES, EncoderRequest(model_type=tiny_model_path), Centering(), PairOptions(idf=True)
+    )
     assert torch.equal(same.pred_weights, same.ref_weights)
     ref_idf = _idf(tokenizer, PAIR_REFERENCES)
     assert same.pred_weights[_rows(same, "a cat sat")].tolist() == pytest.approx(
         _expected(tokenizer, "a cat sat", ref_idf)
     )
     ones = prepare_pairs(
-        PREDICTIONS, REFERENCES, EncoderRequest(model_type=tiny_model_path), Centering(), idf=True, prediction_idf=False
+        PREDICTIONS,
+        REFERENCES,
+        EncoderRequest(model_type=tiny_model_path),
+        Centering(),
+        PairOptions(idf=True, prediction_idf=False),
     )
     assert ones.pred_weights[_rows(ones, "a dog sat")].tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
     assert torch.equal(ones.ref_weights, same.ref_weights)
@@ -80,7 +90,11 @@ def test_drop_tokens_weighs_zero_on_both_sides(tiny_model_path):
         return [token == "cat" for token in tokens]
 
     data = prepare_pairs(
-        ["a cat sat"], ["the cat"], EncoderRequest(model_type=tiny_model_path), Centering(), drop_tokens=drop_cat
+        ["a cat sat"],
+        ["the cat"],
+        EncoderRequest(model_type=tiny_model_path),
+        Centering(),
+        PairOptions(drop_tokens=drop_cat),
     )
     assert sorted(seen) == [
         (["[CLS]", "a", "cat", "sat", "[SEP]"], [True, False, False, False, True]),
@@ -101,7 +115,7 @@ def test_drop_tokens_weighs_zero_on_both_sides(tiny_model_path):
             ["the cat"],
             EncoderRequest(model_type=tiny_model_path),
             Centering(),
-            drop_tokens=lambda t, s, k: [False],
+            PairOptions(drop_tokens=lambda t, s, k: [False]),
         )
 
 
@@ -120,8 +134,7 @@ def test_layer_aggregation_centers_each_layer_then_aggregates(tiny_model_path):
         references,
         EncoderRequest(model_type=tiny_model_path, num_layers=-1),
         Centering("sentence"),
-        layers=(1, 3),
-        layer_aggregation=side_by_side,
+        PairOptions(layers=(1, 3), layer_aggregation=side_by_side),
     )
     assert data.layers == (1, 3) and shapes == [(2, int(data.clouds.offsets[-1]), 32)]
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
@@ -146,8 +159,7 @@ def test_layers_as_a_count_are_the_last_block_outputs(tiny_model_path):
         ["the cat"],
         EncoderRequest(model_type=tiny_model_path),
         Centering(),
-        layers=2,
-        layer_aggregation=lambda z: z.mean(0),
+        PairOptions(layers=2, layer_aggregation=lambda z: z.mean(0)),
     )
     assert mean.layers == (2, 3)
     single = prepare_pairs(
@@ -175,7 +187,7 @@ def test_bad_options_are_clear_errors(tiny_model_path, kwargs, error, message):
     mode = kwargs.pop("centering", "none")
     request = EncoderRequest(model_type=tiny_model_path, num_layers=-1)
     with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
-        prepare_pairs(["a cat"], ["the cat"], request, Centering(mode), **kwargs)
+        prepare_pairs(["a cat"], ["the cat"], request, Centering(mode), PairOptions(**kwargs))
 
 
 def test_encoder_keeps_requested_layers_from_the_same_pass(tiny_model_path):

@@ -43,7 +43,7 @@ def test_admissible_idf_dicts_pass_unchanged():
 
 
 def test_prediction_idf_is_named_in_its_own_error(tiny_model_path):
-    from moverkit._core import prepare_pairs
+    from moverkit._core import PairOptions, prepare_pairs
 
     with pytest.raises(ValueError, match=r"prediction_idf\['cat'\]"):
         prepare_pairs(
@@ -51,7 +51,7 @@ def test_prediction_idf_is_named_in_its_own_error(tiny_model_path):
             ["a cat"],
             EncoderRequest(model_type=tiny_model_path),
             Centering(),
-            prediction_idf={"cat": float("nan")},
+            PairOptions(prediction_idf={"cat": float("nan")}),
         )
 
 

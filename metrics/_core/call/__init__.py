@@ -8,7 +8,7 @@ the rescaling baselines.
 
 from moverkit._core.call.baseline import baseline_csv, score_columns, settings_key
 from moverkit._core.call.opening import MetricCall, Opening, PreparedChunk, get_hash, open_call, pair_hash
-from moverkit._core.call.pairs import PaddedClouds, PairData, check_aggregated_centering, prepare_pairs
+from moverkit._core.call.pairs import PaddedClouds, PairData, PairOptions, check_aggregated_centering, prepare_pairs
 from moverkit._core.call.streaming import chunks, set_memory_budget
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "PreparedChunk",
     "PaddedClouds",
     "PairData",
+    "PairOptions",
     "baseline_csv",
     "check_aggregated_centering",
     "chunks",

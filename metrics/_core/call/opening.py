@@ -32,7 +32,7 @@ import transformers
 from moverkit._core.base import checks
 from moverkit._core.base.inputs import CallTexts, best_per_group, reference_index
 from moverkit._core.call.baseline import apply_baseline, check_rescaling
-from moverkit._core.call.pairs import PairData, pair_data, sentence_pair_data
+from moverkit._core.call.pairs import NO_OPTIONS, PairData, PairOptions, pair_data, sentence_pair_data
 from moverkit._core.centering.maths import Centering
 from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.encoder import Encoder
@@ -110,23 +110,23 @@ class PreparedChunk:
     def return_alignment(self) -> bool:
         return self.call.return_alignment
 
-    def pairs(self, **options) -> PairData:
+    def pairs(self, options: PairOptions = NO_OPTIONS) -> PairData:
         """The padded token clouds of this chunk's pairs
-        (:func:`~moverkit._core.call.pairs.pair_data`; ``options``: ``idf`` checked by the metric,
-        ``drop_tokens``, ...), weighted by ``call_idf`` where the whole call fitted one; for a
+        (:func:`~moverkit._core.call.pairs.pair_data`; ``options``: the metric's, its ``idf``
+        checked by it), weighted by ``call_idf`` where the whole call fitted one; for a
         sentence-level call, its sentence clouds
-        (:func:`~moverkit._core.call.pairs.sentence_pair_data`)."""
-        if self.centering.level == "sentence":  # units are sentences (sbertscore); no option applies
-            return sentence_pair_data(self.texts, self.encoder, self.request, self.centering, **options)
+        (:func:`~moverkit._core.call.pairs.sentence_pair_data`; no option applies)."""
+        if self.centering.level == "sentence":  # units are sentences (sbertscore)
+            return sentence_pair_data(self.texts, self.encoder, self.request, self.centering)
         return pair_data(
             self.texts,
             self.encoder,
             self.limit,
             self.request,
             self.centering,
+            options,
             call_idf=self.call_idf,
             call_prediction_idf=self.call_prediction_idf,
-            **options,
         )
 
     def results(

@@ -42,6 +42,31 @@ LayerAggregation = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
+class PairOptions:
+    """What a metric asks of its pairs, beside the call: ``idf`` (checked: ``True`` fits BERTScore's
+    IDF on the references, every pair's reference one document; a dict gives the weights),
+    ``prediction_idf`` (``None``: the references' weights, as BERTScore; ``True``: IDF fitted on the
+    predictions, MoverScore's; a dict; ``False``: 1), ``drop_tokens`` (a :data:`TokenFilter`:
+    tokens left out of scoring, weight 0 on both sides) and ``layers`` with ``layer_aggregation``
+    (token vectors aggregated over several layers of one forward pass, each layer centered on its
+    own; ``layers`` an int ``k``, the last ``k`` block outputs, or the block outputs themselves)."""
+
+    idf: bool | Mapping = False
+    prediction_idf: bool | Mapping | None = None
+    drop_tokens: TokenFilter | None = None
+    layers: int | Sequence[int] | None = None
+    layer_aggregation: LayerAggregation | None = None
+
+    def __post_init__(self):
+        if (self.layers is None) != (self.layer_aggregation is None):
+            raise ValueError("layers and layer_aggregation go together: give both or neither")
+
+
+NO_OPTIONS = PairOptions()
+"""A metric's pairs as they come: no IDF, every token, one layer."""
+
+
+@dataclass(frozen=True)
 class PaddedClouds:
     """Token clouds of ``B`` texts padded to one length ``L``."""
 
@@ -161,13 +186,9 @@ def prepare_pairs(
     references,
     request: EncoderRequest,
     centering: Centering,
+    options: PairOptions = NO_OPTIONS,
     *,
-    idf: bool | Mapping = False,
-    prediction_idf: bool | Mapping | None = None,
     call_idf: Mapping | None = None,
-    drop_tokens: TokenFilter | None = None,
-    layers: int | Sequence[int] | None = None,
-    layer_aggregation: LayerAggregation | None = None,
     encoder: Encoder | None = None,
     clouds: TokenClouds | None = None,
 ) -> PairData:
@@ -178,21 +199,10 @@ def prepare_pairs(
     ``batch`` takes the mean over every text of this call (or the whole streamed call's mean, when
     ``centering.call_mean`` is given), ``corpus`` subtracts the fitted statistic.
 
-    ``idf=True`` fits BERTScore's IDF on the references (every pair's reference one document), or
-    takes ``call_idf``, the table a streamed call fitted on all its references; a dict gives the
-    weights. ``prediction_idf`` weighs the prediction side differently: ``None`` uses the same
-    weights as the references (BERTScore), ``True`` fits IDF on the predictions (each prediction
-    one document; MoverScore), a dict gives them, ``False`` gives 1.
-
-    ``drop_tokens(tokens, special, tokenizer)`` (see :data:`TokenFilter`) leaves tokens out of
-    scoring: they weigh 0 on both sides and are False in :attr:`PairData.kept`.
-
-    ``layers`` with ``layer_aggregation``: the token vectors aggregate several layers of one
-    forward pass. ``layers`` is an int ``k`` (the last ``k`` block outputs up to the encoder's
-    layer, all of them if it has fewer; the embedding output is not one) or the block outputs
-    themselves (0 = embeddings, up to the encoder's layer). Each layer is centered (and
-    unit-normalized) on its own, then ``layer_aggregation`` (n_layers, n_tokens, D) -> (n_tokens, D')
-    gives the vectors, as they are. ``corpus`` centering fits one layer, so it is refused here.
+    ``options`` (:class:`PairOptions`) are the metric's: its IDF weights on each side, the tokens
+    it leaves out (False in :attr:`PairData.kept`) and an aggregation over layers (``corpus``
+    centering fits one layer, so it is refused with one). ``idf=True`` takes ``call_idf`` where
+    given, the table a streamed call fitted on all its references.
 
     Token clouds come through the cross-call cache (:mod:`~moverkit._core.encoding.cache`), before
     centering; everything after the forward pass (centering, similarities, transport) is float32
@@ -211,28 +221,18 @@ def prepare_pairs(
     then runs :func:`pair_data`. A metric call checked all that once, at its opening, and runs
     :func:`pair_data` through :meth:`~moverkit._core.call.opening.PreparedChunk.pairs`.
     """
-    if (layers is None) != (layer_aggregation is None):
-        raise ValueError("layers and layer_aggregation go together: give both or neither")
-    if layer_aggregation is not None:
+    if options.layer_aggregation is not None:
         check_aggregated_centering(centering)
     texts = call_texts(predictions, references)
-    idf = check_idf(idf)
-    prediction_idf = None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf")
-    encoder = encoder_for(request) if encoder is None else encoder
-    return pair_data(
-        texts,
-        encoder,
-        check_max_length(encoder, request.max_length),
-        request,
-        centering,
-        idf=idf,
-        prediction_idf=prediction_idf,
-        call_idf=call_idf,
-        drop_tokens=drop_tokens,
-        layers=layers,
-        layer_aggregation=layer_aggregation,
-        clouds=clouds,
+    prediction_idf = options.prediction_idf
+    options = replace(
+        options,
+        idf=check_idf(options.idf),
+        prediction_idf=None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf"),
     )
+    encoder = encoder_for(request) if encoder is None else encoder
+    limit = check_max_length(encoder, request.max_length)
+    return pair_data(texts, encoder, limit, request, centering, options, call_idf=call_idf, clouds=clouds)
 
 
 def pair_data(
@@ -241,20 +241,22 @@ def pair_data(
     limit: int,
     request: EncoderRequest,
     centering: Centering,
+    options: PairOptions = NO_OPTIONS,
     *,
-    idf: bool | Mapping = False,
-    prediction_idf: bool | Mapping | None = None,
     call_idf: Mapping | None = None,
     call_prediction_idf: Mapping | None = None,
-    drop_tokens: TokenFilter | None = None,
-    layers: int | Sequence[int] | None = None,
-    layer_aggregation: LayerAggregation | None = None,
     clouds: TokenClouds | None = None,
 ) -> PairData:
     """:func:`prepare_pairs` of texts, IDF arguments and a token ``limit`` already checked, with
     their ``encoder`` resolved: nothing here checks them again. ``call_prediction_idf``: for
     ``prediction_idf=True``, the table a streamed call fitted on all its predictions (as
     ``call_idf`` for the references)."""
+    idf, prediction_idf, layers, layer_aggregation = (
+        options.idf,
+        options.prediction_idf,
+        options.layers,
+        options.layer_aggregation,
+    )
     if layer_aggregation is not None and centering.call_mean is not None:
         raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
     stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
@@ -265,7 +267,7 @@ def pair_data(
         )
     elif clouds.texts != texts.unique or (layers is not None and clouds.layers != used_layers):
         raise ValueError("the given clouds are not those of this call's distinct texts (and layers)")
-    kept = kept_tokens(clouds, drop_tokens)
+    kept = kept_tokens(clouds, options.drop_tokens)
     ref_idf = call_idf if idf is True and call_idf is not None else idf
     pred_idf = call_prediction_idf if prediction_idf is True and call_prediction_idf is not None else prediction_idf
     ref_table, pred_table = idf_tables(clouds, texts, ref_idf, pred_idf)
