@@ -3,6 +3,8 @@ resolves ``moverkit`` and relative imports and counts imports inside functions."
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from import_graph import ROOT, SOURCE, cycles, package_imports, room, room_edges
 
@@ -141,3 +143,43 @@ def test_the_shared_arguments_are_declared_once_and_opened_by_one_function():
             assert f"    {p.name}:" not in source, (name, p.name)  # no parameter written out again
         with pytest.raises(TypeError, match=f"{name}\\(\\) got an unexpected keyword argument 'call'"):
             getattr(functional, name)(["a"], ["a"], call=None)
+
+
+PUBLIC_SIGNATURES = {
+    ("finetune/__init__.py", "finetune"): "moverkit.finetune.finetune: moverkit finetune's flags",
+    ("_core/call/opening.py", "open_call"): "its keyword-only parameters are the metrics' shared public arguments",
+    ("tuning/__init__.py", "tune"): "moverkit.tuning.tune (docs/tuning.md)",
+    ("functional/moverscore.py", "moverscore"): "moverkit.functional.moverscore: its own public arguments",
+    ("baselines/__init__.py", "fit_baseline"): "moverkit.baselines.fit_baseline: moverkit fit-baseline's flags",
+}
+"""The functions whose parameters are a public signature (issue 46): what they are. Behind them a
+request or options object carries the arguments (EncoderRequest, PairOptions, Loop, GpuPlan)."""
+
+
+def _functions():
+    for path in sorted(SOURCE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield str(path.relative_to(SOURCE)), node
+
+
+def test_no_function_body_is_longer_than_100_lines():
+    long = {}
+    for where, node in _functions():
+        body = node.body
+        has_doc = isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+        start = body[1].lineno if has_doc and len(body) > 1 else body[0].lineno
+        if node.end_lineno - start + 1 > 100:
+            long[f"{where}:{node.name}"] = node.end_lineno - start + 1
+    assert not long, long
+
+
+def test_no_internal_function_takes_more_than_10_parameters():
+    many = {}
+    for where, node in _functions():
+        a = node.args
+        n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+        n -= bool(a.args) and a.args[0].arg in ("self", "cls")
+        if n > 10 and (where, node.name) not in PUBLIC_SIGNATURES:
+            many[f"{where}:{node.name}"] = n
+    assert not many, many

@@ -28,6 +28,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from moverkit.bench import MAIN_OUTPUTS
 from moverkit.bench._shared import RUNS, command_parser, distinct, distinct_texts, floor, judgments
@@ -114,28 +115,39 @@ def bert_score_call(predictions, references, model_path: str, device: str) -> tu
     return (lambda: scorer.score(predictions, references, batch_size=64)), bert_score.__version__
 
 
+@dataclass(frozen=True)
+class GpuPlan:
+    """What ``bench gpu`` measures: the model (``None``: the embedded one) on ``device``, the
+    precisions timed, the timed calls a cell (median), the distinct pairs of the scale run (0:
+    none) and its precision, and the pairs scored on the GPU and the CPU to compare."""
+
+    model_type: str | None = None
+    device: str = "cuda"
+    dtypes: Sequence[str] = DTYPES
+    rounds: int = 3
+    scale_pairs: int = SCALE_PAIRS
+    scale_dtype: str = "float16"
+    check_pairs: int = CHECK_PAIRS
+
+
 def measure(
     predictions: list[str],
     references: list[str],
     segments: list[str],
-    *,
-    model_type: str | None = None,
-    device: str = "cuda",
-    dtypes: Sequence[str] = DTYPES,
-    rounds: int = 3,
-    scale_pairs: int = SCALE_PAIRS,
-    scale_dtype: str = "float16",
-    check_pairs: int = CHECK_PAIRS,
+    plan: GpuPlan = GpuPlan(),
     log: Callable[[str], None] = lambda line: None,
 ) -> dict:
-    """Everything the report shows (see the module doc); ``segments`` make the distinct texts
-    of the scale run."""
+    """Everything the report shows (see the module doc), as ``plan`` says; ``segments`` make the
+    distinct texts of the scale run."""
     import torch
+
+    device, dtypes, rounds = plan.device, plan.dtypes, plan.rounds
+    scale_pairs, scale_dtype = plan.scale_pairs, plan.scale_dtype
 
     from moverkit._core.encoding import resolve_model
 
     require_cuda()
-    path = resolve_model(model_type)[1]
+    path = resolve_model(plan.model_type)[1]
     common = {"model_type": path, "device": device}
     table, drift = {}, {}
     for name in TIMED:
@@ -177,7 +189,7 @@ def measure(
         seconds, _, _ = timed(floor(path, texts, FLOOR_TOKEN_BUDGET, device=device, dtype=FLOOR_DTYPE), 1, device)
         scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts)}
     differences = {}
-    few = predictions[:check_pairs], references[:check_pairs]
+    few = predictions[: plan.check_pairs], references[: plan.check_pairs]
     for name in TIMED:
         on = {where: metric_call(name, *few, model_type=path, device=where)() for where in (device, "cpu")}
         main = MAIN_OUTPUTS[name]
@@ -291,13 +303,15 @@ def command(args) -> int:
         data.predictions,
         data.references,
         segments,
-        model_type=args.model,
-        device=args.device,
-        dtypes=args.dtypes or DTYPES,
-        rounds=args.rounds,
-        scale_pairs=args.scale_pairs,
-        scale_dtype=args.scale_dtype,
-        check_pairs=args.check_pairs,
+        GpuPlan(
+            model_type=args.model,
+            device=args.device,
+            dtypes=args.dtypes or DTYPES,
+            rounds=args.rounds,
+            scale_pairs=args.scale_pairs,
+            scale_dtype=args.scale_dtype,
+            check_pairs=args.check_pairs,
+        ),
         log=progress,
     )
     return emit(format_report(report), args.out)

@@ -8,12 +8,13 @@ import inspect
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from moverkit.demo.plotting import HEATMAP_CSS, heatmap_figure, pick_heatmap, shorten
 from moverkit.demo.scoring import REFERENCE_SEPARATOR, USER_ERRORS, empty_table, score, score_header
 from moverkit.demo.widgets import MAX_UPLOAD_BYTES, Heatmap, Param, _models_info, allowed_models
-from moverkit.leaves.specs import spec
+from moverkit.leaves.specs import MetricSpec, spec
 
 
 def build_demo(
@@ -65,133 +66,210 @@ def build_demo(
     metric_spec = spec(metric)
     defaults = _defaults(metric, params)
     _check_main(metric, params, main_params)
-    titles = [h.title for h in heatmaps]
+    # Named after the compute arguments, so that API callers pass them by the module's names.
+    boxes = {"predictions_text": examples[0][0], "references_text": examples[0][1]}
+    scoring = _Scoring(module, metric_spec, params, heatmaps, _signature({**boxes, **defaults}))
     with gr.Blocks(title=title, analytics_enabled=False) as demo:
         gr.HTML(f"<style>{_CSS}</style>", padding=False, container=False)
         gr.Markdown(f"# {title}\n{description}", elem_id="intro")
-        with gr.Row():
-            predictions_box = gr.Textbox(
-                value=examples[0][0],
-                label="Predictions",
-                info="one per line",
-                lines=4,
-                max_lines=8,
-                elem_id="predictions",
-                placeholder="one per line",
-                min_width=320,  # on a narrow screen the two boxes stack, so line i of each stays paired
-            )
-            references_box = gr.Textbox(
-                value=examples[0][1],
-                label="References",
-                info=f"line i for prediction i; several: separate them by {REFERENCE_SEPARATOR}",
-                lines=4,
-                max_lines=8,
-                elem_id="references",
-                placeholder="one per line",
-                min_width=320,
-            )
-        button = gr.Button("Score", variant="primary", elem_id="score-button")
-        error = gr.Markdown(visible=False, elem_id="error")
-        components = {}
-        if main_params:
-            with gr.Row(elem_id="main-settings"):
-                for p in params:
-                    if p.name in main_params:
-                        components[p.name] = p.component(gr, defaults[p.name])
-        if len(main_params) < len(params):
-            with gr.Accordion("More settings", open=False, elem_id="more-settings"), gr.Row():
-                for p in params:
-                    if p.name not in main_params:
-                        components[p.name] = p.component(gr, defaults[p.name])
-        inputs = [components[p.name] for p in params]
-        gr.Examples([list(e) for e in examples], inputs=[predictions_box, references_box], cache_examples=False)
-        summary = gr.Markdown(elem_id="summary")
-        table = gr.Dataframe(
-            empty_table(), label="Scores per prediction", interactive=False, wrap=True, elem_id="scores"
-        )
-        shown = gr.Dropdown(label="Alignment of prediction", choices=[], interactive=True, elem_id="shown")
-        matrix = gr.Radio(titles, value=titles[0], label="Matrix", visible=len(titles) > 1, elem_id="matrix")
-        plot = gr.Plot(label="Alignment", show_label=False, elem_id="heatmap")  # the figure has its title
-        hashcode = gr.Textbox(
-            label="hashcode (the settings that produced these scores)",
-            interactive=False,
-            buttons=["copy"],
-            lines=1,
-            max_lines=2,
-            elem_id="hashcode",
-        )
-        _NO_ERROR = gr.Markdown(value="", visible=False)
-        # The width of the heatmap's box, measured in the browser (0: not measured, as for API callers).
-        width = gr.Number(0, visible=False, elem_id="plot-width")
-        alignments = gr.State([])
+        inputs = _inputs(gr, params, defaults, main_params, examples)
+        results = _results(gr, scoring.titles)
         if card is not None:
             with gr.Accordion("About this metric", open=False):
                 gr.Markdown(_local_card(metric, Path(card)))
-
-        def run(predictions_text, references_text, *values, plot_width=None):
-            # Where Gradio serves the page (set by launch, and by mount_gradio_app); unset before.
-            served = {"server_name": getattr(demo, "server_name", None), "share": getattr(demo, "share", None)}
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    kwargs = {
-                        p.name: v for p, raw in zip(params, values) if (v := p.convert(raw, **served)) is not None
-                    }
-                    scored = score(module, predictions_text, references_text, kwargs)
-                except USER_ERRORS as err:
-                    raise gr.Error(str(err), print_exception=False) from err
-            for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)):
-                gr.Warning(message)
-            labels = [(f"{i + 1}. {shorten(p, 34)}", i) for i, p in enumerate(scored.predictions)]
-            headers = [score_header(key, metric_spec) for key in scored.scores]
-            return (
-                scored.summary(metric_spec),
-                scored.table(metric_spec).style.format("{:.4f}", subset=headers),  # 0.8210, not 0.821
-                scored.hashcode,
-                gr.Dropdown(choices=labels, value=0),
-                titles[0],
-                draw(scored.alignments, 0, titles[0], plot_width),
-                scored.alignments,
-            )
-
-        def run_in_page(predictions_text, references_text, *values):
-            # The page's press: the last input is the heatmap box's width; an error is one message.
-            *values, plot_width = values
-            try:
-                return (*run(predictions_text, references_text, *values, plot_width=plot_width), _NO_ERROR)
-            except gr.Error as err:
-                return (*clear(), gr.Markdown(f"**Error:** {err.message}", visible=True))
-
-        def clear():
-            return "", empty_table(), "", gr.Dropdown(choices=[], value=None), titles[0], None, []
-
-        def clear_page():
-            return (*clear(), _NO_ERROR)
-
-        def draw(aligned, index, title, plot_width=None):
-            if not aligned or index is None:
-                return None
-            heatmap = pick_heatmap(aligned[index], heatmaps, title)
-            name = f"{heatmap.title}, prediction {index + 1}"
-            return heatmap_figure(aligned[index], heatmap, name, max_width=plot_width or None)
-
-        # Named after the compute arguments, so that API callers pass them by the module's names.
-        boxes = {"predictions_text": examples[0][0], "references_text": examples[0][1]}
-        run.__signature__ = _signature({**boxes, **defaults})
-        results = [summary, table, hashcode, shown, matrix, plot, alignments]
-        texts = [predictions_box, references_box]
-        # The page's button: measure the heatmap's box, clear, then score (private: its errors are
-        # shown in the page). API callers use /score, the same scoring whose errors are errors.
-        button.click(None, outputs=width, js=_MEASURE, api_visibility="private", queue=False)
-        button.click(clear_page, outputs=[*results, error], api_visibility="private", queue=False).then(
-            run_in_page, inputs=[*texts, *inputs, width], outputs=[*results, error], api_visibility="private"
-        )
-        api = gr.Button(visible=False, elem_id="score-api")
-        api.click(run, inputs=[*texts, *inputs], outputs=results, api_name="score")
-        for control in (shown, matrix):
-            control.input(draw, inputs=[alignments, shown, matrix, width], outputs=plot, api_visibility="private")
-    _bound_launch(demo, [box for p, box in zip(params, inputs) if p.kind == "model"])
+        _wire(gr, demo, scoring, inputs, results)
+    _bound_launch(demo, [box for p, box in zip(params, inputs.settings) if p.kind == "model"])
     return demo
+
+
+@dataclass(frozen=True)
+class _Scoring:
+    """What a press needs besides the page: the loaded module, its reference points
+    (:mod:`moverkit.leaves.specs`), the params in the order the settings are passed, the heatmaps
+    one can draw, and the signature of the ``/score`` endpoint (the two boxes, then the params by
+    their argument names, with the module's defaults)."""
+
+    module: object
+    spec: MetricSpec
+    params: Sequence[Param]
+    heatmaps: Sequence[Heatmap]
+    signature: inspect.Signature
+
+    @property
+    def titles(self) -> list[str]:
+        return [h.title for h in self.heatmaps]
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What the reader fills in and presses: the two text boxes, the Score button with the error
+    line under it, and one component per param (in the order of ``params``)."""
+
+    texts: list
+    button: object
+    error: object
+    settings: list
+
+
+@dataclass(frozen=True)
+class _Results:
+    """What a press fills in, and the hidden state beside it: the heatmap box's width (0: not
+    measured, as for API callers), the alignments the switches redraw from, and the hidden
+    Markdown whose value hides the error line."""
+
+    summary: object
+    table: object
+    hashcode: object
+    shown: object
+    matrix: object
+    plot: object
+    alignments: object
+    width: object
+    no_error: object
+
+    @property
+    def outputs(self) -> list:
+        """The components a press writes, in the order :func:`_wire`'s ``run`` returns them."""
+        return [self.summary, self.table, self.hashcode, self.shown, self.matrix, self.plot, self.alignments]
+
+
+def _inputs(gr, params: Sequence[Param], defaults: dict, main_params: Sequence[str], examples) -> _Inputs:
+    """The top of the page: the two boxes side by side (prefilled with the first example), the
+    Score button, its error line, the main settings in view, the others in a closed "More
+    settings", then the examples."""
+    with gr.Row():
+        predictions_box = gr.Textbox(
+            value=examples[0][0],
+            label="Predictions",
+            info="one per line",
+            lines=4,
+            max_lines=8,
+            elem_id="predictions",
+            placeholder="one per line",
+            min_width=320,  # on a narrow screen the two boxes stack, so line i of each stays paired
+        )
+        references_box = gr.Textbox(
+            value=examples[0][1],
+            label="References",
+            info=f"line i for prediction i; several: separate them by {REFERENCE_SEPARATOR}",
+            lines=4,
+            max_lines=8,
+            elem_id="references",
+            placeholder="one per line",
+            min_width=320,
+        )
+    button = gr.Button("Score", variant="primary", elem_id="score-button")
+    error = gr.Markdown(visible=False, elem_id="error")
+    components = {}
+    if main_params:
+        with gr.Row(elem_id="main-settings"):
+            for p in params:
+                if p.name in main_params:
+                    components[p.name] = p.component(gr, defaults[p.name])
+    if len(main_params) < len(params):
+        with gr.Accordion("More settings", open=False, elem_id="more-settings"), gr.Row():
+            for p in params:
+                if p.name not in main_params:
+                    components[p.name] = p.component(gr, defaults[p.name])
+    texts = [predictions_box, references_box]
+    gr.Examples([list(e) for e in examples], inputs=texts, cache_examples=False)
+    return _Inputs(texts, button, error, [components[p.name] for p in params])
+
+
+def _results(gr, titles: list[str]) -> _Results:
+    """The results under the settings: the summary, the table of scores, the switches of the
+    heatmap (which prediction, which matrix: shown only with several), the heatmap, the
+    hashcode; then the hidden components."""
+    summary = gr.Markdown(elem_id="summary")
+    table = gr.Dataframe(empty_table(), label="Scores per prediction", interactive=False, wrap=True, elem_id="scores")
+    shown = gr.Dropdown(label="Alignment of prediction", choices=[], interactive=True, elem_id="shown")
+    matrix = gr.Radio(titles, value=titles[0], label="Matrix", visible=len(titles) > 1, elem_id="matrix")
+    plot = gr.Plot(label="Alignment", show_label=False, elem_id="heatmap")  # the figure has its title
+    hashcode = gr.Textbox(
+        label="hashcode (the settings that produced these scores)",
+        interactive=False,
+        buttons=["copy"],
+        lines=1,
+        max_lines=2,
+        elem_id="hashcode",
+    )
+    no_error = gr.Markdown(value="", visible=False)
+    width = gr.Number(0, visible=False, elem_id="plot-width")
+    alignments = gr.State([])
+    return _Results(summary, table, hashcode, shown, matrix, plot, alignments, width, no_error)
+
+
+def _wire(gr, demo, scoring: _Scoring, inputs: _Inputs, results: _Results) -> None:
+    """The events: the page's Score button (measure the heatmap's box, clear, then score; private,
+    its errors are shown in the page), the hidden button behind the API endpoint ``/score`` (the
+    same scoring, whose errors are errors), and the heatmap's switches, which redraw it."""
+    titles = scoring.titles
+
+    def run(predictions_text, references_text, *values, plot_width=None):
+        # Where Gradio serves the page (set by launch, and by mount_gradio_app); unset before.
+        served = {"server_name": getattr(demo, "server_name", None), "share": getattr(demo, "share", None)}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                kwargs = {
+                    p.name: v for p, raw in zip(scoring.params, values) if (v := p.convert(raw, **served)) is not None
+                }
+                scored = score(scoring.module, predictions_text, references_text, kwargs)
+            except USER_ERRORS as err:
+                raise gr.Error(str(err), print_exception=False) from err
+        for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)):
+            gr.Warning(message)
+        labels = [(f"{i + 1}. {shorten(p, 34)}", i) for i, p in enumerate(scored.predictions)]
+        headers = [score_header(key, scoring.spec) for key in scored.scores]
+        return (
+            scored.summary(scoring.spec),
+            scored.table(scoring.spec).style.format("{:.4f}", subset=headers),  # 0.8210, not 0.821
+            scored.hashcode,
+            gr.Dropdown(choices=labels, value=0),
+            titles[0],
+            draw(scored.alignments, 0, titles[0], plot_width),
+            scored.alignments,
+        )
+
+    def run_in_page(predictions_text, references_text, *values):
+        # The page's press: the last input is the heatmap box's width; an error is one message.
+        *values, plot_width = values
+        try:
+            return (*run(predictions_text, references_text, *values, plot_width=plot_width), results.no_error)
+        except gr.Error as err:
+            return (*clear(), gr.Markdown(f"**Error:** {err.message}", visible=True))
+
+    def clear():
+        return "", empty_table(), "", gr.Dropdown(choices=[], value=None), titles[0], None, []
+
+    def clear_page():
+        return (*clear(), results.no_error)
+
+    def draw(aligned, index, title, plot_width=None):
+        if not aligned or index is None:
+            return None
+        heatmap = pick_heatmap(aligned[index], scoring.heatmaps, title)
+        name = f"{heatmap.title}, prediction {index + 1}"
+        return heatmap_figure(aligned[index], heatmap, name, max_width=plot_width or None)
+
+    run.__signature__ = scoring.signature
+    outputs, width = results.outputs, results.width
+    inputs.button.click(None, outputs=width, js=_MEASURE, api_visibility="private", queue=False)
+    inputs.button.click(clear_page, outputs=[*outputs, inputs.error], api_visibility="private", queue=False).then(
+        run_in_page,
+        inputs=[*inputs.texts, *inputs.settings, width],
+        outputs=[*outputs, inputs.error],
+        api_visibility="private",
+    )
+    api = gr.Button(visible=False, elem_id="score-api")
+    api.click(run, inputs=[*inputs.texts, *inputs.settings], outputs=outputs, api_name="score")
+    for control in (results.shown, results.matrix):
+        control.input(
+            draw,
+            inputs=[results.alignments, results.shown, results.matrix, width],
+            outputs=results.plot,
+            api_visibility="private",
+        )
 
 
 MAX_MAIN_PARAMS = 3

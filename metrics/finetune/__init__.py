@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +68,7 @@ from moverkit.finetune.trainer import (
     MAX_LEARNING_RATE,
     TRAINING_CENTERINGS,
     FinetuneResult,
+    Loop,
     Scorer,
     _dataset,
     _divergence,
@@ -76,6 +78,7 @@ from moverkit.finetune.trainer import (
     trainable_encoder,
 )
 from moverkit.functional.twmd import resolve_params
+from moverkit.judgments import Judgments
 
 MAX_EPOCHS = 1_000
 """The most epochs a run takes. Fine-tuning passes over the judgments a few times (the default is
@@ -159,26 +162,26 @@ def finetune(
     weight turns NaN or infinite) is a ``ValueError`` saying so: no model is written, and
     ``output_dir`` is left as it was before the run (this run's checkpoints are removed).
     """
-    params = resolve_params(variant, temperature, sinkhorn_iterations, True, centering)
-    checks.one_of("centering", centering, TRAINING_CENTERINGS)
-    checks.one_of("standardize", standardize, STANDARDIZATIONS)
-    epochs = checks.positive_int(
-        "epochs", epochs, maximum=MAX_EPOCHS, hint=" (moverkit.finetune.MAX_EPOCHS; the default is 2)"
+    settings = _Settings(
+        params=resolve_params(variant, temperature, sinkhorn_iterations, True, centering),
+        centering=checks.one_of("centering", centering, TRAINING_CENTERINGS),
+        standardize=checks.one_of("standardize", standardize, STANDARDIZATIONS),
+        epochs=checks.positive_int(
+            "epochs", epochs, maximum=MAX_EPOCHS, hint=" (moverkit.finetune.MAX_EPOCHS; the default is 2)"
+        ),
+        batch_size=checks.positive_int("batch_size", batch_size),
+        learning_rate=checks.finite_positive_float(
+            "learning_rate",
+            learning_rate,
+            maximum=MAX_LEARNING_RATE,
+            hint=" (AdamW's step size; fine-tuning uses about 1e-5 to 1e-3)",
+        ),
+        validation_split=_validation_split(validation_split),
+        target_mean=_target_mean(target_mean),
+        target_std=checks.finite_positive_float("target_std", target_std),
+        patience=checks.positive_int("early_stopping_patience", early_stopping_patience),
+        seed=checks.positive_int("seed", seed, minimum=0),
     )
-    batch_size = checks.positive_int("batch_size", batch_size)
-    learning_rate = checks.finite_positive_float(
-        "learning_rate",
-        learning_rate,
-        maximum=MAX_LEARNING_RATE,
-        hint=" (AdamW's step size; fine-tuning uses about 1e-5 to 1e-3)",
-    )
-    validation_split = checks.nonnegative_float("validation_split", validation_split)
-    if validation_split >= 1:
-        raise ValueError(f"validation_split must be in [0, 1), got {validation_split!r}")
-    target_mean = _target_mean(target_mean)
-    target_std = checks.finite_positive_float("target_std", target_std)
-    patience = checks.positive_int("early_stopping_patience", early_stopping_patience)
-    seed = checks.positive_int("seed", seed, minimum=0)
     checks.optional_positive_int("max_length", max_length)
     for name, flag in (
         ("keep_checkpoints", keep_checkpoints),
@@ -189,43 +192,96 @@ def finetune(
         checks.boolean(name, flag)
     folder = OutputFolder(output_dir, overwrite=overwrite, resume=resume)
 
+    prepared = _prepare(data, prediction_column, reference_column, score_column, group_column, settings)
+    encoder = trainable_encoder(model_type, num_layers, device)
+    scorer = Scorer(encoder, settings.params, settings.centering, max_length)
+    trainer, before, after = _train(scorer, prepared, settings, folder, verbose)
+
+    result = _result(folder.path, trainer, before, after, prepared)
+    recipe = _recipe(data, encoder, settings, folder, result, prepared)
+    folder.install(encoder.model, encoder.tokenizer, model_card(recipe, result))
+    folder.finish(keep_checkpoints, result.epochs_trained)
+    return result
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The checked settings of a run that the stages after the checks read: Sim's parameters
+    (:func:`moverkit.functional.twmd.resolve_params`) and centering, the targets' standardization
+    and scale, the split, and the loop's (epochs, mini-batch, step size, patience, seed)."""
+
+    params: dict
+    centering: str
+    standardize: str
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    validation_split: float
+    target_mean: float
+    target_std: float
+    patience: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The judgments trained on (rows with an empty text dropped, groups without spread left
+    out, their names in ``excluded``), the targets of their rows, and the rows of each split."""
+
+    judged: Judgments
+    targets: np.ndarray
+    excluded: list[str]
+    train_rows: list[int]
+    valid_rows: list[int]
+
+
+def _validation_split(value) -> float:
+    """``validation_split``, a finite number in [0, 1)."""
+    value = checks.nonnegative_float("validation_split", value)
+    if value >= 1:
+        raise ValueError(f"validation_split must be in [0, 1), got {value!r}")
+    return value
+
+
+def _prepare(data, prediction_column, reference_column, score_column, group_column, settings: _Settings) -> _Prepared:
+    r"""The judgments read from ``data``, their targets :math:`\mu_y + \sigma_y z` (see the module
+    doc; refused where they overflow), and the rows split into training and validation (refused
+    where the validation pairs leave the Pearson r that picks the epoch undefined)."""
     source = str(data) if isinstance(data, (str, os.PathLike)) else "the datasets.Dataset"
     judged = _without_empty(
         load_judgments(data, prediction_column, reference_column, score_column, group_column), source
     )
-    judged, excluded = _with_spread(judged, standardize)
-    targets = target_mean + target_std * standardized(judged.human, judged.groups, standardize)
+    judged, excluded = _with_spread(judged, settings.standardize)
+    z = standardized(judged.human, judged.groups, settings.standardize)
+    targets = settings.target_mean + settings.target_std * z
     if not np.isfinite(targets).all():
         raise ValueError(
-            f"the training targets target_mean + target_std * z overflow (target_mean={target_mean!r}, "
-            f"target_std={target_std!r}, standardize={standardize!r}): choose a target_std of the order of "
-            "Sim's spread (default 0.15)"
+            f"the training targets target_mean + target_std * z overflow (target_mean={settings.target_mean!r}, "
+            f"target_std={settings.target_std!r}, standardize={settings.standardize!r}): choose a target_std of the "
+            "order of Sim's spread (default 0.15)"
         )
-    train_rows, valid_rows = split_rows(len(judged.human), validation_split, seed)
+    train_rows, valid_rows = split_rows(len(judged.human), settings.validation_split, settings.seed)
     if len(valid_rows) == 1:
         raise ValueError("validation_split leaves a single validation pair; a correlation needs at least 2")
     if valid_rows:
         _check_validation(targets[valid_rows], [judged.groups[i] for i in valid_rows])
+    return _Prepared(judged, targets, excluded, train_rows, valid_rows)
 
-    encoder = trainable_encoder(model_type, num_layers, device)
-    scorer = Scorer(encoder, params, centering, max_length)
-    train_set = _dataset(judged, targets, train_rows)
-    valid_set = _dataset(judged, targets, valid_rows) if len(valid_rows) else None
 
+def _train(scorer: Scorer, prepared: _Prepared, settings: _Settings, folder: OutputFolder, verbose: bool):
+    """The training run into ``folder``'s checkpoints (resumed from its last one where asked):
+    the Trainer, and the validation figures before and after it (``None`` without a validation
+    split). A run that diverged is abandoned (``folder`` left as it was) and refused."""
+    train_set = _dataset(prepared.judged, prepared.targets, prepared.train_rows)
+    valid_set = _dataset(prepared.judged, prepared.targets, prepared.valid_rows) if len(prepared.valid_rows) else None
     folder.begin()
-    output = folder.path
     before = scorer.validate(valid_set) if valid_set is not None else None
     trainer = _trainer(
         scorer,
         train_set,
         valid_set,
         folder.checkpoints,
-        epochs,
-        batch_size,
-        learning_rate,
-        patience,
-        seed,
-        verbose,
+        Loop(settings.epochs, settings.batch_size, settings.learning_rate, settings.patience, settings.seed, verbose),
         on_save=folder.saved,
     )
     try:
@@ -233,52 +289,63 @@ def finetune(
         after = scorer.validate(valid_set) if valid_set is not None else None
     except NonFiniteOutputs:  # the weights turned NaN or infinite during training
         trained = None
-    diverged = _divergence(trainer, trained, encoder.model)
+    diverged = _divergence(trainer, trained, scorer.encoder.model)
     if diverged:
         folder.abandon()
         raise ValueError(
-            f"training diverged: {diverged} (learning_rate={learning_rate!r}, target_mean={target_mean!r}, "
-            f"target_std={target_std!r}): no model was written, and {folder.path} is left as it was before "
-            "the run (this run's checkpoints are removed); try a smaller learning_rate"
+            f"training diverged: {diverged} (learning_rate={settings.learning_rate!r}, "
+            f"target_mean={settings.target_mean!r}, target_std={settings.target_std!r}): no model was written, "
+            f"and {folder.path} is left as it was before the run (this run's checkpoints are removed); try a "
+            "smaller learning_rate"
         )
+    return trainer, before, after
 
+
+def _result(output: Path, trainer, before: dict | None, after: dict | None, prepared: _Prepared) -> FinetuneResult:
+    """What the run produced: the model folder by its absolute path (so that the card's How to use
+    works from any folder), the validation figures, the Trainer's history per epoch, and the
+    mean seconds of an epoch's training steps."""
     history = _history(trainer)
-    epochs_trained = round(trainer.state.epoch or 0)
     seconds = [entry["seconds"] for entry in history if entry.get("seconds")]
     cpu_seconds = [entry["cpu_seconds"] for entry in history if entry.get("cpu_seconds")]
-    result = FinetuneResult(
-        path=str(Path(output).resolve()),  # the card's How to use works from any folder
+    return FinetuneResult(
+        path=str(Path(output).resolve()),
         validation_before=before,
         validation_after=after,
         history=history,
         seconds_per_epoch=float(np.mean(seconds)) if seconds else math.nan,
         cpu_seconds_per_epoch=float(np.mean(cpu_seconds)) if cpu_seconds else math.nan,
-        n_train=len(train_rows),
-        n_validation=len(valid_rows),
-        epochs_trained=epochs_trained,
+        n_train=len(prepared.train_rows),
+        n_validation=len(prepared.valid_rows),
+        epochs_trained=round(trainer.state.epoch or 0),
     )
-    recipe = {
+
+
+def _recipe(
+    data, encoder, settings: _Settings, folder: OutputFolder, result: FinetuneResult, prepared: _Prepared
+) -> dict:
+    """Everything that made the model, as the card's Recipe lists it: the base model and the layer
+    read, Sim's parameters, the loop's settings (the checkpoint a resumed run started from), the
+    targets', the data and its groups (those left out for want of spread among them)."""
+    return {
         "base_model": encoder.name,
         "layer": encoder.layer,
         "layers_in_folder": encoder.model.config.num_hidden_layers,
         "device": str(encoder.device),
-        **params,
-        "centering": centering,
-        "epochs": epochs,
-        "epochs_trained": epochs_trained,
+        **settings.params,
+        "centering": settings.centering,
+        "epochs": settings.epochs,
+        "epochs_trained": result.epochs_trained,
         **({"resumed_from": folder.resume_from.name} if folder.resume_from is not None else {}),
-        "learning_rate": learning_rate,
-        "batch_size": batch_size,
-        "validation_split": validation_split,
-        "standardize": standardize,
-        "target_mean": target_mean,
-        "target_std": target_std,
-        "early_stopping_patience": patience,
-        "seed": seed,
+        "learning_rate": settings.learning_rate,
+        "batch_size": settings.batch_size,
+        "validation_split": settings.validation_split,
+        "standardize": settings.standardize,
+        "target_mean": settings.target_mean,
+        "target_std": settings.target_std,
+        "early_stopping_patience": settings.patience,
+        "seed": settings.seed,
         "data": str(data) if isinstance(data, (str, os.PathLike)) else f"datasets.Dataset ({len(data)} rows)",
-        "groups": sorted(set(judged.groups)),
-        **({"excluded_groups": excluded} if excluded else {}),
+        "groups": sorted(set(prepared.judged.groups)),
+        **({"excluded_groups": prepared.excluded} if prepared.excluded else {}),
     }
-    folder.install(encoder.model, encoder.tokenizer, model_card(recipe, result))
-    folder.finish(keep_checkpoints, epochs_trained)
-    return result

@@ -11,47 +11,34 @@ from moverkit.finetune.trainer import FinetuneResult
 
 def model_card(recipe: dict, result: FinetuneResult) -> str:
     """The model folder's README.md: what it is, how to use it, how it was trained, its figures."""
-    name = Path(result.path).resolve().name
-    variant = recipe["variant"]
-    t = f", T = {recipe['temperature']}" if "temperature" in recipe else ""
-    steps = f", {recipe['sinkhorn_iterations']} Sinkhorn step(s)" if "sinkhorn_iterations" in recipe else ""
-
-    def figures(v):
-        return (
-            "n/a"
-            if v is None
-            else f"Pearson r {fixed(v['pearson'], '.1f', 100)}, Kendall tau {fixed(v['kendall'], '.1f', 100)}, "
-            f"MSE of Sim against the training targets {fixed(v['mse'], '.4f')}"
-        )
-
-    rows = "\n".join(
-        f"| {e['epoch']} | {fixed(e.get('train_loss'), '.4f')} | {fixed(e.get('pearson'), '.1f', 100)} | "
-        f"{fixed(e.get('kendall'), '.1f', 100)} | {fixed(e.get('seconds'), '.0f')} | "
-        f"{fixed(e.get('cpu_seconds'), '.0f')} |"
-        for e in result.history
+    sections = (
+        _introduction(recipe, result),
+        _how_to_use(recipe, result),
+        _training(recipe, result),
+        _validation(recipe, result),
+        _recipe_and_limitations(recipe),
     )
-    trained = recipe.get("epochs_trained")
-    if "resumed_from" in recipe:
-        loop_epochs = (
-            f"{trained} epoch(s) trained in all (resumed from {recipe['resumed_from']}, epochs={recipe['epochs']})"
-        )
-    else:
-        loop_epochs = f"up to {recipe['epochs']} epoch(s)" + (
-            f", {trained} epoch(s) trained" if trained is not None else ""
-        )
-    excluded = (
-        f"; excluded: {', '.join(recipe['excluded_groups'])} (all their human scores equal)"
-        if recipe.get("excluded_groups")
-        else ""
-    )
-    base = recipe["base_model"]
+    return "\n\n".join(sections)
+
+
+def _layer(recipe: dict) -> tuple[str, str]:
+    """Where the metric reads the folder's encoder, said in the card's first sentence, and the
+    ``num_layers`` argument its How to use then passes (none where that layer is the last)."""
     layer = recipe["layer"]
     if recipe["layers_in_folder"] == layer:
-        cut = f"cut after layer {layer} (the layer the metric reads; it is this folder's last layer, the default)"
-        layer_arg = ""
-    else:  # no block list was found to cut: the folder keeps every layer
-        cut = f"read at layer {layer} of {recipe['layers_in_folder']} (pass num_layers={layer})"
-        layer_arg = f", num_layers={layer}"
+        return f"cut after layer {layer} (the layer the metric reads; it is this folder's last layer, the default)", ""
+    # no block list was found to cut: the folder keeps every layer
+    return f"read at layer {layer} of {recipe['layers_in_folder']} (pass num_layers={layer})", f", num_layers={layer}"
+
+
+def _introduction(recipe: dict, result: FinetuneResult) -> str:
+    """The front matter the Hub reads, the title, and the loss trained with (Chen et al., 2020,
+    Section 6; Sim is Eq. 1, with its temperature and Sinkhorn steps where the variant has them)."""
+    name = Path(result.path).resolve().name
+    base, variant = recipe["base_model"], recipe["variant"]
+    cut, _ = _layer(recipe)
+    t = f", T = {recipe['temperature']}" if "temperature" in recipe else ""
+    steps = f", {recipe['sinkhorn_iterations']} Sinkhorn step(s)" if "sinkhorn_iterations" in recipe else ""
     return f"""---
 library_name: transformers
 base_model: {base}
@@ -66,19 +53,41 @@ tags:
 The encoder of {base}, {cut}, fine-tuned on human judgments with the loss of Chen et al. (2020),
 Section 6, "Evaluation metrics with fine-tuning":
 `Loss = MSE(Sim(X1, X2), y)`, Sim being {variant}'s normalized similarity (Eq. 1){t}{steps},
-with `{recipe["centering"]}` centering (over each training mini-batch of {recipe["batch_size"]} pairs).
+with `{recipe["centering"]}` centering (over each training mini-batch of {recipe["batch_size"]} pairs)."""
 
-## How to use
+
+def _how_to_use(recipe: dict, result: FinetuneResult) -> str:
+    """The call that scores with the folder (by its absolute path, so it works from any folder)."""
+    _, layer_arg = _layer(recipe)
+    return f"""## How to use
 
 Every moverkit metric loads this folder as its model; the hashcode names it (folder name and a
 digest of its files):
 
 ```python
 from moverkit import functional
-functional.twmd(predictions, references, model_type="{result.path}"{layer_arg}, variant="{variant}", centering="{recipe["centering"]}")
-```
+functional.twmd(predictions, references, model_type="{result.path}"{layer_arg}, variant="{recipe["variant"]}", centering="{recipe["centering"]}")
+```"""
 
-## Training
+
+def _training(recipe: dict, result: FinetuneResult) -> str:
+    """The data (the groups left out for want of spread among them), the targets, the loop (the
+    epochs trained, and the checkpoint a resumed run started from) and the time per epoch."""
+    trained = recipe.get("epochs_trained")
+    if "resumed_from" in recipe:
+        loop_epochs = (
+            f"{trained} epoch(s) trained in all (resumed from {recipe['resumed_from']}, epochs={recipe['epochs']})"
+        )
+    else:
+        loop_epochs = f"up to {recipe['epochs']} epoch(s)" + (
+            f", {trained} epoch(s) trained" if trained is not None else ""
+        )
+    excluded = (
+        f"; excluded: {', '.join(recipe['excluded_groups'])} (all their human scores equal)"
+        if recipe.get("excluded_groups")
+        else ""
+    )
+    return f"""## Training
 
 - Data: {recipe["data"]}; groups {", ".join(recipe["groups"])}{excluded}; {result.n_train} training pairs,
   {result.n_validation} validation pairs (a random {recipe["validation_split"]:.0%} of the rows, seed {recipe["seed"]}).
@@ -88,15 +97,25 @@ functional.twmd(predictions, references, model_type="{result.path}"{layer_arg}, 
   weight decay 0.01, batch size {recipe["batch_size"]}, {loop_epochs}, early
   stopping on validation Pearson r (patience {recipe["early_stopping_patience"]}; the best epoch's weights kept), seed {recipe["seed"]}.
 - Time per epoch (training steps) on {recipe["device"]}: {fixed(result.seconds_per_epoch, ".0f")} s wall,
-  {fixed(result.cpu_seconds_per_epoch, ".0f")} s of CPU time (all threads of the process).
+  {fixed(result.cpu_seconds_per_epoch, ".0f")} s of CPU time (all threads of the process)."""
 
-## Validation
 
-Per-group Pearson r and Kendall tau (x100), averaged over the groups, of {variant} against the
+def _validation(recipe: dict, result: FinetuneResult) -> str:
+    """The validation figures before and after fine-tuning, what the MSE among them measures,
+    and the table of epochs."""
+    rows = "\n".join(
+        f"| {e['epoch']} | {fixed(e.get('train_loss'), '.4f')} | {fixed(e.get('pearson'), '.1f', 100)} | "
+        f"{fixed(e.get('kendall'), '.1f', 100)} | {fixed(e.get('seconds'), '.0f')} | "
+        f"{fixed(e.get('cpu_seconds'), '.0f')} |"
+        for e in result.history
+    )
+    return f"""## Validation
+
+Per-group Pearson r and Kendall tau (x100), averaged over the groups, of {recipe["variant"]} against the
 standardized human scores of the validation pairs:
 
-- before fine-tuning: {figures(result.validation_before)}
-- after (weights kept): {figures(result.validation_after)}
+- before fine-tuning: {_figures(result.validation_before)}
+- after (weights kept): {_figures(result.validation_after)}
 
 The MSE is the training loss on the validation pairs: the mean squared distance of Sim to the
 targets (the human scores standardized, then set to mean {recipe["target_mean"]} and standard deviation {recipe["target_std"]}).
@@ -105,9 +124,23 @@ scores spread out to order the pairs better but around another mean.
 
 | epoch | training loss | Pearson r | Kendall tau | wall s | CPU s |
 |---|---|---|---|---|---|
-{rows}
+{rows}"""
 
-## Recipe
+
+def _figures(v: dict | None) -> str:
+    """One line of validation figures (``n/a`` where there was no validation split)."""
+    return (
+        "n/a"
+        if v is None
+        else f"Pearson r {fixed(v['pearson'], '.1f', 100)}, Kendall tau {fixed(v['kendall'], '.1f', 100)}, "
+        f"MSE of Sim against the training targets {fixed(v['mse'], '.4f')}"
+    )
+
+
+def _recipe_and_limitations(recipe: dict) -> str:
+    """The recipe as JSON (every argument of the run), and the limits of a metric trained on one
+    domain's ratings."""
+    return f"""## Recipe
 
 ```json
 {json.dumps(recipe, indent=2)}

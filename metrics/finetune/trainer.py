@@ -8,6 +8,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -143,12 +144,30 @@ def _collate(rows: list[dict]) -> dict:
     }
 
 
-def _trainer(
-    scorer, train_set, valid_set, checkpoints, epochs, batch_size, learning_rate, patience, seed, verbose, on_save=None
-):
+@dataclass(frozen=True)
+class Loop:
+    """The training loop's settings: epochs, mini-batch size, step size (constant), the epochs
+    without a better validation Pearson r before stopping, the seed, and whether to show bars."""
+
+    epochs: int
+    batch_size: int
+    learning_rate: float
+    patience: int
+    seed: int
+    verbose: bool
+
+
+def _trainer(scorer, train_set, valid_set, checkpoints, loop: Loop, on_save=None):
     """transformers' Trainer on the encoder's model, with the MSE-of-Sim loss and validation by
-    the scorer (Pearson r picks the best epoch; early stopping after ``patience`` worse epochs);
-    ``on_save(step)`` is called after each checkpoint is saved."""
+    the scorer (Pearson r picks the best epoch; early stopping after ``loop.patience`` worse
+    epochs); ``on_save(step)`` is called after each checkpoint is saved."""
+    epochs, batch_size, learning_rate, seed, verbose = (
+        loop.epochs,
+        loop.batch_size,
+        loop.learning_rate,
+        loop.seed,
+        loop.verbose,
+    )
     from transformers import EarlyStoppingCallback, Trainer, TrainerCallback, TrainingArguments
 
     class SimilarityTrainer(Trainer):
@@ -219,7 +238,7 @@ def _trainer(
         callbacks=[
             EpochTimer(),
             SaveHook(),
-            *([EarlyStoppingCallback(early_stopping_patience=patience)] if validate else []),
+            *([EarlyStoppingCallback(early_stopping_patience=loop.patience)] if validate else []),
         ],
     )
 

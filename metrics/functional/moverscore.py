@@ -37,7 +37,7 @@ import numpy as np
 import torch
 
 from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
-from moverkit._core.base import pad, pair_buckets
+from moverkit._core.base import offsets_from, pad, pair_buckets
 from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, check_aggregated_centering, chunks
 from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
 from moverkit.functional.entry import metric_function
@@ -386,8 +386,7 @@ def text_units(data: PairData, weights: torch.Tensor, texts: torch.Tensor, n: in
         unit_weights = window_weights.sum(1)
         unit_vectors = torch.einsum("uk,ukd->ud", window_weights.to(v.dtype), v[window])
     positive = unit_weights > 0
-    offsets = torch.zeros(n_texts + 1, dtype=torch.long, device=rows.device)
-    torch.cumsum(torch.bincount(text[first][positive], minlength=n_texts), 0, out=offsets[1:])
+    offsets = offsets_from(torch.bincount(text[first][positive], minlength=n_texts))
     return Units(
         vectors=torch.nn.functional.normalize(unit_vectors[positive], dim=-1),
         weights=unit_weights[positive],

@@ -6,7 +6,7 @@ matching and cosines, the inputs of a call (texts, references, groups) and long-
 """
 
 from moverkit._core.base import checks
-from moverkit._core.base.batching import pad, pair_buckets
+from moverkit._core.base.batching import offsets_from, pad, pair_buckets
 from moverkit._core.base.hardware import (
     BFLOAT16_CPU_FLAGS,
     PLAN_VARIABLE,
@@ -56,6 +56,7 @@ __all__ = [
     "greedy_match",
     "is_missing",
     "native_bfloat16_cpu",
+    "offsets_from",
     "pad",
     "pair_buckets",
     "parse_size",

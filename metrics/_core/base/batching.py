@@ -30,6 +30,15 @@ a few float64 and float32 copies of a pair's matrix (similarities, the plan, its
 ``long_texts="window"`` mode grew past 20 GB and were killed for memory."""
 
 
+def offsets_from(counts: torch.Tensor) -> torch.Tensor:
+    """The ``(n + 1,)`` int64 offsets of ``n`` consecutive items of ``counts[i]`` rows each: item
+    ``i`` owns rows ``offsets[i]:offsets[i + 1]`` (on ``counts``' device). The one place offsets are
+    made (texts' tokens, sentences, scoring rows, units)."""
+    offsets = torch.zeros(len(counts) + 1, dtype=torch.long, device=counts.device)
+    torch.cumsum(counts, 0, out=offsets[1:])
+    return offsets
+
+
 def pad(
     offsets: torch.Tensor,
     items: torch.Tensor,

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from moverkit._core.base import checks
-from moverkit._core.base.batching import pad, pair_buckets
+from moverkit._core.base.batching import offsets_from, pad, pair_buckets
 from moverkit._core.base.inputs import CallTexts, call_texts
 from moverkit._core.centering.maths import Centering, center, center_rows
 from moverkit._core.centering.stats_file import CenteringStats
@@ -141,9 +141,7 @@ class PairData:
             rows = torch.nonzero(keep).flatten()
             per_text = torch.zeros(len(self.clouds.texts), dtype=torch.long, device=keep.device)
             per_text.index_add_(0, self.clouds.text_index(), keep.long())
-            offsets = torch.zeros(len(self.clouds.texts) + 1, dtype=torch.long, device=keep.device)
-            torch.cumsum(per_text, 0, out=offsets[1:])
-            self._rows = (offsets, rows)
+            self._rows = (offsets_from(per_text), rows)
         return self._rows
 
     @functools.cached_property

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import torch
 
+from moverkit._core.base.batching import offsets_from
 from moverkit._core.base.heap import trim_heap
 from moverkit._core.base.sizes import parse_size, size_from_env
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encode
@@ -221,9 +222,7 @@ def _join(encoder: Encoder, texts: list[str], clouds: list[_Cloud], layers) -> T
     """The :class:`TokenClouds` of ``texts`` from their clouds, in order."""
     device = encoder.device
     dim = encoder.model.config.hidden_size
-    lengths = torch.tensor([len(c.token_ids) for c in clouds], dtype=torch.long)
-    offsets = torch.zeros(len(clouds) + 1, dtype=torch.long)
-    torch.cumsum(lengths, 0, out=offsets[1:])
+    offsets = offsets_from(torch.tensor([len(c.token_ids) for c in clouds], dtype=torch.long))
     empty = torch.empty(0, dim, dtype=torch.float32, device=device)
     vectors = torch.cat([c.vectors for c in clouds]) if clouds else empty
     special = torch.cat([c.special for c in clouds]) if clouds else torch.empty(0, dtype=torch.bool, device=device)

@@ -23,7 +23,14 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from moverkit._core.base.batching import ENCODE_TOKEN_BUDGET, cuda_token_budget, cuda_width, length_batches, pad
+from moverkit._core.base.batching import (
+    ENCODE_TOKEN_BUDGET,
+    cuda_token_budget,
+    cuda_width,
+    length_batches,
+    offsets_from,
+    pad,
+)
 from moverkit._core.base.hardware import check_dtype, cuda_plan, precision, resolve_device
 from moverkit._core.base.windows import WindowPlan, plan_windows
 from moverkit._core.encoding.request import EncoderRequest, resolve_layer, resolve_model
@@ -383,9 +390,7 @@ def all_finite(vectors: torch.Tensor, attention: torch.Tensor | None = None) -> 
 
 def offsets_of(lengths, n: int) -> torch.Tensor:
     """``(n + 1,)`` int64 offsets of ``n`` consecutive items of ``lengths`` (an iterable of ints)."""
-    offsets = torch.zeros(n + 1, dtype=torch.long)
-    torch.cumsum(torch.from_numpy(np.fromiter(lengths, dtype=np.int64, count=n)), 0, out=offsets[1:])
-    return offsets
+    return offsets_from(torch.from_numpy(np.fromiter(lengths, dtype=np.int64, count=n)))
 
 
 def encode_batches(
