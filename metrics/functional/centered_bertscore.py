@@ -56,15 +56,13 @@ def centered_bertscore(
 
 
 def _scores(chunk: PreparedChunk, *, idf) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
     data = chunk.pairs(PairOptions(idf=idf))
     warn_zero_weights(*count_zero_weight_texts(data), "their pairs score P = R = F1 = 0, as an empty text")
     results, best = chunk.results(
         pair_scores(data),
         OUTPUTS,
-        group=data.group,
-        n_predictions=data.n_predictions,
-        encoder=data.encoder,
+        data,
         hashcode=partial(pair_hash, "centered_bertscore", data),
     )
     if chunk.return_alignment:

@@ -89,15 +89,13 @@ def lazy_emd(
 
 
 def _scores(chunk: PreparedChunk, *, params, idf) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
     data = chunk.pairs(PairOptions(idf=idf))
     live = pairs_with_mass(data)
     results, best = chunk.results(
         pair_scores(data, live, params),
         ("lazy_emd",),
-        group=data.group,
-        n_predictions=data.n_predictions,
-        encoder=data.encoder,
+        data,
         hashcode=partial(pair_hash, "lazy_emd", data, **params),
         lower_is_better=True,
     )

@@ -186,15 +186,13 @@ def moverscore(
 
 
 def _scores(chunk: PreparedChunk, config: Config) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
     data = chunk.pairs(pair_options(config))
     pred, ref = side_units(data, config)
     results, best = chunk.results(
         score_pairs(data, pred, ref, config),
         ("moverscore",),
-        group=data.group,
-        n_predictions=data.n_predictions,
-        encoder=data.encoder,
+        data,
         hashcode=partial(hashcode, data, config),
     )
     if chunk.return_alignment:

@@ -44,16 +44,14 @@ def sbertscore(call: MetricCall) -> dict:
 
 
 def _scores(chunk: PreparedChunk) -> dict:
-    """The result of a call (a sentence-level call is one chunk: :func:`~moverkit._core.chunk.streaming.chunks`)."""
+    """The result of a call (a sentence-level call is one chunk: :func:`~moverkit._core.call.streaming.chunks`)."""
     data = chunk.pairs()
     units = dict(zip(data.clouds.texts, data.clouds.units))
     warn_empty(chunk.texts.predictions, chunk.texts.pair_references, units, rescaled=chunk.rescaled)
     results, best = chunk.results(
         pair_scores(data),
         OUTPUTS,
-        group=data.group,
-        n_predictions=data.n_predictions,
-        encoder=data.encoder,
+        data,
         hashcode=partial(
             get_hash,
             "sbertscore",

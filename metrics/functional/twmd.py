@@ -75,14 +75,12 @@ def twmd(
 
 
 def _scores(chunk: PreparedChunk, *, params) -> dict:
-    """The result of one chunk of a call (:func:`~moverkit._core.chunk.streaming.chunks`)."""
+    """The result of one chunk of a call (:func:`~moverkit._core.call.streaming.chunks`)."""
     data = chunk.pairs()
     results, best = chunk.results(
         pair_scores(data, params),
         (params["variant"],),
-        group=data.group,
-        n_predictions=data.n_predictions,
-        encoder=data.encoder,
+        data,
         hashcode=partial(pair_hash, "twmd", data, **params),
     )
     if chunk.return_alignment:

@@ -133,16 +133,15 @@ class PreparedChunk:
         self,
         scores: torch.Tensor,
         outputs: Sequence[str],
+        data: PairData,
         *,
-        group: torch.Tensor,
-        n_predictions: int,
-        encoder,
         hashcode: Callable[..., str],
         lower_is_better: bool = False,
     ) -> tuple[dict, torch.Tensor]:
-        """The result of the call (or of a chunk of it) from its pair scores (one row per name of ``outputs``, or one
-        vector for one output): each rescaled when asked (:func:`~moverkit._core.call.baseline.apply_baseline`),
-        then each prediction's best over its references (``group``: the prediction of each pair),
+        """The result of the chunk from the pair scores of its ``data`` (one row per name of
+        ``outputs``, or one vector for one output): each rescaled when asked
+        (:func:`~moverkit._core.call.baseline.apply_baseline`), then each prediction's best over
+        its references (``data.group``: the prediction of each pair),
         the ``hashcode`` (``hashcode(**extra)``, with ``rescaled=<baseline>`` when rescaled) and
         ``reference_index``, the position of the kept reference of the last output; and the kept
         pairs (their indices), for alignments."""
@@ -152,7 +151,7 @@ class PreparedChunk:
                 scores,
                 self.call.metric,
                 tuple(outputs),
-                encoder=encoder,
+                encoder=data.encoder,
                 centering=self.centering,
                 lang=self.request.lang,
                 baseline_path=self.call.baseline_path,
@@ -161,10 +160,10 @@ class PreparedChunk:
         rows = scores.reshape(len(outputs), -1)
         results, best = {}, None
         for name, values in zip(outputs, rows):
-            kept, best = best_per_group(values, group, n_predictions, lower_is_better=lower_is_better)
+            kept, best = best_per_group(values, data.group, data.n_predictions, lower_is_better=lower_is_better)
             results[name] = kept.tolist()
         results["hashcode"] = hashcode(**extra)
-        results["reference_index"] = reference_index(best, group)
+        results["reference_index"] = reference_index(best, data.group)
         return results, best
 
 
