@@ -202,7 +202,7 @@ def test_a_pairs_score_does_not_depend_on_the_solver_batch(wmt_pairs, tiny_model
     np.testing.assert_allclose(pieces, together, atol=1e-6)
 
 
-@pytest.mark.parametrize("plan", ["cpu", "cuda"])
+@pytest.mark.parametrize("plan", [pytest.param("cpu", marks=pytest.mark.slow), "cuda"])  # 35 s each
 def test_host_reads_do_not_grow_with_the_solver_batches_or_iterations(wmt_pairs, tiny_model_path, monkeypatch, plan):
     # Issue 45: a call reads the device a few times, under the CPU's plan and the CUDA plan (what
     # a GPU will do, counted on the CPU), whatever its solver batches and Sinkhorn iterations.

@@ -421,6 +421,7 @@ def test_bad_settings_are_clear_errors(load_metric, kwargs, error, message):
         load_metric("twmd").compute(predictions=["a"], references=["b"], **kwargs)
 
 
+@pytest.mark.slow  # 22 s: the largest number of iterations, run
 def test_sinkhorn_iterations_up_to_the_maximum_are_taken():
     """10,000 steps (MAX_SINKHORN_ITERATIONS) are taken, and score an identical pair 1; 10^6 took
     68 s for one pair for the score of 10^3 steps, and is refused."""
