@@ -202,12 +202,12 @@ def test_a_pairs_score_does_not_depend_on_the_solver_batch(wmt_pairs, tiny_model
     np.testing.assert_allclose(pieces, together, atol=1e-6)
 
 
-@pytest.mark.parametrize("plan", [pytest.param("cpu", marks=pytest.mark.slow), "cuda"])  # 35 s each
+@pytest.mark.parametrize("plan", [pytest.param("cpu", marks=pytest.mark.slow), "cuda"])
 def test_host_reads_do_not_grow_with_the_solver_batches_or_iterations(wmt_pairs, tiny_model_path, monkeypatch, plan):
     # Issue 45: a call reads the device a few times, under the CPU's plan and the CUDA plan (what
     # a GPU will do, counted on the CPU), whatever its solver batches and Sinkhorn iterations.
     monkeypatch.setenv("MOVERKIT_PLAN", plan)
-    predictions, references = wmt_pairs[0][:100], wmt_pairs[1][:100]
+    predictions, references = wmt_pairs[0][:30], wmt_pairs[1][:30]
 
     def reads(**kwargs):
         counter = DispatchCounter()
@@ -219,7 +219,7 @@ def test_host_reads_do_not_grow_with_the_solver_batches_or_iterations(wmt_pairs,
     default = reads()
     assert reads(reg_c=1.0, reg_r=1.0) == default  # 850 iterations instead of 50
     monkeypatch.setattr(importlib.import_module("moverkit.functional.lazy_emd"), "SOLVER_BATCH_ELEMENTS", 1 << 12)
-    assert reads() == default <= 32  # 27 batches instead of 4
+    assert reads() == default <= 32  # many batches instead of one or two
 
 
 # --- parameters ---------------------------------------------------------------------------------
