@@ -183,3 +183,8 @@ def test_no_internal_function_takes_more_than_10_parameters():
         if n > 10 and (where, node.name) not in PUBLIC_SIGNATURES:
             many[f"{where}:{node.name}"] = n
     assert not many, many
+
+
+def test_the_registry_does_not_import_tuning(edges):
+    """docs/architecture.md: tuning reads the registry, never the other way (tuning is a feature)."""
+    assert ("registry", "tuning") not in edges
