@@ -317,3 +317,12 @@ def test_eager_attention_keeps_the_flat_mask(tiny_model_path):
     sdpa = AutoModel.from_pretrained(tiny_model_path, attn_implementation="sdpa").eval()
     assert not takes_square_mask(eager, torch.device("cpu"))
     assert takes_square_mask(sdpa, torch.device("cpu"))
+
+
+def test_truncated_counts_the_texts_cut_at_the_limit_and_none_without_one():
+    from moverkit._core.encoding.tokens import rust_encode, truncated
+
+    tokenizer = get_encoder(None, None, "cpu").tokenizer
+    texts = ["a cat", "a cat sat on the mat", "the dog"]  # 4, 8 and 4 tokens with [CLS], [SEP]
+    assert truncated(rust_encode(tokenizer, texts, 4), 4) == 1  # "a cat" fits at exactly the limit
+    assert truncated(rust_encode(tokenizer, texts, None), None) == 0  # a model without a limit

@@ -34,7 +34,7 @@ from moverkit._core.encoding.encoder import (
     offsets_of,
 )
 from moverkit._core.encoding.request import EncoderRequest, check_lang, resolve_model
-from moverkit._core.encoding.tokens import quiet_transformers, rust_encode
+from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, truncated
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -391,7 +391,7 @@ def _sentence_ids(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[li
     encodings = rust_encode(first.tokenizer, texts, limit)
     if encodings is None:
         return None
-    n_cut = sum(bool(e.overflowing) for e in encodings if len(e) >= limit)  # only those at the limit were cut
+    n_cut = truncated(encodings, limit)
     if n_cut:
         _warn_truncated(encoder, n_cut, len(sentences), limit)
     return [e.ids for e in encodings]

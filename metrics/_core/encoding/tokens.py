@@ -82,11 +82,18 @@ def token_ids(
     encodings = rust_encode(encoder.tokenizer, [t.strip() for t in texts], None if window else limit)
     if encodings is None:  # a tokenizer without a Rust backend
         return _python_token_ids(encoder, texts, limit, window)
-    # Only a text at the limit can have been cut: the others' overflowing is not built.
-    n_cut = 0 if window else sum(bool(e.overflowing) for e in encodings if len(e) >= limit)
+    n_cut = truncated(encodings, None if window else limit)
     if n_cut:
         warn_truncated(encoder, n_cut, len(texts), limit)
     return [e.ids for e in encodings], [e.special_tokens_mask for e in encodings]
+
+
+def truncated(encodings: list, limit: int | None) -> int:
+    """How many of :func:`rust_encode`'s ``encodings`` (at token ``limit``; ``None``: none) were
+    cut: only one at the limit can have been, so the others' ``overflowing`` is not built."""
+    if limit is None:
+        return 0
+    return sum(bool(e.overflowing) for e in encodings if len(e) >= limit)
 
 
 COUNT_SLICE = 8192
