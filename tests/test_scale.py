@@ -37,7 +37,7 @@ def chunk_count(predictions, references, **kwargs):
     encoder = get_encoder()
     per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
     texts = call_texts(predictions, references)
-    return len(streaming.plan_chunks(texts, streaming.memory_budget() // per_token, 512, encoder))
+    return len(streaming.plan_chunks(texts, streaming.memory_budget() // per_token, 512, encoder).ranges)
 
 
 # The quick loop keeps batch centering (the one whose chunks share a call mean); the rest are slow.
@@ -250,19 +250,147 @@ def test_a_chunked_call_fixes_glibcs_mmap_threshold_and_an_unchunked_one_does_no
 
 def test_real_token_counts_plan_one_chunk_where_the_estimate_cuts(wmt_pairs):
     """Issue 45: the estimate (3 characters a token) runs high, so a call it cuts is planned again
-    from the texts' real token counts, which are token_ids' lengths."""
+    from the texts' real token counts, which are token_ids' lengths; a call those counts plan as
+    one chunk keeps the encodings counted, the ones token_ids would make."""
     from moverkit._core import call_texts, get_encoder
     from moverkit._core.encoding.tokens import token_counts, token_ids
 
     encoder = get_encoder()
     texts = call_texts(*wmt_pairs)
-    counts = token_counts(encoder, texts.unique, 512)
-    assert [counts[t] for t in texts.unique] == [len(row) for row in token_ids(encoder, texts.unique, 512)[0]]
-    real = sum(counts.values())
+    counted = token_counts(encoder, texts.unique, 512)
+    assert counted.encodings is None  # nothing kept within 0 tokens
+    ids = token_ids(encoder, texts.unique, 512)[0]
+    assert [counted.counts[t] for t in texts.unique] == [len(row) for row in ids]
+    real = sum(counted.counts.values())
     estimated = sum(streaming.estimated_tokens(t, 512) for t in texts.unique)
     assert real < estimated
     budget = (real + estimated) // 2  # the estimate cuts the call, its real counts fit
-    assert len(streaming.plan_chunks(texts, budget, 512)) > 1
-    assert streaming.plan_chunks(texts, budget, 512, encoder) == [(0, len(texts.predictions))]
+    assert len(streaming.plan_chunks(texts, budget, 512).ranges) > 1
+    plan = streaming.plan_chunks(texts, budget, 512, encoder)
+    assert plan.ranges == [(0, len(texts.predictions))]
+    assert [e.ids for e in plan.encodings] == ids
     small = real // 4  # cut either way: by the counts into no more chunks than by the estimate
-    assert 1 < len(streaming.plan_chunks(texts, small, 512, encoder)) <= len(streaming.plan_chunks(texts, small, 512))
+    cut = streaming.plan_chunks(texts, small, 512, encoder)
+    assert cut.encodings is None
+    assert 1 < len(cut.ranges) <= len(streaming.plan_chunks(texts, small, 512).ranges)
+
+
+def test_counted_encodings_are_kept_only_while_they_fit(monkeypatch):
+    """token_counts keeps the encodings of texts whose tokens total at most keep_within, across
+    its slices, and drops them (counts only) once the total passes it."""
+    from moverkit._core import get_encoder
+    from moverkit._core.encoding import tokens
+
+    monkeypatch.setattr(tokens, "COUNT_SLICE", 3)
+    encoder = get_encoder()
+    texts = [f"text number {i} of the call" for i in range(10)]
+    total = sum(tokens.token_counts(encoder, texts, 512).counts.values())
+    kept = tokens.token_counts(encoder, texts, 512, keep_within=total)
+    assert [e.ids for e in kept.encodings] == tokens.token_ids(encoder, texts, 512)[0]
+    assert tokens.token_counts(encoder, texts, 512, keep_within=total - 1).encodings is None
+
+
+def test_a_call_counted_as_one_chunk_tokenizes_once(wmt_pairs, monkeypatch):
+    """The encodings the plan counted are the ones the chunk encodes: one Rust tokenization of the
+    call's texts, and the scores of a call that tokenized twice."""
+    from moverkit._core import call_texts, get_encoder
+    from moverkit._core.encoding import tokens
+
+    predictions, references = (list(x[:60]) for x in wmt_pairs)
+    whole = centered_bertscore(predictions, references, centering="batch")
+    encoder = get_encoder()
+    texts = call_texts(predictions, references)
+    per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
+    real = sum(tokens.token_counts(encoder, texts.unique, 512).counts.values())
+    estimated = sum(streaming.estimated_tokens(t, 512) for t in texts.unique)
+    calls = []
+    rust_encode = tokens.rust_encode
+    monkeypatch.setattr(tokens, "rust_encode", lambda *a: calls.append(len(a[1])) or rust_encode(*a))
+    moverkit.set_memory_budget(per_token * (real + estimated) // 2)
+    try:
+        counted = centered_bertscore(predictions, references, centering="batch")
+    finally:
+        moverkit.set_memory_budget(None)
+    assert calls == [len(texts.unique)]
+    assert counted["f1"] == whole["f1"]
+
+
+def test_chunks_are_tokenized_while_the_one_before_encodes(pairs, tiny_budget, monkeypatch):
+    """Issue 45, item 7: past the budget, the next chunk's texts are tokenized in a thread while
+    the current chunk's forward passes run. The first chunk's first forward waits (up to 60 s) for
+    a second tokenization to start in another thread, the second chunk's (the first is its own):
+    were the tokenization not ahead, it would never start during that forward, and the test would
+    fail on the wait, not pass slowly."""
+    import threading
+
+    from moverkit._core import get_encoder
+    from moverkit._core.encoding import tokens
+
+    predictions, references = pairs
+    whole = centered_bertscore(predictions, references, centering="none")  # no batch mean's pass
+    tiny_budget()
+    assert chunk_count(predictions, references) >= 4
+    started, in_thread = threading.Event(), []
+    rust_encode = tokens.rust_encode
+
+    def watched(*args):
+        if threading.current_thread() is not threading.main_thread():
+            in_thread.append(len(args[1]))
+            if len(in_thread) == 2:
+                started.set()
+        return rust_encode(*args)
+
+    encoder = get_encoder()
+    forward = type(encoder).forward
+    waits = []
+
+    def waiting(self, *args, **kwargs):
+        if not waits:  # the first chunk's first forward
+            waits.append(started.wait(timeout=60))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(tokens, "spare_core", lambda device: True)  # whatever this machine's threads
+    monkeypatch.setattr(tokens, "rust_encode", watched)
+    monkeypatch.setattr(type(encoder), "forward", waiting)
+    chunked = centered_bertscore(predictions, references, centering="none")
+    assert waits == [True]
+    assert len(in_thread) == chunk_count(predictions, references)  # each chunk tokenized once, ahead
+    assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
+
+
+def test_where_the_forward_takes_every_core_chunks_are_tokenized_in_turn(pairs, tiny_budget, monkeypatch):
+    """On a CPU whose torch threads take every core, no thread tokenizes beside the forward (it
+    slowed a chunked call there): each chunk is tokenized on the calling thread, the same scores."""
+    import threading
+
+    from moverkit._core.encoding import tokens
+
+    predictions, references = pairs
+    whole = centered_bertscore(predictions, references, centering="none")
+    tiny_budget()
+    n_chunks = chunk_count(predictions, references)
+    threads = []
+    rust_encode = tokens.rust_encode
+    monkeypatch.setattr(tokens, "spare_core", lambda device: False)
+    monkeypatch.setattr(tokens, "rust_encode", lambda *a: threads.append(threading.current_thread()) or rust_encode(*a))
+    chunked = centered_bertscore(predictions, references, centering="none")
+    assert len(threads) == 1 + n_chunks  # the plan's count, then each chunk
+    assert set(threads) == {threading.main_thread()}
+    assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
+
+
+@pytest.mark.parametrize("spare", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
+def test_chunked_windows_and_idf_equal_unchunked(pairs, tiny_budget, monkeypatch, spare):
+    """Texts past the token limit, scored whole in windows, and IDF of the whole call: tokenized
+    ahead (whole, for windows) or in turn, a chunked call gives the unchunked scores."""
+    from moverkit._core.encoding import tokens
+
+    monkeypatch.setattr(tokens, "spare_core", lambda device: spare)
+    predictions, references = pairs
+    kwargs = {"long_texts": "window", "max_length": 16, "centering": "batch", "idf": True}
+    whole = centered_bertscore(predictions, references, **kwargs)
+    tiny_budget()
+    assert chunk_count(predictions, references) >= 4
+    chunked = centered_bertscore(predictions, references, **kwargs)
+    assert chunked["hashcode"] == whole["hashcode"]
+    assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)

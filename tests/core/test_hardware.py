@@ -95,3 +95,18 @@ def test_auto_is_made_concrete_before_hashing(cpu):
 def test_a_bad_dtype_lists_auto(cpu):
     with pytest.raises(ValueError, match="auto"):
         EncoderRequest(dtype="int8")
+
+
+def test_a_spare_core_on_an_accelerator_or_where_torch_leaves_one(monkeypatch):
+    """spare_core: the host has a core beside the forward on an accelerator, or on a CPU whose
+    torch threads are fewer than the process's cores; not when they take every core."""
+    import os
+
+    from moverkit._core.base.hardware import spare_core
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    assert not spare_core(torch.device("cpu"))
+    assert spare_core(torch.device("cuda:0"))
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    assert spare_core(torch.device("cpu"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import torch
@@ -88,8 +89,10 @@ class PreparedChunk:
     ``request`` and ``centering`` it runs with (a chunked call's carry the whole call's ``batch``
     mean and a quiet bar), the token ``limit`` (``None`` for sentences) and, for ``idf=True``
     past the memory budget, ``call_idf``, the table fitted on the whole call's references (and
-    ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``). Within the memory
-    budget a call is one chunk, itself."""
+    ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``), and ``tokens``, the
+    future of its distinct texts' Rust encodings where they were made ahead (tokenized while the
+    previous chunk encoded, or counted when the call was planned). Within the memory budget a call
+    is one chunk, itself."""
 
     call: MetricCall
     predictions: Sequence
@@ -101,6 +104,7 @@ class PreparedChunk:
     limit: int | None = None
     call_idf: Mapping | None = None
     call_prediction_idf: Mapping | None = None
+    tokens: Future | None = None
 
     @property
     def rescaled(self) -> bool:
@@ -127,6 +131,7 @@ class PreparedChunk:
             options,
             call_idf=self.call_idf,
             call_prediction_idf=self.call_prediction_idf,
+            encodings=None if self.tokens is None else self.tokens.result(),
         )
 
     def results(

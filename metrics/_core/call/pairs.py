@@ -244,11 +244,13 @@ def pair_data(
     call_idf: Mapping | None = None,
     call_prediction_idf: Mapping | None = None,
     clouds: TokenClouds | None = None,
+    encodings: list | None = None,
 ) -> PairData:
     """:func:`prepare_pairs` of texts, IDF arguments and a token ``limit`` already checked, with
     their ``encoder`` resolved: nothing here checks them again. ``call_prediction_idf``: for
     ``prediction_idf=True``, the table a streamed call fitted on all its predictions (as
-    ``call_idf`` for the references)."""
+    ``call_idf`` for the references). ``encodings``: the Rust encodings of ``texts.unique`` when
+    they were made ahead (:func:`~moverkit._core.encoding.tokens.token_ids`)."""
     idf, prediction_idf, layers, layer_aggregation = (
         options.idf,
         options.prediction_idf,
@@ -261,7 +263,12 @@ def pair_data(
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
     if clouds is None:
         clouds = cached_encode(
-            encoder, texts.unique, request, layers=None if layers is None else used_layers, limit=limit
+            encoder,
+            texts.unique,
+            request,
+            layers=None if layers is None else used_layers,
+            limit=limit,
+            encodings=encodings,
         )
     elif clouds.texts != texts.unique or (layers is not None and clouds.layers != used_layers):
         raise ValueError("the given clouds are not those of this call's distinct texts (and layers)")

@@ -27,6 +27,11 @@ texts are encoded once per chunk: a call that fits the budget is one chunk and e
 distinct text once, as before; past the budget, a text shared by pairs of two chunks is encoded
 in both (chunks are consecutive predictions, so repeated references of neighbouring predictions
 usually share one).
+
+Tokenizing is out of the encoder's way: past the budget, each chunk's distinct texts (and each
+slice of the first passes) are tokenized in a thread while the previous one encodes
+(:func:`~moverkit._core.encoding.tokens.tokenized_ahead`); a call planned as one chunk from its
+texts' real token counts encodes the tokens counted, not a second tokenization.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -49,7 +55,7 @@ from moverkit._core.encoding.encoder import Encoder, encode, encoder_for
 from moverkit._core.encoding.idf import IdfTable
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import sentence_encoder_for
-from moverkit._core.encoding.tokens import check_max_length, token_counts, token_ids
+from moverkit._core.encoding.tokens import check_max_length, ready, token_counts, token_ids, tokenized_ahead
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold on a CPU when neither :func:`set_memory_budget` nor
@@ -132,8 +138,12 @@ def chunks(
     planned = None if request.long_texts == "window" else limit
     max_tokens = memory_budget(encoder.device) // token_bytes
     # Within the budget (or never cut): one ordinary call, whose bar is the encoding's.
-    if one_chunk or len(ranges := plan_chunks(texts, max_tokens, planned, encoder)) == 1:
-        yield PreparedChunk(call, call.predictions, call.references, texts, encoder, request, call.centering, limit)
+    plan = None if one_chunk else plan_chunks(texts, max_tokens, planned, encoder)
+    if plan is None or len(plan.ranges) == 1:
+        tokens = None if plan is None or plan.encodings is None else ready(plan.encodings)
+        yield PreparedChunk(
+            call, call.predictions, call.references, texts, encoder, request, call.centering, limit, tokens=tokens
+        )
         return
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
     centering = call.centering
@@ -149,19 +159,23 @@ def chunks(
         warnings.simplefilter("ignore")
         quiet = replace(request, verbose=False)
     bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
+    parts = ((start, end, texts.chunk(start, end)) for start, end in plan.ranges)
     with bar:
-        for start, end in ranges:
+        for (start, end, part), tokens in tokenized_ahead(
+            encoder, parts, lambda part: part[2].unique, limit, request.long_texts
+        ):
             yield PreparedChunk(
                 call,
                 list(call.predictions[start:end]),
                 list(call.references[start:end]),
-                texts.chunk(start, end),
+                part,
                 encoder,
                 quiet,
                 centering,
                 limit,
                 call_idf,
                 prediction_table,
+                tokens,
             )
             bar.update(int((texts.group < end).sum()) - bar.n)
 
@@ -172,9 +186,16 @@ def estimated_tokens(text: str, limit: int | None) -> int:
     return tokens if limit is None else min(tokens, limit)
 
 
-def plan_chunks(
-    texts: CallTexts, max_tokens: int, limit: int | None, encoder: Encoder | None = None
-) -> list[tuple[int, int]]:
+class ChunkPlan(NamedTuple):
+    """:func:`plan_chunks`' answer: the ``ranges`` of predictions of each chunk, and, where the
+    texts' real token counts planned one chunk, their distinct texts' Rust ``encodings``
+    (:func:`~moverkit._core.encoding.tokens.token_counts`), which that chunk encodes."""
+
+    ranges: list[tuple[int, int]]
+    encodings: list | None = None
+
+
+def plan_chunks(texts: CallTexts, max_tokens: int, limit: int | None, encoder: Encoder | None = None) -> ChunkPlan:
     """Consecutive ranges of predictions, each with distinct texts of at most about ``max_tokens``
     tokens; a prediction with its references is never split. Tokens are estimated
     (:func:`estimated_tokens`); where the estimate cuts the call and ``encoder`` is given, the
@@ -183,19 +204,20 @@ def plan_chunks(
     The estimate of 3 characters a token runs high on most text (WMT17's English has about 4.5),
     and a call cut into chunks pays for it: under ``batch`` centering every text is encoded twice
     (issue 45: 100,000 pairs on an 80 GB GPU were cut by the estimate, 6,109 pairs/s, where one
-    chunk fits them). Counting is one Rust batch call, made only when the estimate cuts."""
+    chunk fits them). Counting is one Rust batch call, made only when the estimate cuts; when the
+    counts make one chunk, its encodings are kept for it."""
     one = [(0, len(texts.predictions))]
     # A chunk counts its distinct texts, so a call whose distinct texts fit is one chunk: their
     # characters bound their estimates (sum of len / CHARS_PER_TOKEN + 3 each), with no Python
     # step per pair (the loop below was 11 ms of a 0.15 s GPU call on 2,800 pairs, issue 45).
     if sum(map(len, texts.unique)) / CHARS_PER_TOKEN + 3 * len(texts.unique) <= max_tokens:
-        return one
-    counts = None if encoder is None else token_counts(encoder, texts.unique, limit)
-    if counts is None:
-        return _cut(texts, max_tokens, lambda text: estimated_tokens(text, limit))
-    if sum(counts.values()) <= max_tokens:
-        return one
-    return _cut(texts, max_tokens, counts.__getitem__)
+        return ChunkPlan(one)
+    counted = None if encoder is None else token_counts(encoder, texts.unique, limit, keep_within=max_tokens)
+    if counted is None:
+        return ChunkPlan(_cut(texts, max_tokens, lambda text: estimated_tokens(text, limit)))
+    if counted.encodings is not None:  # every text counted fits: one chunk, tokenized already
+        return ChunkPlan(one, counted.encodings)
+    return ChunkPlan(_cut(texts, max_tokens, counted.counts.__getitem__))
 
 
 def _cut(texts: CallTexts, max_tokens: int, tokens: Callable[[str], int]) -> list[tuple[int, int]]:
@@ -244,10 +266,13 @@ def batch_mean(
     unique, counts = texts.unique, texts.counts()
     total = torch.zeros(encoder.model.config.hidden_size, dtype=torch.float64)
     n, sizes = 0, []
-    for start, end in text_chunks(unique, max_tokens, planned):
+    slices = tokenized_ahead(
+        encoder, text_chunks(unique, max_tokens, planned), lambda r: unique[r[0] : r[1]], limit, request.long_texts
+    )
+    for (start, end), tokens in slices:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # truncation is reported once, by the scoring pass
-            clouds = encode(encoder, unique[start:end], request, limit=limit)
+            clouds = encode(encoder, unique[start:end], request, limit=limit, encodings=tokens.result())
         mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts[start:end])
         total += mean.cpu() * rows
         n += rows
@@ -272,10 +297,11 @@ def fit_idf(encoder, texts: list[str], limit: int, long_texts: str) -> IdfTable:
     chunk to the call's checked token ``limit``."""
 
     def documents():
-        for start in range(0, len(texts), 4096):
+        slices = (texts[start : start + 4096] for start in range(0, len(texts), 4096))
+        for part, tokens in tokenized_ahead(encoder, slices, lambda part: part, limit, long_texts):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                ids, _ = token_ids(encoder, texts[start : start + 4096], limit, long_texts)
+                ids, _ = token_ids(encoder, part, limit, long_texts, tokens.result())
             yield from ids
 
     return IdfTable(documents())

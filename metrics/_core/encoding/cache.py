@@ -182,11 +182,12 @@ def cached_encode(
     *,
     layers: Sequence[int] | None = None,
     limit: int | None = None,
+    encodings: list | None = None,
 ) -> TokenClouds:
     """:func:`~moverkit._core.encoding.encoder.encode` (same arguments, same result), encoding only
     the texts the cache does not hold and keeping the new ones."""
     if _CACHE.max_bytes == 0 or encoder.trainable or encoder.model.training:
-        return encode(encoder, texts, request, layers=layers, limit=limit)
+        return encode(encoder, texts, request, layers=layers, limit=limit, encodings=encodings)
     layers = None if layers is None else encoder.check_layers(layers)
     limit = check_max_length(encoder, request.max_length) if limit is None else limit
     with _CACHE._lock:
@@ -194,9 +195,11 @@ def cached_encode(
     config = (model_id, encoder.name, encoder.layer, str(encoder.device))
     config += (limit, request.long_texts, request.dtype, layers)
     clouds = [_CACHE.get((config, text)) for text in texts]
-    missing = [text for text, cloud in zip(texts, clouds) if cloud is None]
+    missing = [i for i, cloud in enumerate(clouds) if cloud is None]
     if missing:
-        split = _split(encode(encoder, missing, request, layers=layers, limit=limit))
+        ahead = None if encodings is None else [encodings[i] for i in missing]
+        missing = [texts[i] for i in missing]
+        split = _split(encode(encoder, missing, request, layers=layers, limit=limit, encodings=ahead))
         for text, cloud in zip(missing, split):
             _CACHE.put((config, text), cloud)
         new = iter(split)

@@ -425,11 +425,14 @@ def encode(
     *,
     layers: Sequence[int] | None = None,
     limit: int | None = None,
+    encodings: list | None = None,
 ) -> TokenClouds:
     """Embed ``texts`` (expected unique) into :class:`TokenClouds`, in the given order, as
     ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) says: its batch size,
     token limit, long-text mode, dtype and progress bar. ``limit``: the token limit when the caller
     has checked it already (a prepared call); else :func:`check_max_length` of the request's.
+    ``encodings``: the texts' Rust encodings when they were made ahead
+    (:func:`~moverkit._core.encoding.tokens.token_ids`).
 
     ``long_texts="window"`` encodes a text longer than the limit whole, in overlapping windows
     (:mod:`~moverkit._core.base.windows`); ``"truncate"`` cuts it at the limit. Texts within the limit
@@ -451,7 +454,7 @@ def encode(
     if layers is not None:
         layers = encoder.check_layers(layers)
     limit = check_max_length(encoder, request.max_length) if limit is None else limit
-    ids, special_mask = token_ids(encoder, texts, limit, long_texts)
+    ids, special_mask = token_ids(encoder, texts, limit, long_texts, encodings)
     # Truncated texts are within the limit already: only windows need planning.
     plan = WindowPlan(ids, None) if long_texts == "truncate" else plan_windows(ids, special_mask, limit)
     rows = plan.rows  # the texts themselves, unless some are cut into windows

@@ -2,7 +2,9 @@
 
 The ids come from the Rust tokenizer behind the model's fast tokenizer, in one batch call for a
 call's texts (:func:`rust_encode`): the ids transformers' own call gives, without its per-text
-conversion to Python lists and dicts, which does not run in parallel (issue 45).
+conversion to Python lists and dicts, which does not run in parallel (issue 45). That call
+releases the GIL, so a call cut into parts tokenizes the next part in a thread while the device
+encodes this one (:func:`tokenized_ahead`).
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 from moverkit._core.base import checks
+from moverkit._core.base.hardware import spare_core
 from moverkit._core.base.user_warnings import warn_user
 
 if TYPE_CHECKING:
@@ -72,20 +77,88 @@ def tokenize(
 
 
 def token_ids(
-    encoder: Encoder, texts: Sequence[str], limit: int, long_texts: str = "truncate"
+    encoder: Encoder,
+    texts: Sequence[str],
+    limit: int,
+    long_texts: str = "truncate",
+    encodings: list | None = None,
 ) -> tuple[list[list[int]], list[list[int]]]:
     """:func:`tokenize` to a token ``limit`` already checked (:func:`check_max_length`): what a
-    prepared call, which checked its limit once, tokenizes with."""
+    prepared call, which checked its limit once, tokenizes with. ``encodings``: the
+    :func:`rust_encodings` of these ``texts``, ``limit`` and ``long_texts``, made ahead (in a
+    thread, :func:`tokenized_ahead`, or by the count that planned the call, :func:`token_counts`)."""
     window = long_texts == "window"  # checked once, in EncoderRequest
     if not texts:
         return [], []
-    encodings = rust_encode(encoder.tokenizer, [t.strip() for t in texts], None if window else limit)
+    if encodings is None:
+        encodings = rust_encodings(encoder, texts, limit, long_texts)
     if encodings is None:  # a tokenizer without a Rust backend
         return _python_token_ids(encoder, texts, limit, window)
+    if len(encodings) != len(texts):
+        raise ValueError(f"{len(encodings)} encodings made ahead for {len(texts)} texts")
     n_cut = truncated(encodings, None if window else limit)
     if n_cut:
         warn_truncated(encoder, n_cut, len(texts), limit)
     return [e.ids for e in encodings], [e.special_tokens_mask for e in encodings]
+
+
+def rust_encodings(encoder: Encoder, texts: Sequence[str], limit: int, long_texts: str = "truncate") -> list | None:
+    """The Rust encodings :func:`token_ids` reads: ``texts`` stripped, encoded by
+    :func:`rust_encode` to ``limit`` tokens (whole for ``long_texts="window"``, which cuts them
+    into windows); ``None`` for a tokenizer without a Rust backend. Safe to call from a thread: it
+    changes no setting."""
+    return rust_encode(encoder.tokenizer, [t.strip() for t in texts], None if long_texts == "window" else limit)
+
+
+Part = TypeVar("Part")
+
+
+def tokenized_ahead(
+    encoder: Encoder,
+    parts: Iterable[Part],
+    texts_of: Callable[[Part], Sequence[str]],
+    limit: int,
+    long_texts: str = "truncate",
+) -> Iterator[tuple[Part, Future]]:
+    r"""Each of ``parts`` (a call's chunks, or slices of its texts) with the future of its
+    :func:`rust_encodings` (of ``texts_of(part)``), in order. One background thread tokenizes:
+    part :math:`k+1`'s tokenization is started before part :math:`k` is handed over, so it runs
+    while the caller encodes part :math:`k` (issue 45, item 7: the Rust tokenizer releases the
+    GIL, and on a GPU the host otherwise waits for the device), and a call of :math:`K` parts costs
+    about :math:`t_1 + \sum_k \max(t_{k+1}, f_k)` instead of :math:`\sum_k (t_k + f_k)` for
+    tokenizations :math:`t` and forward passes :math:`f`. At most two parts' encodings are held
+    at once (a few tens of bytes a token, against the 4,608 bytes of a token's vectors in a
+    chunk of all-MiniLM-L6-v2). Leaving the loop early waits for the tokenization in flight. Where
+    the forward passes take every core of the host (a CPU call with as many torch threads as
+    cores, :func:`~moverkit._core.base.hardware.spare_core`), the parts are tokenized in turn
+    instead, each when it is handed over."""
+    parts = iter(parts)
+    if not spare_core(encoder.device):  # every core runs the forward: tokenize in turn
+        for part in parts:
+            yield part, ready(rust_encodings(encoder, texts_of(part), limit, long_texts))
+        return
+    end = object()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moverkit-tokenize")
+
+    def started(part):
+        if part is end:
+            return None
+        return part, pool.submit(rust_encodings, encoder, texts_of(part), limit, long_texts)
+
+    try:
+        ahead = started(next(parts, end))
+        while ahead is not None:
+            current, ahead = ahead, started(next(parts, end))
+            yield current
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def ready(value) -> Future:
+    """A future already holding ``value`` (encodings made before the call was cut)."""
+    future = Future()
+    future.set_result(value)
+    return future
 
 
 def truncated(encodings: list, limit: int | None) -> int:
@@ -97,22 +170,41 @@ def truncated(encodings: list, limit: int | None) -> int:
 
 
 COUNT_SLICE = 8192
-"""Texts a :func:`token_counts` batch call encodes at once: their encodings are dropped slice by
-slice, so counting a million texts holds a few thousand encodings, not a million."""
+"""Texts a :func:`token_counts` batch call encodes at once: past ``keep_within`` their encodings
+are dropped slice by slice, so counting a million texts holds a few thousand encodings, not a
+million."""
 
 
-def token_counts(encoder: Encoder, texts: Sequence[str], limit: int | None) -> dict[str, int] | None:
+@dataclass(frozen=True)
+class TokenCounts:
+    """:func:`token_counts`' answer: each text's ``counts``, and the texts' ``encodings`` (as
+    :func:`rust_encodings` gives them) where they were kept, else ``None``."""
+
+    counts: dict[str, int]
+    encodings: list | None
+
+
+def token_counts(encoder: Encoder, texts: Sequence[str], limit: int | None, keep_within: int = 0) -> TokenCounts | None:
     """The token count of each of ``texts`` as :func:`token_ids` would give it (special tokens
-    included, truncated at ``limit``, ``None``: whole), from the Rust tokenizer's batch call,
-    without building the ids; ``None`` for a tokenizer without a Rust backend."""
-    counts = {}
+    included, truncated at ``limit``, ``None``: whole), from the Rust tokenizer's batch call;
+    ``None`` for a tokenizer without a Rust backend. The encodings are kept while the texts'
+    tokens total at most ``keep_within``: a call planned as one chunk from these counts is then
+    not tokenized a second time (issue 45: on 100,000 pairs that second pass was about 1.2 s of
+    an H100 call). ``limit`` is :func:`rust_encodings`' (``None`` for windows)."""
+    counts, kept, total = {}, [], 0
     for start in range(0, len(texts), COUNT_SLICE):
         part = texts[start : start + COUNT_SLICE]
         encodings = rust_encode(encoder.tokenizer, [t.strip() for t in part], limit)
         if encodings is None:
             return None
-        counts.update(zip(part, map(len, encodings)))
-    return counts
+        lengths = list(map(len, encodings))
+        counts.update(zip(part, lengths))
+        total += sum(lengths)
+        if kept is not None and total <= keep_within:
+            kept.extend(encodings)
+        else:
+            kept = None
+    return TokenCounts(counts, kept)
 
 
 def rust_encode(tokenizer, texts: list[str], limit: int | None) -> list | None:
