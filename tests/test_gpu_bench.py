@@ -40,6 +40,13 @@ def test_refuses_without_a_cuda_device(monkeypatch, capsys):
     assert capsys.readouterr().err.startswith("moverkit: error: bench gpu needs a CUDA device")
 
 
+def test_a_bad_scale_budget_is_refused_before_the_runs(monkeypatch, capsys):
+    monkeypatch.setattr(gpu, "device_api", lambda: FakeCuda())
+    monkeypatch.setattr(gpu, "measure", lambda *args, **kwargs: pytest.fail("measured with a bad budget"))
+    assert main(["bench", "gpu", "--data", SAMPLE, "--scale-budget", "lots"]) == 2
+    assert "--scale-budget must look like '512MB' or '2GB', got 'lots'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("bad", [["--dtypes", "float64"], ["--scale-pairs", "-1"], ["--rounds", "0"]])
 def test_bad_arguments_are_refused_by_name(bad, capsys):
     with pytest.raises(SystemExit):
@@ -55,8 +62,11 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     out = tmp_path / "gpu.md"
     argv = ["bench", "gpu", "--data", SAMPLE, "--limit", "6", "--model", tiny_model_path, "--device", "cpu"]
     argv += ["--dtypes", "float32", "bfloat16", "--rounds", "1", "--scale-pairs", "8", "--scale-dtype", "float32"]
-    argv += ["--check-pairs", "6", "--out", str(out)]
+    argv += ["--scale-budget", "64KB", "--check-pairs", "6", "--out", str(out)]
     assert main(argv) == 0
+    from moverkit._core.call.streaming import DEFAULT_MEMORY_BUDGET, memory_budget
+
+    assert memory_budget() == DEFAULT_MEMORY_BUDGET  # the scale run's budget, given back
     report = out.read_text()
     assert report.startswith("Metrics on Fake GPU (cpu) (torch ")
     assert "6 pairs, after a warm-up call, median of 1 calls" in report
@@ -66,7 +76,7 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     for name in gpu.TIMED:  # each half precision against float32, from the timed calls' own scores
         assert f"- {name} bfloat16 against float32 on the GPU, main score: mean |diff| " in report
     assert "- bert-score 0.3.13 (same weights and layer" in report
-    assert "- centered_bertscore on 8 distinct pairs, float32:" in report
+    assert "- centered_bertscore on 8 distinct pairs, float32, memory budget 64KB:" in report
     assert "- twmd on 8 distinct pairs" in report and "x floor), peak" in report
     assert "- the floor on those 16 texts: " in report
     assert "Floor: one Rust tokenizer call (encode_batch_fast) and the forward with float16 weights over the " in report

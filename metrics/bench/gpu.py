@@ -5,7 +5,9 @@ precision of the forward pass (float32, float16, bfloat16): the median seconds a
 second of one call over the pairs of a judgments TSV (2,800 WMT17 pairs), after a warm-up call of
 the same metric and precision; the bert-score package on the same weights and layer beside, when
 it is installed; one call on :data:`SCALE_PAIRS` distinct pairs
-(:func:`~moverkit.bench._shared.distinct_texts`); the seconds of centered_bertscore and twmd at each of
+(:func:`~moverkit.bench._shared.distinct_texts`), under a memory budget when one is given (a budget
+that cuts it into chunks times a chunked call, each chunk's successor tokenized while it encodes);
+the seconds of centered_bertscore and twmd at each of
 :data:`BATCH_SIZES` (the batch table); the peak GPU memory of
 each (``torch.cuda.max_memory_allocated``); the device's name; the mean and largest difference of
 the main score of each half precision from float32 on the GPU; and the largest difference of a
@@ -119,7 +121,8 @@ def bert_score_call(predictions, references, model_path: str, device: str) -> tu
 class GpuPlan:
     """What ``bench gpu`` measures: the model (``None``: the embedded one) on ``device``, the
     precisions timed, the timed calls a cell (median), the distinct pairs of the scale run (0:
-    none) and its precision, and the pairs scored on the GPU and the CPU to compare."""
+    none), its precision and its memory budget (``None``: the device's default, half its free
+    memory), and the pairs scored on the GPU and the CPU to compare."""
 
     model_type: str | None = None
     device: str = "cuda"
@@ -127,6 +130,7 @@ class GpuPlan:
     rounds: int = 3
     scale_pairs: int = SCALE_PAIRS
     scale_dtype: str = "float16"
+    scale_budget: str | None = None
     check_pairs: int = CHECK_PAIRS
 
 
@@ -179,13 +183,19 @@ def measure(
     log("done: the floor")
     scale, scale_floor = {}, None
     if scale_pairs:
+        from moverkit import set_memory_budget
+
         texts = distinct_texts(segments, 2 * scale_pairs)
         scale_kwargs = {"dtype": scale_dtype, **common}
-        for name in SCALE_METRICS:
-            run = metric_call(name, texts[:scale_pairs], texts[scale_pairs:], **scale_kwargs)
-            seconds, peak, _ = timed(run, 1, device)
-            scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
-            log(f"done: {name} on {scale_pairs:,} pairs")
+        set_memory_budget(plan.scale_budget)
+        try:
+            for name in SCALE_METRICS:
+                run = metric_call(name, texts[:scale_pairs], texts[scale_pairs:], **scale_kwargs)
+                seconds, peak, _ = timed(run, 1, device)
+                scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
+                log(f"done: {name} on {scale_pairs:,} pairs")
+        finally:
+            set_memory_budget(None)
         seconds, _, _ = timed(floor(path, texts, FLOOR_TOKEN_BUDGET, device=device, dtype=FLOOR_DTYPE), 1, device)
         scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts)}
     differences = {}
@@ -209,6 +219,7 @@ def measure(
         "scale_floor": scale_floor,
         "scale_pairs": scale_pairs,
         "scale_dtype": scale_dtype,
+        "scale_budget": plan.scale_budget,
         "check_pairs": len(few[0]),
         "differences": differences,
     }
@@ -262,9 +273,10 @@ def format_report(report: dict) -> str:
             f"({peer['pairs_per_s']:,.0f} pairs/s), peak {peer['peak'] / gib:.2f} GiB"
         )
     scale_floor = report["scale_floor"]
+    budget = "" if report.get("scale_budget") is None else f", memory budget {report['scale_budget']}"
     for name, row in report["scale"].items():
         lines.append(
-            f"- {name} on {report['scale_pairs']:,} distinct pairs, {report['scale_dtype']}: {row['seconds']:.1f} s ({row['pairs_per_s']:,.0f} pairs/s, "
+            f"- {name} on {report['scale_pairs']:,} distinct pairs, {report['scale_dtype']}{budget}: {row['seconds']:.1f} s ({row['pairs_per_s']:,.0f} pairs/s, "
             f"{row['seconds'] / scale_floor['seconds']:.1f}x floor), peak {row['peak'] / gib:.2f} GiB"
         )
     if scale_floor is not None:
@@ -288,6 +300,11 @@ def register(which) -> None:
     )
     parser.add_argument("--scale-dtype", choices=DTYPES, default="float16", help="precision of the scale run")
     parser.add_argument(
+        "--scale-budget",
+        help="memory budget of the scale run, such as 8GB (default: half the device's free memory); "
+        "one that cuts it times a chunked call",
+    )
+    parser.add_argument(
         "--check-pairs", type=positive_int, default=CHECK_PAIRS, help="pairs scored on GPU and CPU to compare"
     )
 
@@ -296,6 +313,10 @@ def command(args) -> int:
     from moverkit.judgments import read_judgments
 
     require_cuda()
+    if args.scale_budget is not None:
+        from moverkit._core.base import parse_size
+
+        parse_size(args.scale_budget, "--scale-budget")  # before the long runs
     data = judgments(args)
     every = read_judgments(args.data)  # the scale run's texts come from every segment, whatever --limit
     segments = every.predictions + every.references
@@ -310,6 +331,7 @@ def command(args) -> int:
             rounds=args.rounds,
             scale_pairs=args.scale_pairs,
             scale_dtype=args.scale_dtype,
+            scale_budget=args.scale_budget,
             check_pairs=args.check_pairs,
         ),
         log=progress,
