@@ -63,10 +63,18 @@ def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_
     argv = ["bench", "gpu", "--data", SAMPLE, "--limit", "6", "--model", tiny_model_path, "--device", "cpu"]
     argv += ["--dtypes", "float32", "bfloat16", "--rounds", "1", "--scale-pairs", "8", "--scale-dtype", "float32"]
     argv += ["--scale-budget", "64KB", "--check-pairs", "6", "--out", str(out)]
-    assert main(argv) == 0
-    from moverkit._core.call.streaming import DEFAULT_MEMORY_BUDGET, memory_budget
+    import moverkit
+    from moverkit._core.call.streaming import memory_budget
 
-    assert memory_budget() == DEFAULT_MEMORY_BUDGET  # the scale run's budget, given back
+    budgets, timed = [], gpu.timed
+    monkeypatch.setattr(gpu, "timed", lambda *args: budgets.append(memory_budget()) or timed(*args))
+    moverkit.set_memory_budget("300MB")  # a budget the user set before
+    try:
+        assert main(argv) == 0
+        assert memory_budget() == 300 * 2**20  # given back after the scale run
+    finally:
+        moverkit.set_memory_budget(None)
+    assert budgets.count(64 * 2**10) == len(gpu.SCALE_METRICS)  # the scale run's calls, and only they
     report = out.read_text()
     assert report.startswith("Metrics on Fake GPU (cpu) (torch ")
     assert "6 pairs, after a warm-up call, median of 1 calls" in report

@@ -119,6 +119,7 @@ CLI = {
         "--model",
         "--out",
         "--rounds",
+        "--scale-budget",
         "--scale-dtype",
         "--scale-pairs",
         "-h",

@@ -349,7 +349,7 @@ def test_chunks_are_tokenized_while_the_one_before_encodes(pairs, tiny_budget, m
             waits.append(started.wait(timeout=60))
         return forward(self, *args, **kwargs)
 
-    monkeypatch.setattr(tokens, "spare_core", lambda device: True)  # whatever this machine's threads
+    monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: True)  # as on an accelerator
     monkeypatch.setattr(tokens, "rust_encode", watched)
     monkeypatch.setattr(type(encoder), "forward", waiting)
     chunked = centered_bertscore(predictions, references, centering="none")
@@ -358,9 +358,9 @@ def test_chunks_are_tokenized_while_the_one_before_encodes(pairs, tiny_budget, m
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 
 
-def test_where_the_forward_takes_every_core_chunks_are_tokenized_in_turn(pairs, tiny_budget, monkeypatch):
-    """On a CPU whose torch threads take every core, no thread tokenizes beside the forward (it
-    slowed a chunked call there): each chunk is tokenized on the calling thread, the same scores."""
+def test_on_a_cpu_chunks_are_tokenized_in_turn(pairs, tiny_budget, monkeypatch):
+    """Where no thread tokenizes ahead (a CPU, by default: its cores run the forward), each chunk is
+    tokenized on the calling thread when it is handed over, the same scores."""
     import threading
 
     from moverkit._core.encoding import tokens
@@ -371,7 +371,7 @@ def test_where_the_forward_takes_every_core_chunks_are_tokenized_in_turn(pairs, 
     n_chunks = chunk_count(predictions, references)
     threads = []
     rust_encode = tokens.rust_encode
-    monkeypatch.setattr(tokens, "spare_core", lambda device: False)
+    monkeypatch.delenv("MOVERKIT_TOKENIZE_AHEAD", raising=False)  # the CPU's default
     monkeypatch.setattr(tokens, "rust_encode", lambda *a: threads.append(threading.current_thread()) or rust_encode(*a))
     chunked = centered_bertscore(predictions, references, centering="none")
     assert len(threads) == 1 + n_chunks  # the plan's count, then each chunk
@@ -379,18 +379,71 @@ def test_where_the_forward_takes_every_core_chunks_are_tokenized_in_turn(pairs, 
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 
 
-@pytest.mark.parametrize("spare", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
-def test_chunked_windows_and_idf_equal_unchunked(pairs, tiny_budget, monkeypatch, spare):
-    """Texts past the token limit, scored whole in windows, and IDF of the whole call: tokenized
-    ahead (whole, for windows) or in turn, a chunked call gives the unchunked scores."""
+def truncation_warned(long_texts: str):
+    """The truncation warning of a call at max_length=16 (one per chunk); none for windows."""
+    import contextlib
+
+    if long_texts == "window":
+        return contextlib.nullcontext()
+    return pytest.warns(MoverkitWarning, match="longer than 16 tokens and were truncated")
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"long_texts": "window", "max_length": 16, "centering": "batch", "idf": True},
+        {"long_texts": "truncate", "max_length": 16, "centering": "batch", "idf": True},
+    ],
+    ids=["windows", "truncated"],
+)
+def test_chunked_long_texts_and_idf_equal_unchunked(pairs, tiny_budget, monkeypatch, ahead, kwargs):
+    """Texts past a token limit of 16, scored whole in windows or truncated (and warned of), and
+    IDF of the whole call: tokenized ahead (whole for windows, at the limit for truncation) or in
+    turn, a chunked call gives the unchunked scores."""
     from moverkit._core.encoding import tokens
 
-    monkeypatch.setattr(tokens, "spare_core", lambda device: spare)
+    monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: ahead)
     predictions, references = pairs
-    kwargs = {"long_texts": "window", "max_length": 16, "centering": "batch", "idf": True}
-    whole = centered_bertscore(predictions, references, **kwargs)
+    with truncation_warned(kwargs["long_texts"]):
+        whole = centered_bertscore(predictions, references, **kwargs)
     tiny_budget()
     assert chunk_count(predictions, references) >= 4
-    chunked = centered_bertscore(predictions, references, **kwargs)
+    with truncation_warned(kwargs["long_texts"]):
+        chunked = centered_bertscore(predictions, references, **kwargs)
     assert chunked["hashcode"] == whole["hashcode"]
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
+
+
+@pytest.mark.parametrize("long_texts", ["window", "truncate"])
+def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pairs, monkeypatch, long_texts):
+    """The counted encodings are made at the chunk's limit: whole for windows, cut at 16 tokens for
+    truncation (a count made at another limit would give other ids, and other scores)."""
+    from moverkit._core import call_texts, get_encoder
+    from moverkit._core.encoding import tokens
+
+    predictions, references = (list(x[:40]) for x in wmt_pairs)
+    kwargs = {"long_texts": long_texts, "max_length": 16, "centering": "batch"}
+    with truncation_warned(long_texts):
+        whole = centered_bertscore(predictions, references, **kwargs)
+    encoder = get_encoder()
+    texts = call_texts(predictions, references)
+    limit = None if long_texts == "window" else 16
+    real = sum(tokens.token_counts(encoder, texts.unique, limit).counts.values())
+    estimated = sum(streaming.estimated_tokens(t, limit) for t in texts.unique)
+    assert real < estimated
+    budget = (real + estimated) // 2
+    # The characters' bound does not fit, so the planner counts (and the count fits).
+    assert sum(map(len, texts.unique)) / streaming.CHARS_PER_TOKEN + 3 * len(texts.unique) > budget
+    per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
+    calls = []
+    rust_encode = tokens.rust_encode
+    monkeypatch.setattr(tokens, "rust_encode", lambda *a: calls.append(a[2]) or rust_encode(*a))
+    moverkit.set_memory_budget(per_token * budget)
+    try:
+        with truncation_warned(long_texts):
+            counted = centered_bertscore(predictions, references, **kwargs)
+    finally:
+        moverkit.set_memory_budget(None)
+    assert calls == [limit]  # one tokenization, the count's, at the chunk's limit
+    assert counted["f1"] == whole["f1"]

@@ -148,9 +148,13 @@ def measure(
     device, dtypes, rounds = plan.device, plan.dtypes, plan.rounds
     scale_pairs, scale_dtype = plan.scale_pairs, plan.scale_dtype
 
+    from moverkit._core.base import parse_size
+    from moverkit._core.call.streaming import temporary_memory_budget
     from moverkit._core.encoding import resolve_model
 
     require_cuda()
+    if plan.scale_budget is not None:
+        parse_size(plan.scale_budget, "the scale run's memory budget")  # before the long runs
     path = resolve_model(plan.model_type)[1]
     common = {"model_type": path, "device": device}
     table, drift = {}, {}
@@ -183,19 +187,14 @@ def measure(
     log("done: the floor")
     scale, scale_floor = {}, None
     if scale_pairs:
-        from moverkit import set_memory_budget
-
         texts = distinct_texts(segments, 2 * scale_pairs)
         scale_kwargs = {"dtype": scale_dtype, **common}
-        set_memory_budget(plan.scale_budget)
-        try:
+        with temporary_memory_budget(plan.scale_budget):
             for name in SCALE_METRICS:
                 run = metric_call(name, texts[:scale_pairs], texts[scale_pairs:], **scale_kwargs)
                 seconds, peak, _ = timed(run, 1, device)
                 scale[name] = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "peak": peak}
                 log(f"done: {name} on {scale_pairs:,} pairs")
-        finally:
-            set_memory_budget(None)
         seconds, _, _ = timed(floor(path, texts, FLOOR_TOKEN_BUDGET, device=device, dtype=FLOOR_DTYPE), 1, device)
         scale_floor = {"seconds": seconds, "pairs_per_s": scale_pairs / seconds, "texts": len(texts)}
     differences = {}

@@ -97,16 +97,18 @@ def test_a_bad_dtype_lists_auto(cpu):
         EncoderRequest(dtype="int8")
 
 
-def test_a_spare_core_on_an_accelerator_or_where_torch_leaves_one(monkeypatch):
-    """spare_core: the host has a core beside the forward on an accelerator, or on a CPU whose
-    torch threads are fewer than the process's cores; not when they take every core."""
-    import os
+def test_tokenizing_ahead_on_an_accelerator_by_default_or_as_the_environment_says(monkeypatch):
+    """tokenizes_ahead: on an accelerator, not on a CPU, unless MOVERKIT_TOKENIZE_AHEAD says 1 or
+    0; another value is an error that names the variable."""
+    from moverkit._core.base.hardware import TOKENIZE_AHEAD_VARIABLE, tokenizes_ahead
 
-    from moverkit._core.base.hardware import spare_core
-
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
-    assert not spare_core(torch.device("cpu"))
-    assert spare_core(torch.device("cuda:0"))
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
-    assert spare_core(torch.device("cpu"))
+    cpu, cuda = torch.device("cpu"), torch.device("cuda:0")
+    monkeypatch.delenv(TOKENIZE_AHEAD_VARIABLE, raising=False)
+    assert tokenizes_ahead(cuda) and not tokenizes_ahead(cpu)
+    monkeypatch.setenv(TOKENIZE_AHEAD_VARIABLE, "1")
+    assert tokenizes_ahead(cpu)
+    monkeypatch.setenv(TOKENIZE_AHEAD_VARIABLE, " 0 ")
+    assert not tokenizes_ahead(cuda)
+    monkeypatch.setenv(TOKENIZE_AHEAD_VARIABLE, "yes")
+    with pytest.raises(ValueError, match="MOVERKIT_TOKENIZE_AHEAD must be 1 or 0, got 'yes'"):
+        tokenizes_ahead(cpu)

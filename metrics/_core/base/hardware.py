@@ -108,21 +108,28 @@ def cuda_plan(device: torch.device) -> bool:
     return device.type == "cpu" and os.environ.get(PLAN_VARIABLE, "").strip().lower() == "cuda"
 
 
-def spare_core(device: torch.device) -> bool:
-    """Whether forward passes on ``device`` leave the host a core for other work: on an
-    accelerator (the host only launches kernels), or on a CPU whose torch threads
-    (``torch.get_num_threads()``) are fewer than the cores this process may run on. A call
-    tokenizes its next chunk in a thread only then
-    (:func:`~moverkit._core.encoding.tokens.tokenized_ahead`): on a CPU whose every core runs the
-    forward, a tokenizer thread beside it made a chunked call 1.07x slower (a tiny model, 2 cores,
-    2 torch threads), where with 1 torch thread it made it 1.28x faster."""
-    if device.type != "cpu":
-        return True
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return torch.get_num_threads() < cores
+TOKENIZE_AHEAD_VARIABLE = "MOVERKIT_TOKENIZE_AHEAD"
+"""``1`` or ``0``: whether a call cut into parts tokenizes ahead (:func:`tokenizes_ahead`), on any
+device."""
+
+
+def tokenizes_ahead(device: torch.device) -> bool:
+    """Whether a call cut into parts tokenizes the next part in a thread while this one encodes
+    (:func:`~moverkit._core.encoding.tokens.tokenized_ahead`). By default, where the forward
+    passes run on an accelerator, whose host only launches kernels meanwhile; not on a CPU, whose
+    cores run the forward, where the Rust tokenizer's pool (a thread per logical CPU) competes
+    with it. Measured on 2 cores (docs/speed.md), a chunked call with a tiny model took 1.07x its
+    time with 2 torch threads and 0.75x with one; with the embedded model, 0.98x (its forward
+    dwarfs tokenizing). Hyperthreads, CPU quotas and other processes make a free core unknowable from
+    inside. :data:`TOKENIZE_AHEAD_VARIABLE` set to ``1`` or ``0`` decides instead; another value
+    is an error that names it."""
+    value = os.environ.get(TOKENIZE_AHEAD_VARIABLE, "").strip()
+    if value not in ("", "0", "1"):
+        raise ValueError(
+            f"the environment variable {TOKENIZE_AHEAD_VARIABLE} must be 1 or 0, got {value!r} "
+            "(unset it for the default)"
+        )
+    return value == "1" if value else device.type != "cpu"
 
 
 def available_devices() -> list[str]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +38,7 @@ from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.encoder import Encoder
 from moverkit._core.encoding.idf import idf_tag
 from moverkit._core.encoding.request import EncoderRequest, check_lang
+from moverkit._core.encoding.tokens import Ahead
 from moverkit.leaves.version import __version__
 
 
@@ -89,10 +89,10 @@ class PreparedChunk:
     ``request`` and ``centering`` it runs with (a chunked call's carry the whole call's ``batch``
     mean and a quiet bar), the token ``limit`` (``None`` for sentences) and, for ``idf=True``
     past the memory budget, ``call_idf``, the table fitted on the whole call's references (and
-    ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``), and ``tokens``, the
-    future of its distinct texts' Rust encodings where they were made ahead (tokenized while the
-    previous chunk encoded, or counted when the call was planned). Within the memory budget a call
-    is one chunk, itself."""
+    ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``), and ``tokens``, its
+    distinct texts' Rust encodings where they were made ahead (tokenized while the previous chunk
+    encoded, or counted when the call was planned), which :meth:`pairs` takes. Within the memory
+    budget a call is one chunk, itself."""
 
     call: MetricCall
     predictions: Sequence
@@ -104,7 +104,7 @@ class PreparedChunk:
     limit: int | None = None
     call_idf: Mapping | None = None
     call_prediction_idf: Mapping | None = None
-    tokens: Future | None = None
+    tokens: Ahead | None = None
 
     @property
     def rescaled(self) -> bool:
@@ -131,7 +131,7 @@ class PreparedChunk:
             options,
             call_idf=self.call_idf,
             call_prediction_idf=self.call_prediction_idf,
-            encodings=None if self.tokens is None else self.tokens.result(),
+            encodings=None if self.tokens is None else self.tokens.take(),
         )
 
     def results(

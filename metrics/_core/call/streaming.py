@@ -28,16 +28,19 @@ distinct text once, as before; past the budget, a text shared by pairs of two ch
 in both (chunks are consecutive predictions, so repeated references of neighbouring predictions
 usually share one).
 
-Tokenizing is out of the encoder's way: past the budget, each chunk's distinct texts (and each
-slice of the first passes) are tokenized in a thread while the previous one encodes
-(:func:`~moverkit._core.encoding.tokens.tokenized_ahead`); a call planned as one chunk from its
-texts' real token counts encodes the tokens counted, not a second tokenization.
+Tokenizing is out of the encoder's way: past the budget, on an accelerator, each chunk's distinct
+texts (and each slice of the first passes) are tokenized in a thread while the previous one
+encodes (:func:`~moverkit._core.encoding.tokens.tokenized_ahead`; on a CPU, in turn); a call
+planned as one chunk from its texts' real token counts encodes the tokens counted, not a second
+tokenization.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -55,7 +58,7 @@ from moverkit._core.encoding.encoder import Encoder, encode, encoder_for
 from moverkit._core.encoding.idf import IdfTable
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import sentence_encoder_for
-from moverkit._core.encoding.tokens import check_max_length, ready, token_counts, token_ids, tokenized_ahead
+from moverkit._core.encoding.tokens import Ahead, check_max_length, token_counts, token_ids, tokenized_ahead
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold on a CPU when neither :func:`set_memory_budget` nor
@@ -81,6 +84,20 @@ def set_memory_budget(size) -> None:
     over the budget run in chunks (:func:`chunks`); scores do not change."""
     global _budget
     _budget = None if size is None else parse_size(size)
+
+
+@contextlib.contextmanager
+def temporary_memory_budget(size) -> Iterator[None]:
+    """:func:`set_memory_budget` of ``size`` inside the block (``None``: the budget as it is), and
+    the budget set before it after (a bench's run under its own budget)."""
+    global _budget
+    before = _budget
+    if size is not None:
+        set_memory_budget(size)
+    try:
+        yield
+    finally:
+        _budget = before
 
 
 CUDA_MEMORY_SHARE = 0.5
@@ -140,7 +157,8 @@ def chunks(
     # Within the budget (or never cut): one ordinary call, whose bar is the encoding's.
     plan = None if one_chunk else plan_chunks(texts, max_tokens, planned, encoder)
     if plan is None or len(plan.ranges) == 1:
-        tokens = None if plan is None or plan.encodings is None else ready(plan.encodings)
+        tokens = None if plan is None or plan.encodings is None else Ahead(plan.encodings)
+        plan = None  # the chunk takes the encodings: nothing here holds them while it is scored
         yield PreparedChunk(
             call, call.predictions, call.references, texts, encoder, request, call.centering, limit, tokens=tokens
         )
@@ -160,10 +178,9 @@ def chunks(
         quiet = replace(request, verbose=False)
     bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
     parts = ((start, end, texts.chunk(start, end)) for start, end in plan.ranges)
-    with bar:
-        for (start, end, part), tokens in tokenized_ahead(
-            encoder, parts, lambda part: part[2].unique, limit, request.long_texts
-        ):
+    ahead = tokenized_ahead(encoder, parts, lambda part: part[2].unique, limit, request.long_texts)
+    with bar, closing(ahead):
+        for (start, end, part), tokens in ahead:
             yield PreparedChunk(
                 call,
                 list(call.predictions[start:end]),
@@ -269,16 +286,18 @@ def batch_mean(
     slices = tokenized_ahead(
         encoder, text_chunks(unique, max_tokens, planned), lambda r: unique[r[0] : r[1]], limit, request.long_texts
     )
-    for (start, end), tokens in slices:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # truncation is reported once, by the scoring pass
-            clouds = encode(encoder, unique[start:end], request, limit=limit, encodings=tokens.result())
-        mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts[start:end])
-        total += mean.cpu() * rows
-        n += rows
-        scored = (~clouds.special).long().cpu()
-        sizes.append(torch.zeros(end - start, dtype=torch.long).index_add_(0, clouds.text_index().cpu(), scored))
-        del clouds
+    with closing(slices):
+        for (start, end), tokens in slices:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # truncation is reported once, by the scoring pass
+                clouds = encode(encoder, unique[start:end], request, limit=limit, encodings=tokens.take())
+            scored = ~clouds.special
+            mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=scored, counts=counts[start:end])
+            total += mean.cpu() * rows
+            n += rows
+            per_text = torch.zeros(end - start, dtype=torch.long)
+            sizes.append(per_text.index_add_(0, clouds.text_index().cpu(), scored.long().cpu()))
+            del clouds
     warn_small_batch(torch.cat(sizes), "texts")  # as an unchunked call warns (its chunks then do not)
     if n == 0:
         return None
@@ -298,10 +317,11 @@ def fit_idf(encoder, texts: list[str], limit: int, long_texts: str) -> IdfTable:
 
     def documents():
         slices = (texts[start : start + 4096] for start in range(0, len(texts), 4096))
-        for part, tokens in tokenized_ahead(encoder, slices, lambda part: part, limit, long_texts):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ids, _ = token_ids(encoder, part, limit, long_texts, tokens.result())
-            yield from ids
+        with closing(tokenized_ahead(encoder, slices, lambda part: part, limit, long_texts)) as ahead:
+            for part, tokens in ahead:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    ids, _ = token_ids(encoder, part, limit, long_texts, tokens.take())
+                yield from ids
 
     return IdfTable(documents())

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from moverkit._core.base import checks
-from moverkit._core.base.hardware import spare_core
+from moverkit._core.base.hardware import tokenizes_ahead
 from moverkit._core.base.user_warnings import warn_user
 
 if TYPE_CHECKING:
@@ -106,11 +106,29 @@ def rust_encodings(encoder: Encoder, texts: Sequence[str], limit: int, long_text
     """The Rust encodings :func:`token_ids` reads: ``texts`` stripped, encoded by
     :func:`rust_encode` to ``limit`` tokens (whole for ``long_texts="window"``, which cuts them
     into windows); ``None`` for a tokenizer without a Rust backend. Safe to call from a thread: it
-    changes no setting."""
+    changes no setting of the user's tokenizer (its Rust copy is configured once, under a lock)."""
     return rust_encode(encoder.tokenizer, [t.strip() for t in texts], None if long_texts == "window" else limit)
 
 
+class Ahead:
+    """A part's Rust encodings made ahead (:func:`rust_encodings`): being made in a thread (a
+    ``Future``), or made already (by the count that planned the call). :meth:`take` hands them
+    over once and lets them go, so that nothing holds them while the part is scored (about 140
+    bytes a token, against the 4,608 bytes of a token's vectors with all-MiniLM-L6-v2)."""
+
+    def __init__(self, encodings: Future | list | None):
+        self._encodings = encodings
+
+    def take(self) -> list | None:
+        """The encodings (waiting for them, and raising what making them raised); ``None`` once
+        taken, or for a tokenizer without a Rust backend: the caller then tokenizes itself."""
+        encodings, self._encodings = self._encodings, None
+        return encodings.result() if isinstance(encodings, Future) else encodings
+
+
 Part = TypeVar("Part")
+
+TOKENIZER_THREAD = "moverkit-tokenize"
 
 
 def tokenized_ahead(
@@ -119,31 +137,30 @@ def tokenized_ahead(
     texts_of: Callable[[Part], Sequence[str]],
     limit: int,
     long_texts: str = "truncate",
-) -> Iterator[tuple[Part, Future]]:
-    r"""Each of ``parts`` (a call's chunks, or slices of its texts) with the future of its
-    :func:`rust_encodings` (of ``texts_of(part)``), in order. One background thread tokenizes:
-    part :math:`k+1`'s tokenization is started before part :math:`k` is handed over, so it runs
-    while the caller encodes part :math:`k` (issue 45, item 7: the Rust tokenizer releases the
-    GIL, and on a GPU the host otherwise waits for the device), and a call of :math:`K` parts costs
-    about :math:`t_1 + \sum_k \max(t_{k+1}, f_k)` instead of :math:`\sum_k (t_k + f_k)` for
-    tokenizations :math:`t` and forward passes :math:`f`. At most two parts' encodings are held
-    at once (a few tens of bytes a token, against the 4,608 bytes of a token's vectors in a
-    chunk of all-MiniLM-L6-v2). Leaving the loop early waits for the tokenization in flight. Where
-    the forward passes take every core of the host (a CPU call with as many torch threads as
-    cores, :func:`~moverkit._core.base.hardware.spare_core`), the parts are tokenized in turn
-    instead, each when it is handed over."""
+) -> Iterator[tuple[Part, Ahead]]:
+    r"""Each of ``parts`` (a call's chunks, or slices of its texts) with its :class:`Ahead`, the
+    :func:`rust_encodings` of ``texts_of(part)``, in order. Where
+    :func:`~moverkit._core.base.hardware.tokenizes_ahead` (on an accelerator, by default), one
+    background thread tokenizes, and part :math:`k+1`'s tokenization starts before part :math:`k`
+    is handed over: it runs while the caller encodes part :math:`k` (issue 45, item 7: the Rust
+    tokenizer releases the GIL, and the host would otherwise wait for the device), so a call of
+    :math:`K` parts costs about :math:`t_1 + \sum_k \max(t_{k+1}, f_k)` instead of
+    :math:`\sum_k (t_k + f_k)` for tokenizations :math:`t` and forward passes :math:`f`. At most
+    two parts' encodings are held at once (the next one's, and this one's until it is taken).
+    Elsewhere each part is tokenized in turn, when it is handed over. Closing the generator (use
+    :func:`contextlib.closing`) waits for the tokenization in flight."""
     parts = iter(parts)
-    if not spare_core(encoder.device):  # every core runs the forward: tokenize in turn
+    if not tokenizes_ahead(encoder.device):
         for part in parts:
-            yield part, ready(rust_encodings(encoder, texts_of(part), limit, long_texts))
+            yield part, Ahead(rust_encodings(encoder, texts_of(part), limit, long_texts))
         return
     end = object()
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="moverkit-tokenize")
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=TOKENIZER_THREAD)
 
     def started(part):
         if part is end:
             return None
-        return part, pool.submit(rust_encodings, encoder, texts_of(part), limit, long_texts)
+        return part, Ahead(pool.submit(rust_encodings, encoder, texts_of(part), limit, long_texts))
 
     try:
         ahead = started(next(parts, end))
@@ -151,14 +168,9 @@ def tokenized_ahead(
             current, ahead = ahead, started(next(parts, end))
             yield current
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def ready(value) -> Future:
-    """A future already holding ``value`` (encodings made before the call was cut)."""
-    future = Future()
-    future.set_result(value)
-    return future
+        # A generator left in a reference cycle may be collected on the pool's own thread, which
+        # cannot wait for itself.
+        pool.shutdown(wait=not threading.current_thread().name.startswith(TOKENIZER_THREAD), cancel_futures=True)
 
 
 def truncated(encodings: list, limit: int | None) -> int:
