@@ -118,8 +118,8 @@ def tokenizes_ahead(device: torch.device) -> bool:
     (:func:`~moverkit._core.encoding.tokens.tokenized_ahead`). By default, where the forward
     passes run on an accelerator, whose host only launches kernels meanwhile; not on a CPU, whose
     cores run the forward, where the Rust tokenizer's pool (a thread per logical CPU) competes
-    with it. Measured on 2 cores (docs/speed.md), a chunked call with a tiny model took 1.07x its
-    time with 2 torch threads and 0.75x with one; with the embedded model, 0.98x (its forward
+    with it. Measured on 2 cores (docs/speed.md), a chunked call with a tiny model took 1.12x its
+    time with 2 torch threads and 0.77x with one; with the embedded model, 0.98x (its forward
     dwarfs tokenizing). Hyperthreads, CPU quotas and other processes make a free core unknowable from
     inside. :data:`TOKENIZE_AHEAD_VARIABLE` set to ``1`` or ``0`` decides instead; another value
     is an error that names it."""
