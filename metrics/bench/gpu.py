@@ -149,7 +149,7 @@ def measure(
     scale_pairs, scale_dtype = plan.scale_pairs, plan.scale_dtype
 
     from moverkit._core.base import parse_size
-    from moverkit._core.call.streaming import temporary_memory_budget
+    from moverkit._core.call import temporary_memory_budget
     from moverkit._core.encoding import resolve_model
 
     require_cuda()

@@ -9,7 +9,7 @@ the rescaling baselines.
 from moverkit._core.call.baseline import baseline_csv, score_columns, settings_key
 from moverkit._core.call.opening import MetricCall, Opening, PreparedChunk, get_hash, open_call, pair_hash
 from moverkit._core.call.pairs import PaddedClouds, PairData, PairOptions, check_aggregated_centering, prepare_pairs
-from moverkit._core.call.streaming import chunks, set_memory_budget
+from moverkit._core.call.streaming import chunks, set_memory_budget, temporary_memory_budget
 
 __all__ = [
     "MetricCall",
@@ -28,4 +28,5 @@ __all__ = [
     "score_columns",
     "set_memory_budget",
     "settings_key",
+    "temporary_memory_budget",
 ]
