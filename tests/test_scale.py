@@ -447,3 +447,18 @@ def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pair
         moverkit.set_memory_budget(None)
     assert calls == [limit]  # one tokenization, the count's, at the chunk's limit
     assert counted["f1"] == whole["f1"]
+
+
+@pytest.mark.parametrize("ahead", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
+def test_a_tokenizer_without_a_rust_backend_streams_as_before(pairs, tiny_budget, monkeypatch, ahead):
+    """Where no Rust tokenizer is there to tokenize ahead (or to count), each chunk tokenizes
+    through transformers' call: the unchunked scores."""
+    from moverkit._core.encoding import tokens
+
+    predictions, references = pairs
+    whole = centered_bertscore(predictions, references, centering="batch")
+    monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: ahead)
+    monkeypatch.setattr(tokens, "rust_encode", lambda *args: None)
+    tiny_budget()
+    chunked = centered_bertscore(predictions, references, centering="batch")
+    assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
