@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from pathlib import Path
 
 import pytest
@@ -379,13 +381,18 @@ def test_on_a_cpu_chunks_are_tokenized_in_turn(pairs, tiny_budget, monkeypatch):
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 
 
-def truncation_warned(long_texts: str):
-    """The truncation warning of a call at max_length=16 (one per chunk); none for windows."""
-    import contextlib
-
-    if long_texts == "window":
-        return contextlib.nullcontext()
-    return pytest.warns(MoverkitWarning, match="longer than 16 tokens and were truncated")
+@contextlib.contextmanager
+def truncation_warned(long_texts: str, seen: list | None = None):
+    """The truncation warnings of a call at max_length=16, one (none for windows), its message
+    appended to ``seen``: a chunked call warns once with its whole count, as an unchunked one."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    messages = [str(w.message) for w in caught if "were truncated" in str(w.message)]
+    assert len(messages) == (0 if long_texts == "window" else 1), messages
+    assert all(issubclass(w.category, MoverkitWarning) for w in caught if "were truncated" in str(w.message))
+    if seen is not None:
+        seen.extend(messages)
 
 
 @pytest.mark.parametrize("ahead", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
@@ -405,12 +412,14 @@ def test_chunked_long_texts_and_idf_equal_unchunked(pairs, tiny_budget, monkeypa
 
     monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: ahead)
     predictions, references = pairs
-    with truncation_warned(kwargs["long_texts"]):
+    whole_warned, chunked_warned = [], []
+    with truncation_warned(kwargs["long_texts"], whole_warned):
         whole = centered_bertscore(predictions, references, **kwargs)
     tiny_budget()
     assert chunk_count(predictions, references) >= 4
-    with truncation_warned(kwargs["long_texts"]):
+    with truncation_warned(kwargs["long_texts"], chunked_warned):
         chunked = centered_bertscore(predictions, references, **kwargs)
+    assert chunked_warned == whole_warned  # "N of M texts": the whole call's count
     assert chunked["hashcode"] == whole["hashcode"]
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 

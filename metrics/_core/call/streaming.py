@@ -58,7 +58,14 @@ from moverkit._core.encoding.encoder import Encoder, encode, encoder_for
 from moverkit._core.encoding.idf import IdfTable
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import sentence_encoder_for
-from moverkit._core.encoding.tokens import Ahead, check_max_length, token_counts, token_ids, tokenized_ahead
+from moverkit._core.encoding.tokens import (
+    Ahead,
+    check_max_length,
+    token_counts,
+    token_ids,
+    tokenized_ahead,
+    warn_truncated,
+)
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold on a CPU when neither :func:`set_memory_budget` nor
@@ -156,6 +163,8 @@ def chunks(
     max_tokens = memory_budget(encoder.device) // token_bytes
     # Within the budget (or never cut): one ordinary call, whose bar is the encoding's.
     plan = None if one_chunk else plan_chunks(texts, max_tokens, planned, encoder)
+    if plan is not None and plan.truncated:  # one warning for the call: its chunks do not warn
+        warn_truncated(encoder, plan.truncated, len(texts.unique), limit)
     if plan is None or len(plan.ranges) == 1:
         tokens = None if plan is None or plan.encodings is None else Ahead(plan.encodings)
         plan = None  # the chunk takes the encodings: nothing here holds them while it is scored
@@ -204,12 +213,15 @@ def estimated_tokens(text: str, limit: int | None) -> int:
 
 
 class ChunkPlan(NamedTuple):
-    """:func:`plan_chunks`' answer: the ``ranges`` of predictions of each chunk, and, where the
-    texts' real token counts planned one chunk, their distinct texts' Rust ``encodings``
-    (:func:`~moverkit._core.encoding.tokens.token_counts`), which that chunk encodes."""
+    """:func:`plan_chunks`' answer: the ``ranges`` of predictions of each chunk; where the texts'
+    real tokens were counted (:func:`~moverkit._core.encoding.tokens.token_counts`), how many of
+    the distinct texts were ``truncated`` (the call's one warning; ``None``: not counted, each
+    chunk warns of its own) and, where those counts planned one chunk, the distinct texts' Rust
+    ``encodings``, which that chunk encodes."""
 
     ranges: list[tuple[int, int]]
     encodings: list | None = None
+    truncated: int | None = None
 
 
 def plan_chunks(texts: CallTexts, max_tokens: int, limit: int | None, encoder: Encoder | None = None) -> ChunkPlan:
@@ -233,8 +245,8 @@ def plan_chunks(texts: CallTexts, max_tokens: int, limit: int | None, encoder: E
     if counted is None:
         return ChunkPlan(_cut(texts, max_tokens, lambda text: estimated_tokens(text, limit)))
     if counted.encodings is not None:  # every text counted fits: one chunk, tokenized already
-        return ChunkPlan(one, counted.encodings)
-    return ChunkPlan(_cut(texts, max_tokens, counted.counts.__getitem__))
+        return ChunkPlan(one, counted.encodings, counted.truncated)
+    return ChunkPlan(_cut(texts, max_tokens, counted.counts.__getitem__), truncated=counted.truncated)
 
 
 def _cut(texts: CallTexts, max_tokens: int, tokens: Callable[[str], int]) -> list[tuple[int, int]]:
@@ -289,7 +301,7 @@ def batch_mean(
     with closing(slices):
         for (start, end), tokens in slices:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # truncation is reported once, by the scoring pass
+                warnings.simplefilter("ignore")  # truncation is reported once for the call, by chunks
                 clouds = encode(encoder, unique[start:end], request, limit=limit, encodings=tokens.take())
             scored = ~clouds.special
             mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=scored, counts=counts[start:end])

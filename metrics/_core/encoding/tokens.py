@@ -86,17 +86,21 @@ def token_ids(
     """:func:`tokenize` to a token ``limit`` already checked (:func:`check_max_length`): what a
     prepared call, which checked its limit once, tokenizes with. ``encodings``: the
     :func:`rust_encodings` of these ``texts``, ``limit`` and ``long_texts``, made ahead (in a
-    thread, :func:`tokenized_ahead`, or by the count that planned the call, :func:`token_counts`)."""
+    thread, :func:`tokenized_ahead`, or by the count that planned the call, :func:`token_counts`):
+    their truncation is not reported here, since the call that made them ahead reports it once for
+    all its texts (:func:`~moverkit._core.call.streaming.chunks`, from that count), not once a
+    chunk."""
     window = long_texts == "window"  # checked once, in EncoderRequest
     if not texts:
         return [], []
+    reported = encodings is not None
     if encodings is None:
         encodings = rust_encodings(encoder, texts, limit, long_texts)
     if encodings is None:  # a tokenizer without a Rust backend
         return _python_token_ids(encoder, texts, limit, window)
     if len(encodings) != len(texts):
         raise ValueError(f"{len(encodings)} encodings made ahead for {len(texts)} texts")
-    n_cut = truncated(encodings, None if window else limit)
+    n_cut = 0 if reported else truncated(encodings, None if window else limit)
     if n_cut:
         warn_truncated(encoder, n_cut, len(texts), limit)
     return [e.ids for e in encodings], [e.special_tokens_mask for e in encodings]
@@ -189,10 +193,12 @@ million."""
 
 @dataclass(frozen=True)
 class TokenCounts:
-    """:func:`token_counts`' answer: each text's ``counts``, and the texts' ``encodings`` (as
-    :func:`rust_encodings` gives them) where they were kept, else ``None``."""
+    """:func:`token_counts`' answer: each text's ``counts``, how many texts were ``truncated``
+    (:func:`truncated`), and the texts' ``encodings`` (as :func:`rust_encodings` gives them) where
+    they were kept, else ``None``."""
 
     counts: dict[str, int]
+    truncated: int
     encodings: list | None
 
 
@@ -203,7 +209,7 @@ def token_counts(encoder: Encoder, texts: Sequence[str], limit: int | None, keep
     tokens total at most ``keep_within``: a call planned as one chunk from these counts is then
     not tokenized a second time (issue 45: on 100,000 pairs that second pass was about 1.2 s of
     an H100 call). ``limit`` is :func:`rust_encodings`' (``None`` for windows)."""
-    counts, kept, total = {}, [], 0
+    counts, kept, total, n_cut = {}, [], 0, 0
     for start in range(0, len(texts), COUNT_SLICE):
         part = texts[start : start + COUNT_SLICE]
         encodings = rust_encode(encoder.tokenizer, [t.strip() for t in part], limit)
@@ -212,11 +218,12 @@ def token_counts(encoder: Encoder, texts: Sequence[str], limit: int | None, keep
         lengths = list(map(len, encodings))
         counts.update(zip(part, lengths))
         total += sum(lengths)
+        n_cut += truncated(encodings, limit)
         if kept is not None and total <= keep_within:
             kept.extend(encodings)
         else:
             kept = None
-    return TokenCounts(counts, kept)
+    return TokenCounts(counts, n_cut, kept)
 
 
 def rust_encode(tokenizer, texts: list[str], limit: int | None) -> list | None:
