@@ -471,3 +471,21 @@ def test_a_tokenizer_without_a_rust_backend_streams_as_before(pairs, tiny_budget
     tiny_budget()
     chunked = centered_bertscore(predictions, references, centering="batch")
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
+
+
+def test_a_lone_prediction_past_the_budget_warns_of_truncation_once(monkeypatch):
+    """A call its counts cut but whose one prediction (with all its references) cannot be cut runs
+    as one chunk that tokenizes itself: the truncation warning comes once, from that chunk, not
+    from the count as well."""
+    references = [f"reference number {i} says that the cat sat on the mat for a long while today" for i in range(60)]
+    prediction = "the cat sat on the mat for a very long time indeed, it did"
+    seen = []
+    with truncation_warned("truncate", seen):
+        whole = centered_bertscore([prediction], [references], max_length=16)
+    moverkit.set_memory_budget("64KB")
+    try:
+        with truncation_warned("truncate", seen):
+            cut = centered_bertscore([prediction], [references], max_length=16)
+    finally:
+        moverkit.set_memory_budget(None)
+    assert seen[0] == seen[1] and cut["f1"] == whole["f1"]

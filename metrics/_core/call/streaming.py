@@ -163,11 +163,13 @@ def chunks(
     max_tokens = memory_budget(encoder.device) // token_bytes
     # Within the budget (or never cut): one ordinary call, whose bar is the encoding's.
     plan = None if one_chunk else plan_chunks(texts, max_tokens, planned, encoder)
-    if plan is not None and plan.truncated:  # one warning for the call: its chunks do not warn
+    if plan is None or (len(plan.ranges) == 1 and plan.encodings is None):  # tokenizes (and warns) itself
+        yield PreparedChunk(call, call.predictions, call.references, texts, encoder, request, call.centering, limit)
+        return
+    if plan.truncated:  # one warning for the call: encodings made ahead are not reported again
         warn_truncated(encoder, plan.truncated, len(texts.unique), limit)
-    if plan is None or len(plan.ranges) == 1:
-        tokens = None if plan is None or plan.encodings is None else Ahead(plan.encodings)
-        plan = None  # the chunk takes the encodings: nothing here holds them while it is scored
+    if len(plan.ranges) == 1:  # one chunk, tokenized when it was counted
+        tokens, plan = Ahead(plan.encodings), None  # the chunk takes them: not held while it is scored
         yield PreparedChunk(
             call, call.predictions, call.references, texts, encoder, request, call.centering, limit, tokens=tokens
         )
