@@ -106,10 +106,12 @@ def token_ids(
     return [e.ids for e in encodings], [e.special_tokens_mask for e in encodings]
 
 
-def rust_encodings(encoder: Encoder, texts: Sequence[str], limit: int, long_texts: str = "truncate") -> list | None:
+def rust_encodings(
+    encoder: Encoder, texts: Sequence[str], limit: int | None, long_texts: str = "truncate"
+) -> list | None:
     """The Rust encodings :func:`token_ids` reads: ``texts`` stripped, encoded by
-    :func:`rust_encode` to ``limit`` tokens (whole for ``long_texts="window"``, which cuts them
-    into windows); ``None`` for a tokenizer without a Rust backend. Safe to call from a thread: it
+    :func:`rust_encode` to ``limit`` tokens (whole for ``None``, or for ``long_texts="window"``,
+    which cuts them into windows); ``None`` for a tokenizer without a Rust backend. Safe to call from a thread: it
     changes no setting of the user's tokenizer (its Rust copy is configured once, under a lock)."""
     return rust_encode(encoder.tokenizer, [t.strip() for t in texts], None if long_texts == "window" else limit)
 
@@ -212,7 +214,7 @@ def token_counts(encoder: Encoder, texts: Sequence[str], limit: int | None, keep
     counts, kept, total, n_cut = {}, [], 0, 0
     for start in range(0, len(texts), COUNT_SLICE):
         part = texts[start : start + COUNT_SLICE]
-        encodings = rust_encode(encoder.tokenizer, [t.strip() for t in part], limit)
+        encodings = rust_encodings(encoder, part, limit)  # the ones token_ids reads, kept or not
         if encodings is None:
             return None
         lengths = list(map(len, encodings))
