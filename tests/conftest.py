@@ -21,6 +21,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def centering_cache(tmp_path_factory):
+    """The folder where a call keeps the corpus statistics it fits for an encoder none ships for
+    (``moverkit._core.centering.fit.default_corpus_stats``): a temporary one, not the user's cache.
+    Set in the environment, so that the CLI's subprocesses use it too."""
+    folder = tmp_path_factory.mktemp("centering-cache")
+    os.environ["MOVERKIT_CENTERING_CACHE"] = str(folder)
+    return folder
+
+
 SAMPLE = ROOT / "tests" / "data" / "wmt17_sample.tsv"
 SHARED_WMT17 = ROOT / "data" / "wmt17_seg_da_to_en.tsv"  # shipped with its provenance (data/README.md)
 

@@ -144,7 +144,32 @@ def test_budget_from_environment(monkeypatch):
     monkeypatch.setenv("MOVERKIT_MEMORY_BUDGET", "64MB")
     assert streaming.memory_budget() == 64 * 2**20
     monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET")
+    assert streaming.memory_budget() == host_default()
+
+
+def host_default() -> int:
+    """The CPU budget with nothing set: a share of the memory the host has available, at least
+    the fixed default."""
+    available = streaming.available_host_memory() or 0
+    return max(int(streaming.HOST_MEMORY_SHARE * available), streaming.DEFAULT_MEMORY_BUDGET)
+
+
+def test_the_cpu_budget_is_a_share_of_the_memory_the_host_has(monkeypatch):
+    """Issue 51, defect 8: a fixed 512 MB cut 2,800 WMT17 pairs into chunks on a 24 GiB machine,
+    so ``batch`` centering encoded every text twice. With nothing set, a CPU call may take
+    :data:`HOST_MEMORY_SHARE` of what the host has available, never less than the old default."""
+    monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET", raising=False)
+    monkeypatch.setattr(streaming, "available_host_memory", lambda: 24 * 2**30)
+    assert streaming.memory_budget() == 6 * 2**30
+    monkeypatch.setattr(streaming, "available_host_memory", lambda: 2**30)  # a small machine: the floor
     assert streaming.memory_budget() == streaming.DEFAULT_MEMORY_BUDGET
+    monkeypatch.setattr(streaming, "available_host_memory", lambda: None)  # unknown: the floor
+    assert streaming.memory_budget() == streaming.DEFAULT_MEMORY_BUDGET
+
+
+def test_available_host_memory_reads_the_host():
+    available = streaming.available_host_memory()
+    assert available is None or available > 0
 
 
 def test_on_a_cuda_device_the_budget_is_a_share_of_its_free_memory(monkeypatch):
@@ -154,7 +179,7 @@ def test_on_a_cuda_device_the_budget_is_a_share_of_its_free_memory(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free, 141 * 2**30))
     monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET", raising=False)
     assert streaming.memory_budget(cuda) == int(streaming.CUDA_MEMORY_SHARE * free)
-    assert streaming.memory_budget(torch.device("cpu")) == streaming.DEFAULT_MEMORY_BUDGET
+    assert streaming.memory_budget(torch.device("cpu")) == host_default()
     monkeypatch.setenv("MOVERKIT_MEMORY_BUDGET", "64MB")
     assert streaming.memory_budget(cuda) == 64 * 2**20
     monkeypatch.delenv("MOVERKIT_MEMORY_BUDGET")
@@ -460,16 +485,30 @@ def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pair
 
 @pytest.mark.parametrize("ahead", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
 def test_a_tokenizer_without_a_rust_backend_streams_as_before(pairs, tiny_budget, monkeypatch, ahead):
-    """Where no Rust tokenizer is there to tokenize ahead (or to count), each chunk tokenizes
-    through transformers' call: the unchunked scores."""
-    from moverkit._core.encoding import tokens
+    """Where no Rust tokenizer is there (a Python BERT tokenizer of the same vocabulary, the same
+    ids on these texts), each chunk's texts are tokenized by :func:`python_encode`, ahead or in
+    turn: the unchunked scores, and one truncation warning for the whole call, with the whole
+    call's count (issue 51, defect 3: one warning per chunk, 60 for one call)."""
+    import os
+
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    from moverkit._core.encoding import get_encoder, tokens
 
     predictions, references = pairs
-    whole = centered_bertscore(predictions, references, centering="batch")
+    kwargs = {"centering": "batch", "max_length": 16}
+    seen = []
+    with truncation_warned("truncate", seen):
+        whole = centered_bertscore(predictions, references, **kwargs)
+    encoder = get_encoder(None)
+    python = BertTokenizerLegacy(os.path.join(encoder.path, "vocab.txt"))
+    assert not python.is_fast
+    monkeypatch.setattr(encoder, "tokenizer", python)
     monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: ahead)
-    monkeypatch.setattr(tokens, "rust_encode", lambda *args: None)
     tiny_budget()
-    chunked = centered_bertscore(predictions, references, centering="batch")
+    with truncation_warned("truncate", seen):
+        chunked = centered_bertscore(predictions, references, **kwargs)
+    assert seen[0] == seen[1]
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 
 

@@ -115,13 +115,13 @@ def test_cached_encode_is_encode(cache_on):
 def test_encodings_made_ahead_are_taken_for_the_texts_the_cache_lacks(cache_on, tiny_model_path):
     """A chunk tokenized ahead hands its encodings (of every distinct text) to cached_encode, which
     encodes only the texts it does not hold: those take their own encodings, not the first ones."""
-    from moverkit._core.encoding.tokens import rust_encodings
+    from moverkit._core.encoding.tokens import encodings_of
 
     encoder = get_encoder(tiny_model_path)
     request = EncoderRequest(batch_size=1)
     texts = REFERENCES + PREDICTIONS[0]
     cached_encode(encoder, texts[2:6], request)  # some hits, some misses, out of order
-    ahead = rust_encodings(encoder, texts, encoder.max_length)
+    ahead = encodings_of(encoder, texts, encoder.max_length)
     got = cached_encode(encoder, texts, request, encodings=ahead)
     want = encode(encoder, texts, request)
     assert got.token_ids == want.token_ids

@@ -18,6 +18,7 @@ from moverkit._core import (
     resolve_device,
     tokenize,
 )
+from moverkit._core.encoding.encoder import load_encoder
 from moverkit._core.encoding.request import EncoderRequest
 
 
@@ -159,14 +160,41 @@ def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
     assert issubclass(NonFiniteOutputs, ValueError)
 
 
-def test_a_local_folder_takes_the_layer_of_the_id_it_is_named_after():
+def test_a_folder_is_identified_by_what_it_holds_not_by_its_name(tmp_path, tiny_model_path):
+    """Issue 51, defect 7: the layer table was matched against a folder's name, so the same weights
+    in a folder named ``all_mpnet_base_v2`` got the last layer and in one named
+    ``all-mpnet-base-v2`` layer 10, and any model in a folder of that name took layer 10. A folder
+    now takes a table entry only by its weights (:data:`KNOWN_WEIGHTS`) or by the Hub id it says it
+    was saved from; its name plays no part."""
+    import shutil
+
     from moverkit._core.encoding import resolve_layer
 
     assert resolve_layer("sentence-transformers/all-mpnet-base-v2", None, 12) == 10
-    assert resolve_layer("all-mpnet-base-v2@0123456789", None, 12) == 10  # a local copy of it
-    assert resolve_layer("roberta-large@0123456789", None, 24) == 17
+    assert resolve_layer("all-mpnet-base-v2@0123456789", None, 12) == 12  # a name tells nothing
+    assert resolve_layer("checkpoint@0123456789", None, 24, origin="roberta-large") == 17  # saved from it
     assert resolve_layer("my-own-model@0123456789", None, 12) == 12  # unknown: the last layer
-    assert resolve_layer("all-mpnet-base-v2@0123456789", 4, 12) == 4  # an explicit layer wins
+    assert resolve_layer("checkpoint@0123456789", 4, 24, origin="roberta-large") == 4  # an explicit layer wins
+
+    # A tiny random BERT in a folder named after a model of the table: the last of its 3 layers.
+    named = shutil.copytree(tiny_model_path, tmp_path / "roberta-large")
+    assert load_encoder(named).layer == 3
+    # The embedded model copied to folders of any name: the embedded model, its layer and its name.
+    for folder in ("copy", "all_minilm_l6_v2"):
+        copy = shutil.copytree(embedded_model_path(), tmp_path / folder)
+        encoder = load_encoder(copy)
+        assert (encoder.name, encoder.layer) == (DEFAULT_MODEL, 6)
+
+
+def test_a_hub_cache_snapshot_and_a_saved_config_name_the_model_they_come_from(tmp_path):
+    from moverkit._core.encoding.request import saved_from
+
+    snapshot = tmp_path / "hub" / "models--microsoft--deberta-v3-base" / "snapshots" / "0123abc"
+    snapshot.mkdir(parents=True)
+    assert saved_from(str(snapshot), types.SimpleNamespace()) == "microsoft/deberta-v3-base"
+    assert saved_from(str(tmp_path), types.SimpleNamespace(_name_or_path="roberta-large")) == "roberta-large"
+    assert saved_from(str(tmp_path), types.SimpleNamespace(_name_or_path=str(tmp_path))) is None  # a path, not an id
+    assert saved_from(str(tmp_path), types.SimpleNamespace(_name_or_path="")) is None
 
 
 def _transformers_ids(tokenizer, texts, limit):

@@ -212,12 +212,45 @@ def test_corpus_statistic_for_another_layer_is_refused(metric):
         metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
 
 
-def test_corpus_mode_without_statistic_is_a_clear_error(metric, tiny_model_path):
-    # A statistic ships for the embedded model only: any other model needs one (or another mode),
-    # under centering="corpus" and under the default (which is corpus) alike.
-    for kwargs in ({"centering": "corpus"}, {}):
-        with pytest.raises(ValueError, match="centering_stats.*centering='batch'.*centering='none'"):
-            metric.compute(predictions=["a"], references=["b"], model_type=tiny_model_path, **kwargs)
+def test_the_default_corpus_centering_works_with_any_encoder(metric, tiny_model_path, monkeypatch, tmp_path):
+    """Issue 51, defect 6: the default, ``centering="corpus"``, raised for every encoder but the
+    embedded one. Now a model without a shipped statistic subtracts its mean over the corpus the
+    shipped ones were fitted on (the 2,191 WMT17 references, shipped too): fitted once, said once,
+    kept on disk for the next process, its digest in the hashcode; what fit_centering gives on that
+    corpus, so the scores equal those of passing it."""
+    from moverkit._core.centering import fit
+
+    monkeypatch.setattr(fit, "_FITTED", {})
+    monkeypatch.setenv("MOVERKIT_CENTERING_CACHE", str(tmp_path))
+    kwargs = {"predictions": ["the cat sat", "a dog"], "references": ["a cat sat down", "dogs"]}
+    with pytest.warns(MoverkitWarning, match=r"no statistic ships for .*2,191 WMT17 news references.*fitted in"):
+        default = metric.compute(model_type=tiny_model_path, **kwargs)
+    expected = fit_centering(fit.default_corpus(), tiny_model_path)
+    assert f"_center=corpus:{expected.digest}_" in default["hashcode"]
+    assert metric.compute(model_type=tiny_model_path, centering="corpus", centering_stats=expected, **kwargs) == default
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once a process
+        assert metric.compute(model_type=tiny_model_path, **kwargs) == default
+    monkeypatch.setattr(fit, "_FITTED", {})  # a new process reads what the first one kept
+    with pytest.warns(MoverkitWarning, match="read from"):
+        assert metric.compute(model_type=tiny_model_path, **kwargs) == default
+    monkeypatch.setenv("MOVERKIT_CENTERING_CACHE", "off")  # nothing on disk: fitted again, the same mean
+    monkeypatch.setattr(fit, "_FITTED", {})
+    with pytest.warns(MoverkitWarning, match=r"fitted in [0-9.]+ s; digest"):
+        assert metric.compute(model_type=tiny_model_path, **kwargs) == default
+
+
+def test_the_shipped_corpus_is_the_one_the_shipped_statistics_were_fitted_on():
+    """Fitted on the shipped corpus, the embedded model's mean is its shipped statistic: an
+    independent check that the fallback of other encoders uses the same corpus."""
+    from moverkit._core.centering.fit import default_corpus
+
+    corpus = default_corpus()
+    assert len(corpus) == len(set(corpus)) == 2191
+    shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))
+    fitted = fit_centering(corpus)
+    assert (fitted.n_texts, fitted.n_tokens) == (shipped.n_texts, shipped.n_tokens)
+    np.testing.assert_allclose(fitted.mean, shipped.mean, atol=1e-6)
 
 
 def test_default_is_corpus_centering_with_the_shipped_statistic(metric, wmt_pairs):

@@ -264,9 +264,15 @@ def test_token_statistic_is_refused_for_sentence_vectors(metric, tiny_model_path
     stats = fit_centering(MORE_SENTENCES + PREDS)
     with pytest.raises(ValueError, match="layer 6"):
         metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
-    # A sentence statistic ships for the embedded model only; another model must fit one.
-    with pytest.raises(ValueError, match=r'moverkit\.fit_centering\(texts, level="sentence"\)'):
-        metric.compute(predictions=["a"], references=["b"], centering="corpus", model_type=tiny_model_path)
+    # A sentence statistic ships for the embedded model only; another model's is fitted on the
+    # shipped corpus's sentences (issue 51, defect 6), as fit_centering fits it.
+    from moverkit._core.centering import fit
+
+    fit._FITTED.clear()
+    with pytest.warns(MoverkitWarning, match="no statistic ships for .* mean sentence vector"):
+        result = metric.compute(predictions=["a"], references=["b"], centering="corpus", model_type=tiny_model_path)
+    expected = fit_centering(fit.default_corpus(), tiny_model_path, level="sentence")
+    assert f"_center=corpus:{expected.digest}_" in result["hashcode"]
 
 
 def test_corpus_centering_without_a_statistic_takes_the_shipped_sentence_statistic(metric):

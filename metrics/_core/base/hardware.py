@@ -132,6 +132,35 @@ def tokenizes_ahead(device: torch.device) -> bool:
     return value == "1" if value else device.type != "cpu"
 
 
+def available_host_memory() -> int | None:
+    """Bytes of memory this process can still take: the host's ``MemAvailable`` (Linux's
+    ``/proc/meminfo``; elsewhere the free pages ``os.sysconf`` reports), capped by the room left in
+    the process's cgroup v2 limit (a container's); ``None`` where neither can be read."""
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            available = None
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit_file:
+            limit = limit_file.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as current_file:
+            current = int(current_file.read().strip())
+        if limit != "max":
+            room = max(int(limit) - current, 0)
+            available = room if available is None else min(available, room)
+    except (OSError, ValueError):
+        pass
+    return available
+
+
 def available_devices() -> list[str]:
     """The devices ``device=`` accepts on this machine: ``cpu``, each CUDA GPU, ``mps``."""
     devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]

@@ -31,6 +31,7 @@ import transformers
 
 from moverkit._core.base import checks
 from moverkit._core.base.inputs import CallTexts, best_per_group, reference_index
+from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.call.baseline import apply_baseline, check_rescaling
 from moverkit._core.call.pairs import NO_OPTIONS, PairData, PairOptions, pair_data, sentence_pair_data
 from moverkit._core.centering.maths import Centering
@@ -227,6 +228,11 @@ def open_call(
         verbose=verbose,
     )
     plan = Centering(centering, centering_stats, level=level)
+    if centering_stats is not None and plan.mode != "corpus":
+        warn_user(
+            f"centering_stats is read only by centering='corpus'; with centering={plan.mode!r} it is ignored "
+            "(pass centering='corpus' to subtract it)",
+        )
     rescaled = checks.boolean("rescale_with_baseline", rescale_with_baseline)
     if rescaled or baseline_path is not None:  # else there is no baseline to check
         rescaled = check_rescaling(metric, rescaled, baseline_path, lang=request.lang, centering=plan)

@@ -21,6 +21,7 @@ import torch
 from moverkit._core.base import checks
 from moverkit._core.base.batching import offsets_from, pad, pair_buckets
 from moverkit._core.base.inputs import CallTexts, call_texts
+from moverkit._core.centering.fit import default_corpus_stats
 from moverkit._core.centering.maths import Centering, center, center_rows
 from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.cache import cached_encode
@@ -259,7 +260,12 @@ def pair_data(
     )
     if layer_aggregation is not None and centering.call_mean is not None:
         raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
-    stats = centering.resolved(encoder.name, encoder.layer, encoder.model.config.hidden_size)
+    stats = centering.resolved(
+        encoder.name,
+        encoder.layer,
+        encoder.model.config.hidden_size,
+        lambda: default_corpus_stats(encoder, request.dtype),
+    )
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
     if clouds is None:
         clouds = cached_encode(
@@ -321,7 +327,9 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
     texts. Vectors are centered in float64 (float32 unit vectors give self-similarities of
     1 + 1e-7), every sentence weighs 1 and none is special: text ``i`` owns rows
     ``offsets[i]:offsets[i + 1]``, one per sentence, and its sentences are ``clouds.units[i]``."""
-    stats = centering.resolved(encoder.name, SENTENCE_LAYER, encoder.dim)
+    stats = centering.resolved(
+        encoder.name, SENTENCE_LAYER, encoder.dim, lambda: default_corpus_stats(encoder, request.dtype)
+    )
     split = split_texts(texts.unique, request.lang)
     sentence_counts = Counter()
     for text, n in texts.occurrences.items():

@@ -6,20 +6,31 @@ fixed once for all calls. It returns a :class:`~moverkit._core.centering.stats_f
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import torch
 
 from moverkit._core.base import checks
+from moverkit._core.base.hardware import check_dtype
 from moverkit._core.base.inputs import check_texts
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, row_mean
-from moverkit._core.centering.stats_file import CenteringStats
-from moverkit._core.encoding.encoder import encode, get_encoder
+from moverkit._core.centering.stats_file import SENTENCE_LAYER, STATS_DIR, CenteringStats
+from moverkit._core.encoding.encoder import Encoder, encode, get_encoder
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import encode_sentences, get_sentence_encoder, split_sentences
+from moverkit._core.encoding.sentences import (
+    SentenceEncoder,
+    encode_sentences,
+    get_sentence_encoder,
+    split_sentences,
+)
 
 MIN_FIT_TEXTS = MIN_BATCH_TEXTS
 """:func:`fit_centering` over fewer distinct units than this (token level: distinct non-blank
@@ -52,6 +63,7 @@ def fit_centering(
     device: str | int | torch.device | None = None,
     batch_size: int = 64,
     max_length: int | None = None,
+    dtype: str = "float32",
     verbose: bool = False,
 ) -> CenteringStats:
     r"""Fit the ``corpus`` centering statistic: the mean vector :math:`\mu` of ``texts`` (a list
@@ -64,7 +76,8 @@ def fit_centering(
     to ``max_length`` tokens. ``level="sentence"`` (sbertscore): the mean sentence embedding of the
     sentence-transformers model ``model_type`` over the sentences of ``texts``, split in language
     ``lang`` as sbertscore splits them; the statistic's ``layer`` is ``-1`` and ``n_tokens`` counts
-    sentences (``num_layers`` and ``max_length`` do not apply). ``device``, ``batch_size`` and
+    sentences (``num_layers`` and ``max_length`` do not apply). ``device``, ``batch_size``,
+    ``dtype`` (the precision of the forward pass: fit with the one the scores will use) and
     ``verbose`` are as in the metrics.
 
     Fewer than :data:`MIN_FIT_TEXTS` distinct texts (sentences) warn (:func:`warn_small_fit`):
@@ -88,20 +101,146 @@ def fit_centering(
         raise ValueError(f"texts hold no {level}: the corpus mean needs at least one non-empty text")
     unique = list(frequency)
     counts = torch.tensor([frequency[u] for u in unique], dtype=torch.float64)
+    request = EncoderRequest(batch_size=batch_size, max_length=max_length, dtype=dtype, device=device, verbose=verbose)
     if level == "token":
         encoder = get_encoder(model_type, num_layers, device)
-        clouds = encode(encoder, unique, EncoderRequest(batch_size=batch_size, max_length=max_length, verbose=verbose))
-        mean, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts)
-        if n == 0:
-            raise ValueError(
-                "texts hold no token once tokenized (only characters the tokenizer drops, such as zero-width "
-                "spaces): the corpus mean needs at least one token"
-            )
+        check_dtype(request.dtype, encoder.device)
+        stats = _token_mean(encoder, unique, counts, request, len(texts))
     else:
         encoder = get_sentence_encoder(model_type, device)
-        vectors = encode_sentences(encoder, unique, EncoderRequest(batch_size=batch_size, verbose=verbose)).double()
-        mean, n = row_mean(vectors, counts=counts)
+        check_dtype(request.dtype, encoder.device)
+        stats = _sentence_mean(encoder, unique, counts, request, len(texts))
     warn_small_fit(len(unique), "texts" if level == "token" else "sentences")  # once it is fitted, not before an error
+    return stats
+
+
+def _token_mean(
+    encoder: Encoder, unique: list[str], counts: torch.Tensor, request: EncoderRequest, n_texts: int
+) -> CenteringStats:
+    """The mean non-special token vector of ``unique`` texts, each counted ``counts`` times."""
+    clouds = encode(encoder, unique, request)
+    mean, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts)
+    if n == 0:
+        raise ValueError(
+            "texts hold no token once tokenized (only characters the tokenizer drops, such as zero-width "
+            "spaces): the corpus mean needs at least one token"
+        )
+    return CenteringStats(mean=mean.cpu().numpy(), model=encoder.name, layer=encoder.layer, n_texts=n_texts, n_tokens=n)
+
+
+def _sentence_mean(
+    encoder: SentenceEncoder, unique: list[str], counts: torch.Tensor, request: EncoderRequest, n_texts: int
+) -> CenteringStats:
+    """The mean sentence embedding of ``unique`` sentences, each counted ``counts`` times."""
+    mean, n = row_mean(encode_sentences(encoder, unique, request).double(), counts=counts)
     return CenteringStats(
-        mean=mean.cpu().numpy(), model=encoder.name, layer=encoder.layer, n_texts=len(texts), n_tokens=n
+        mean=mean.cpu().numpy(), model=encoder.name, layer=SENTENCE_LAYER, n_texts=n_texts, n_tokens=n
     )
+
+
+DEFAULT_CORPUS = STATS_DIR / "wmt17_references.txt.gz"
+"""The corpus the shipped statistics were fitted on, shipped with them: the 2,191 distinct
+reference translations of the WMT17 segment-level DA file (news, cs, de, ru, tr, zh to English),
+one a line. :func:`default_corpus_stats` fits on it for an encoder no statistic ships for."""
+
+CACHE_VARIABLE = "MOVERKIT_CENTERING_CACHE"
+"""Folder where :func:`default_corpus_stats` keeps what it fits (default
+``$XDG_CACHE_HOME/moverkit/centering``, else ``~/.cache/moverkit/centering``); ``off`` keeps
+nothing on disk."""
+
+_FITTED: dict[tuple, CenteringStats] = {}
+_FITTED_LOCK = threading.Lock()
+
+
+def default_corpus() -> list[str]:
+    """The texts of :data:`DEFAULT_CORPUS`."""
+    with gzip.open(DEFAULT_CORPUS, "rt", encoding="utf-8") as file:
+        return file.read().splitlines()
+
+
+def default_corpus_stats(encoder: Encoder | SentenceEncoder, dtype: str) -> CenteringStats:
+    """The ``corpus`` statistic of an encoder for which none ships (any model but the embedded
+    one) and none is given: the mean vector of :data:`DEFAULT_CORPUS` (:func:`fit_centering`'s,
+    on the corpus the shipped ones were fitted on; for the embedded model it gives them again), in
+    the call's precision ``dtype``. ``centering="corpus"``, the default of centered_bertscore and
+    twmd, thus works with every encoder, with a mean that does not depend on the call's texts.
+
+    Fitted once per process and encoder, and kept in :data:`CACHE_VARIABLE`'s folder so that the
+    next process reads it (a 110M-parameter encoder takes about a minute on a CPU to fit it); one
+    warning says so, with where it is kept. Its digest is in the hashcode of every score it centers,
+    as a shipped statistic's. A file that fails :meth:`CenteringStats.load`'s checks, or that is of
+    another model, is fitted again."""
+    sentence = isinstance(encoder, SentenceEncoder)
+    layer = SENTENCE_LAYER if sentence else encoder.layer
+    limit = None if sentence else encoder.max_length
+    key = (encoder.name, layer, limit, str(encoder.device), dtype)
+    with _FITTED_LOCK:
+        if key in _FITTED:
+            return _FITTED[key]
+        path = _cache_path(encoder.name, layer, limit, dtype)
+        stats = _read_cached(path, encoder.name, layer)
+        if stats is None:
+            start = time.perf_counter()
+            stats = _fit_default(encoder, dtype)
+            how = f"fitted in {time.perf_counter() - start:.1f} s" + (f", kept in {path}" if _save(stats, path) else "")
+        else:
+            how = f"read from {path}"
+        _FITTED[key] = stats
+    kind = "sentence vector" if sentence else f"token vector of layer {layer}"
+    warn_user(
+        f"centering='corpus': no statistic ships for {encoder.name}, so its mean {kind} over the "
+        f"{stats.n_texts:,} WMT17 news references shipped with moverkit is subtracted ({how}; digest "
+        f"{stats.digest} in the hashcode). For other domains fit one on your texts with moverkit.fit_centering(...) "
+        "and pass it as centering_stats.",
+    )
+    return stats
+
+
+def _fit_default(encoder: Encoder | SentenceEncoder, dtype: str) -> CenteringStats:
+    corpus = default_corpus()
+    request = EncoderRequest(dtype=dtype, device=encoder.device)
+    if isinstance(encoder, SentenceEncoder):
+        frequency = Counter(s for text in corpus for s in split_sentences(text, "en"))
+        unique = list(frequency)
+        counts = torch.tensor([frequency[u] for u in unique], dtype=torch.float64)
+        return _sentence_mean(encoder, unique, counts, request, len(corpus))
+    return _token_mean(encoder, corpus, torch.ones(len(corpus), dtype=torch.float64), request, len(corpus))
+
+
+def _cache_path(model: str, layer: int, limit: int | None, dtype: str) -> Path | None:
+    """Where :func:`default_corpus_stats` keeps a statistic; ``None`` when the cache is off."""
+    folder = os.environ.get(CACHE_VARIABLE)
+    if folder is not None and folder.strip().lower() in {"", "off", "0", "none"}:
+        return None
+    if folder is None:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        folder = os.path.join(base, "moverkit", "centering")
+    corpus = hashlib.sha1(DEFAULT_CORPUS.read_bytes()).hexdigest()[:10]
+    key = hashlib.sha1(repr((model, layer, limit, dtype, corpus)).encode()).hexdigest()[:16]
+    return Path(folder) / f"{key}.npz"
+
+
+def _read_cached(path: Path | None, model: str, layer: int) -> CenteringStats | None:
+    if path is None or not path.is_file():
+        return None
+    try:
+        stats = CenteringStats.load(path)
+    except (OSError, ValueError, TypeError):
+        return None
+    return stats if stats.model == model and stats.layer == layer else None
+
+
+def _save(stats: CenteringStats, path: Path | None) -> bool:
+    """Write ``stats`` to ``path`` (through a temporary file, so that a reader never sees half of
+    it); whether it was written (a folder that cannot be written keeps it in memory only)."""
+    if path is None:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(partial, "wb") as file:
+            stats.save(file)
+        os.replace(partial, path)
+    except OSError:
+        return False
+    return True

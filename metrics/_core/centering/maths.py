@@ -36,6 +36,7 @@ References
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -213,10 +214,13 @@ class Centering:
             # statistic against its encoder instead of reading the file again.
             object.__setattr__(self, "stats", CenteringStats.load(self.stats))
 
-    def resolved(self, model: str, layer: int, dim: int) -> CenteringStats | None:
+    def resolved(
+        self, model: str, layer: int, dim: int, fallback: Callable[[], CenteringStats] | None = None
+    ) -> CenteringStats | None:
         """The statistic of ``corpus`` centering, loaded and checked against the encoder in use
-        (model, layer, dimension); ``None`` for the other modes."""
-        return resolve_stats(self.stats, model, layer, dim) if self.mode == "corpus" else None
+        (model, layer, dimension; ``fallback`` gives it where none is given and none ships:
+        :func:`~moverkit._core.centering.stats_file.resolve_stats`); ``None`` for the other modes."""
+        return resolve_stats(self.stats, model, layer, dim, fallback) if self.mode == "corpus" else None
 
     def within_call(self, call_mean: CenteringStats | None) -> Centering:
         """This centering for one chunk of a streamed call whose ``batch`` mean is ``call_mean``;

@@ -20,6 +20,7 @@ import os
 import stat
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -343,16 +344,22 @@ def _shipped_stats(path: Path) -> CenteringStats:
     return CenteringStats.load(path)
 
 
-def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> CenteringStats:
+def resolve_stats(
+    centering_stats, model: str, layer: int, dim: int, fallback: Callable[[], CenteringStats] | None = None
+) -> CenteringStats:
     """Check a :class:`CenteringStats` fits the encoder in use (its model, its layer, or ``-1`` for
     sentence vectors, and its dimension); a path given as ``centering_stats`` was read where the
     call's :class:`~moverkit._core.centering.Centering` was made. ``None`` takes the
     statistic shipped for the model and layer (:func:`shipped_stats_path`: the embedded model's
-    layers and sentence vectors), and is a ``ValueError`` that says what to do for any other."""
+    layers and sentence vectors); for any other model, ``fallback()`` (a metric call's: the mean
+    of the shipped corpus, :func:`~moverkit._core.centering.fit.default_corpus_stats`), else a
+    ``ValueError`` that says what to do."""
     stats = centering_stats
     if centering_stats is None:
         path = shipped_stats_path(model, layer)
-        if not path.is_file():
+        if not path.is_file() and fallback is not None:
+            stats = fallback()
+        elif not path.is_file():
             how = 'texts, level="sentence"' if layer == SENTENCE_LAYER else "texts, model_type=..., num_layers=..."
             raise ValueError(
                 f"centering='corpus' subtracts a mean fitted on a corpus, and one ships only for the embedded "
@@ -360,7 +367,8 @@ def resolve_stats(centering_stats, model: str, layer: int, dim: int) -> Centerin
                 "(or the path it was saved to) as centering_stats, or pass centering='batch' (the mean of the "
                 "call's own texts, the paper's method) or centering='none'"
             )
-        stats = _shipped_stats(path)  # read once per process: package data
+        else:
+            stats = _shipped_stats(path)  # read once per process: package data
     if not isinstance(stats, CenteringStats):
         raise TypeError(f"centering_stats must be a CenteringStats or a path, got {type(centering_stats).__name__}")
     if stats.model != model or stats.layer != layer or stats.mean.shape != (dim,):

@@ -33,7 +33,7 @@ from moverkit._core.base.batching import (
 )
 from moverkit._core.base.hardware import check_dtype, cuda_plan, precision, resolve_device
 from moverkit._core.base.windows import WindowPlan, plan_windows
-from moverkit._core.encoding.request import EncoderRequest, resolve_layer, resolve_model
+from moverkit._core.encoding.request import EncoderRequest, identify_model, resolve_layer, resolve_model
 from moverkit._core.encoding.tokens import check_max_length, quiet_transformers, token_ids
 
 logger = logging.getLogger(__name__)
@@ -87,9 +87,38 @@ def forget_models() -> None:
 
 
 def _layer_list(model: torch.nn.Module, n_layers: int) -> tuple[torch.nn.Module, str] | None:
-    """Find the ``ModuleList`` of transformer blocks: the one holding ``n_layers`` modules."""
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == n_layers:
+    """The ``ModuleList`` of transformer blocks the model runs, each once, in order: the list of
+    ``n_layers`` modules that a probe forward pass (four tokens, hooks on every candidate list)
+    sees called once each, first to last; ``None`` where no list runs so (the caller then reads the
+    layer outputs from ``hidden_states``, which is right for every model, only slower).
+
+    Its length alone does not tell it: ALBERT applies one shared group of layers once per layer,
+    and a group of ``inner_group_num == num_hidden_layers`` layers is a list of the right length
+    whose modules run ``n_layers`` times each (issue 51: cutting it gave layer 1 a vector 1.2e-3
+    to 9e-2 from the model's own ``hidden_states[1]``)."""
+    candidates = [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n_layers and n_layers > 0
+    ]
+    if not candidates:
+        return None
+    calls: list[tuple[int, int]] = []  # (candidate, block) in the order the blocks ran
+    hooks = [
+        block.register_forward_hook(lambda *_, at=(c, b): calls.append(at))
+        for c, (_, blocks) in enumerate(candidates)
+        for b, block in enumerate(blocks)
+    ]
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([[1, 2, 3, 4]]), attention_mask=torch.ones(1, 4, dtype=torch.long))
+    except Exception:  # a model the probe cannot run: read hidden_states, which needs no cut
+        return None
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for c, (name, _) in enumerate(candidates):
+        if [b for at, b in calls if at == c] == list(range(n_layers)):
             parent_name, _, attr = name.rpartition(".")
             return model.get_submodule(parent_name) if parent_name else model, attr
     return None
@@ -225,12 +254,15 @@ def load_encoder(
     if getattr(config, "is_encoder_decoder", False):
         model = model.get_encoder()
     n_layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "num_layers", 0))
-    layer = resolve_layer(name, num_layers, n_layers)
+    name, origin = identify_model(name, path, model, config)
+    layer = resolve_layer(name, num_layers, n_layers, origin)
+    model.eval()
     blocks = _layer_list(model, n_layers)
     if blocks is not None:
         parent, attr = blocks
         setattr(parent, attr, torch.nn.ModuleList(list(getattr(parent, attr))[:layer]))
     model.eval().to(device)
+    max_length = _model_max_length(tokenizer, model, config)
     return Encoder(
         name=name,
         path=path,
@@ -239,11 +271,16 @@ def load_encoder(
         device=device,
         tokenizer=tokenizer,
         model=model,
-        max_length=_model_max_length(tokenizer, config),
+        max_length=max_length,
         hidden_states_only=blocks is None,
         trainable=trainable,
-        square_mask=attach_square_mask(model, device),
+        square_mask=attach_square_mask(model, device, max_length),
     )
+
+
+SQUARE_MASK_PROBE_TOKENS = 64
+"""Tokens of the load-time probe's rows (at most the model's limit): rows longer than the short
+windows of attention a config may not declare, so that the probe sees them."""
 
 
 def square_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -253,7 +290,7 @@ def square_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return keep[:, None, None, :].expand(-1, 1, keep.shape[1], -1)
 
 
-def attach_square_mask(model: torch.nn.Module, device: torch.device) -> bool:
+def attach_square_mask(model: torch.nn.Module, device: torch.device, limit: int = SQUARE_MASK_PROBE_TOKENS) -> bool:
     """Where ``model`` takes it (:func:`takes_square_mask`), give it from now on the boolean
     (batch, 1, length, length) mask of every (batch, length) ``attention_mask`` it is called with;
     whether it did. transformers >= 5 reads from the device, before each forward pass of its SDPA
@@ -263,7 +300,7 @@ def attach_square_mask(model: torch.nn.Module, device: torch.device) -> bool:
     The model's own ``forward`` is wrapped, not hooked: sentence-transformers (6) calls
     ``model.forward`` itself, past the module's hooks, and pools with the (batch, length) mask it
     passes. The wrapper is a method of the model, so a deep copy (fine-tuning) wraps the copy."""
-    if not takes_square_mask(model, device):
+    if not takes_square_mask(model, device, limit):
         return False
     model.forward = types.MethodType(_square_mask_forward, model)
     return True
@@ -275,16 +312,39 @@ def _square_mask_forward(self, *args, attention_mask=None, **kwargs):
     return type(self).forward(self, *args, attention_mask=attention_mask, **kwargs)
 
 
-def takes_square_mask(model: torch.nn.Module, device: torch.device) -> bool:
+LOCAL_ATTENTION_KEYS = ("sliding_window", "local_attention", "attention_window", "use_sliding_window")
+"""Config attributes that give some layers a local window of attention (Mistral-style
+``sliding_window``, ModernBERT's ``local_attention``, Longformer's ``attention_window``)."""
+
+
+def has_local_attention(config) -> bool:
+    """Whether ``config`` describes layers that attend within a local window
+    (:data:`LOCAL_ATTENTION_KEYS` set, or a ``layer_types`` entry naming a sliding or local layer).
+    transformers builds such a layer's mask from the (batch, length) mask, and passes a ready 4-D
+    mask through as it is: given :func:`square_mask`'s mask, a local layer would attend globally
+    whenever its batch holds padding (issue 51: ModernBERT's vectors moved 6.9e-3 with the batch)."""
+    if any(getattr(config, key, None) not in (None, False, 0) for key in LOCAL_ATTENTION_KEYS):
+        return True
+    layer_types = getattr(config, "layer_types", None) or ()
+    return any("sliding" in str(kind) or "local" in str(kind) for kind in layer_types)
+
+
+def takes_square_mask(model: torch.nn.Module, device: torch.device, limit: int = SQUARE_MASK_PROBE_TOKENS) -> bool:
     """Whether ``model`` gives, from :func:`square_mask`'s mask, the very vectors it gives from the
-    (batch, length) mask, bit for bit: probed once, on two padded rows, when the model is loaded.
-    transformers >= 5 builds the first from the second itself in its SDPA attention and takes a
-    4-D mask as already built; older versions, and other attention implementations (eager adds the
-    mask to the scores), refuse it or read it otherwise, and keep the (batch, length) mask."""
-    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+    (batch, length) mask, bit for bit: probed once, when the model is loaded, on two rows of
+    ``min(limit, 64)`` tokens, the second padded from its middle on. transformers >= 5 builds the
+    first from the second itself in its SDPA attention and takes a 4-D mask as already built;
+    older versions, and other attention implementations (eager adds the mask to the scores),
+    refuse it or read it otherwise, and keep the (batch, length) mask. A model whose config shows
+    local attention (:func:`has_local_attention`) keeps it without a probe: its windows are built
+    only from the (batch, length) mask."""
+    config = getattr(model, "config", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa" or has_local_attention(config):
         return False
-    ids = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 0]], device=device)
-    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]], device=device)
+    length = max(min(limit, SQUARE_MASK_PROBE_TOKENS), 2)
+    ids = torch.arange(2 * length, device=device).reshape(2, length) % 4 + 1
+    mask = torch.ones(2, length, dtype=torch.long, device=device)
+    mask[1, length // 2 :] = 0
     try:
         with torch.no_grad():
             flat = model(input_ids=ids, attention_mask=mask)[0]
@@ -294,16 +354,34 @@ def takes_square_mask(model: torch.nn.Module, device: torch.device) -> bool:
     return flat.shape == square.shape and bool(torch.equal(flat[mask.bool()], square[mask.bool()]))
 
 
-def _model_max_length(tokenizer, config) -> int:
-    """The real input limit: the tokenizer's, capped by the position table (fixes the 1e30
-    sentinel that some tokenizers report and that overflows under recent transformers)."""
+def _model_max_length(tokenizer, model: torch.nn.Module, config) -> int:
+    """The real input limit: the tokenizer's ``model_max_length``, capped by the positions the
+    model has (fixes the 1e30 sentinel that some tokenizers report and that overflows under recent
+    transformers), 512 where neither says.
+
+    The positions are read from the model's own table where it has one: an embedding named
+    ``position_embeddings`` (or GPT-2's ``wpe``) of ``num_embeddings`` rows, less the rows before
+    the first position, which a table with a ``padding_idx`` reserves (RoBERTa, XLM-R, MPNet:
+    positions start at ``padding_idx + 1``). Models without a table (relative or rotary
+    positions) are capped by their config's ``max_position_embeddings``, if any."""
     limit = getattr(tokenizer, "model_max_length", None) or _MAX_LENGTH_SENTINEL
-    positions = getattr(config, "max_position_embeddings", None)
-    if positions and positions > 0:
-        # RoBERTa-style position tables reserve padding_idx + 1 slots before the first position.
-        offset = config.pad_token_id + 1 if config.model_type in {"roberta", "xlm-roberta", "camembert"} else 0
-        limit = min(limit, positions - offset)
+    table = _position_table(model)
+    if table is not None:
+        offset = table.padding_idx + 1 if table.padding_idx is not None else 0
+        limit = min(limit, table.num_embeddings - offset)
+    else:
+        positions = getattr(config, "max_position_embeddings", None)
+        if isinstance(positions, int) and positions > 0:
+            limit = min(limit, positions)
     return int(min(limit, 512 if limit >= _MAX_LENGTH_SENTINEL else limit))
+
+
+def _position_table(model: torch.nn.Module) -> torch.nn.Embedding | None:
+    """The model's table of absolute position embeddings, or ``None`` (relative, rotary)."""
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Embedding) and name.rpartition(".")[2] in {"position_embeddings", "wpe"}:
+            return module
+    return None
 
 
 @dataclass(eq=False)

@@ -57,7 +57,63 @@ MODEL_LAYERS = {
     "sentence-transformers/all-mpnet-base-v2": 10,  # 68.87 / 70.84 (last layer, 12: 67.15 / 67.49)
 }
 """Good default layers per model (``num_layers``); the last layer for models not listed. A local
-folder takes the entry whose id ends with the folder's name (``all-mpnet-base-v2``)."""
+folder is looked up by what it is, never by its name (:func:`identify_model`)."""
+
+KNOWN_WEIGHTS = {
+    "3c147baa261e6368": DEFAULT_MODEL,
+}
+"""The Hub ids of the models moverkit can recognise by their weights (:func:`weights_fingerprint`),
+wherever their folder is and whatever it is called: a local copy of one of them is that model, with
+its name in hashcodes, its :data:`MODEL_LAYERS` entry and its shipped statistics."""
+
+
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """A fingerprint of a model's weights that does not depend on where or how they were saved
+    (folder, file name, safetensors or pickle, float32 or float16 on disk): its architecture
+    (parameter names and shapes) and the values, rounded to float16, of the first 256 of its
+    input embeddings and of its last parameter. Two trainings of one architecture differ in both;
+    a fine-tuning that froze the embeddings still moves the last layer."""
+    h = hashlib.sha1()
+    parameters = list(model.named_parameters())
+    for name, parameter in parameters:
+        h.update(f"{name}:{tuple(parameter.shape)};".encode())
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    probes = [getattr(embeddings, "weight", None)] + ([parameters[-1][1]] if parameters else [])
+    for tensor in probes:
+        if isinstance(tensor, torch.Tensor):
+            values = tensor.detach().reshape(-1)[:256].to("cpu", torch.float16)
+            h.update(values.numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+_HUB_CACHE_SNAPSHOT = re.compile(r"models--(?P<id>[^/\\]+)[/\\]snapshots[/\\][^/\\]+[/\\]?$")
+
+
+def saved_from(path: str, config) -> str | None:
+    """The Hub id a local folder says it was saved from: a snapshot of the Hugging Face cache
+    (``.../models--org--name/snapshots/<revision>``), else its config's ``_name_or_path`` where
+    that is a Hub id rather than a path. A fine-tuned checkpoint names the model it started from,
+    whose default layer it takes; its name (in hashcodes) stays the folder's."""
+    match = _HUB_CACHE_SNAPSHOT.search(str(Path(path).resolve()))
+    if match:
+        return match["id"].replace("--", "/")
+    origin = getattr(config, "_name_or_path", None) or ""
+    if origin and not os.path.isabs(origin) and not origin.startswith(".") and origin.count("/") <= 1:
+        return origin
+    return None
+
+
+def identify_model(name: str, path: str, model: torch.nn.Module, config) -> tuple[str, str | None]:
+    """``(name, saved_from)`` of a loaded model: a local folder whose weights are those of a known
+    model (:data:`KNOWN_WEIGHTS`) takes that model's Hub id as its name, so that its layer, its
+    statistics and its hashcode do not depend on the folder; ``saved_from`` (:func:`saved_from`)
+    is where else :func:`default_layer` may look. A Hub id is its own name."""
+    if "@" not in name:  # a Hub id, or the embedded model found by its path
+        return name, None
+    known = KNOWN_WEIGHTS.get(weights_fingerprint(model))
+    if known is not None:
+        return known, None
+    return name, saved_from(path, config)
 
 
 def embedded_model_path() -> str:
@@ -109,20 +165,24 @@ def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
     return path, path
 
 
-def default_layer(name: str, n_layers: int) -> int:
-    """The layer ``num_layers=None`` means for model ``name`` (as :func:`resolve_model` names it) of
-    ``n_layers`` blocks: its :data:`MODEL_LAYERS` entry, else the last."""
-    folder = name.partition("@")[0]  # a local folder: its name without the digest
-    by_folder = {model.rpartition("/")[2]: layer for model, layer in MODEL_LAYERS.items()}
-    return MODEL_LAYERS.get(folder, by_folder.get(folder, n_layers))
+def default_layer(name: str, n_layers: int, origin: str | None = None) -> int:
+    """The layer ``num_layers=None`` means for model ``name`` (as :func:`identify_model` names it)
+    of ``n_layers`` blocks: its :data:`MODEL_LAYERS` entry, else that of the Hub id ``origin`` it
+    was saved from (:func:`saved_from`), else the last layer. A folder's name plays no part: the
+    same weights in a folder named otherwise get the same layer."""
+    for key in (name, origin):
+        if key in MODEL_LAYERS and MODEL_LAYERS[key] <= n_layers:
+            return MODEL_LAYERS[key]
+    return n_layers
 
 
-def resolve_layer(name: str, num_layers: int | None, n_layers: int) -> int:
+def resolve_layer(name: str, num_layers: int | None, n_layers: int, origin: str | None = None) -> int:
     """The block output ``num_layers`` names for model ``name`` of ``n_layers`` blocks: ``None`` its
-    :func:`default_layer`, ``k`` from 0 (the embeddings) to ``n_layers``, a negative ``k`` counted from
-    the top (``-1`` the last, ``-n_layers - 1`` the embeddings). The one reading of ``num_layers``."""
+    :func:`default_layer` (``origin``: the Hub id it was saved from), ``k`` from 0 (the embeddings)
+    to ``n_layers``, a negative ``k`` counted from the top (``-1`` the last, ``-n_layers - 1`` the
+    embeddings). The one reading of ``num_layers``."""
     if num_layers is None:
-        return default_layer(name, n_layers)
+        return default_layer(name, n_layers, origin)
     if isinstance(num_layers, bool) or not isinstance(num_layers, int):
         raise TypeError(f"num_layers must be an int, got {type(num_layers).__name__}")
     layer = num_layers if num_layers >= 0 else n_layers + 1 + num_layers

@@ -33,7 +33,7 @@ from moverkit._core.encoding.encoder import (
     non_finite_error,
     offsets_of,
 )
-from moverkit._core.encoding.request import EncoderRequest, check_lang, resolve_model
+from moverkit._core.encoding.request import EncoderRequest, check_lang, identify_model, resolve_model
 from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, truncated
 
 SENTENCE_LAYER = -1
@@ -325,6 +325,7 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
         model.tokenizer.split_special_tokens = True  # user text is text: "[CLS]" is not the [CLS] id
     transformer = getattr(model[0], "auto_model", None) if len(model) else None
     if isinstance(transformer, torch.nn.Module):
+        name, _ = identify_model(name, path, transformer, transformer.config)  # a known model, wherever it is
         attach_square_mask(transformer, device)
     return SentenceEncoder(name=name, path=path, device=device, model=model.eval())
 

@@ -1,7 +1,7 @@
 """Tokenizing texts for the encoder: token ids with special tokens, truncated to a checked limit.
 
 The ids come from the Rust tokenizer behind the model's fast tokenizer, in one batch call for a
-call's texts (:func:`rust_encode`): the ids transformers' own call gives, without its per-text
+call's texts (:func:`rust_encode`; a tokenizer without one: :func:`python_encode`): the ids transformers' own call gives, without its per-text
 conversion to Python lists and dicts, which does not run in parallel (issue 45). That call
 releases the GIL, so a call cut into parts tokenizes the next part in a thread while the device
 encodes this one (:func:`tokenized_ahead`).
@@ -10,6 +10,7 @@ encodes this one (:func:`tokenized_ahead`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -85,39 +86,38 @@ def token_ids(
 ) -> tuple[list[list[int]], list[list[int]]]:
     """:func:`tokenize` to a token ``limit`` already checked (:func:`check_max_length`): what a
     prepared call, which checked its limit once, tokenizes with. ``encodings``: the
-    :func:`rust_encodings` of these ``texts``, ``limit`` and ``long_texts``, made ahead (in a
+    :func:`encodings_of` of these ``texts``, ``limit`` and ``long_texts``, made ahead (in a
     thread, :func:`tokenized_ahead`, or by the count that planned the call, :func:`token_counts`):
     their truncation is not reported here, since the call that made them ahead reports it once for
     all its texts (:func:`~moverkit._core.call.streaming.chunks`, from that count), not once a
     chunk."""
-    window = long_texts == "window"  # checked once, in EncoderRequest
     if not texts:
         return [], []
     reported = encodings is not None
     if encodings is None:
-        encodings = rust_encodings(encoder, texts, limit, long_texts)
-    if encodings is None:  # a tokenizer without a Rust backend
-        return _python_token_ids(encoder, texts, limit, window)
+        encodings = encodings_of(encoder, texts, limit, long_texts)
     if len(encodings) != len(texts):
         raise ValueError(f"{len(encodings)} encodings made ahead for {len(texts)} texts")
-    n_cut = 0 if reported else truncated(encodings, None if window else limit)
+    n_cut = 0 if reported else truncated(encodings, None if long_texts == "window" else limit)
     if n_cut:
         warn_truncated(encoder, n_cut, len(texts), limit)
     return [e.ids for e in encodings], [e.special_tokens_mask for e in encodings]
 
 
-def rust_encodings(
-    encoder: Encoder, texts: Sequence[str], limit: int | None, long_texts: str = "truncate"
-) -> list | None:
-    """The Rust encodings :func:`token_ids` reads: ``texts`` stripped, encoded by
-    :func:`rust_encode` to ``limit`` tokens (whole for ``None``, or for ``long_texts="window"``,
-    which cuts them into windows); ``None`` for a tokenizer without a Rust backend. Safe to call from a thread: it
+def encodings_of(encoder: Encoder, texts: Sequence[str], limit: int | None, long_texts: str = "truncate") -> list:
+    """The encodings :func:`token_ids` reads (each with ``ids``, ``special_tokens_mask`` and
+    ``overflowing``): ``texts`` stripped, encoded to ``limit`` tokens (whole for ``None``, or for
+    ``long_texts="window"``, which cuts them into windows) by :func:`rust_encode`, or by
+    :func:`python_encode` for a tokenizer without a Rust backend. Safe to call from a thread: it
     changes no setting of the user's tokenizer (its Rust copy is configured once, under a lock)."""
-    return rust_encode(encoder.tokenizer, [t.strip() for t in texts], None if long_texts == "window" else limit)
+    stripped = [t.strip() for t in texts]
+    limit = None if long_texts == "window" else limit
+    encoded = rust_encode(encoder.tokenizer, stripped, limit)
+    return python_encode(encoder.tokenizer, stripped, limit) if encoded is None else encoded
 
 
 class Ahead:
-    """A part's Rust encodings made ahead (:func:`rust_encodings`): being made in a thread (a
+    """A part's encodings made ahead (:func:`encodings_of`): being made in a thread (a
     ``Future``), or made already (by the count that planned the call). :meth:`take` hands them
     over once and lets them go, so that nothing holds them while the part is scored (about 140
     bytes a token, against the 4,608 bytes of a token's vectors with all-MiniLM-L6-v2)."""
@@ -127,7 +127,7 @@ class Ahead:
 
     def take(self) -> list | None:
         """The encodings (waiting for them, and raising what making them raised); ``None`` once
-        taken, or for a tokenizer without a Rust backend: the caller then tokenizes itself."""
+        taken: the caller then tokenizes itself."""
         encodings, self._encodings = self._encodings, None
         return encodings.result() if isinstance(encodings, Future) else encodings
 
@@ -145,7 +145,7 @@ def tokenized_ahead(
     long_texts: str = "truncate",
 ) -> Iterator[tuple[Part, Ahead]]:
     r"""Each of ``parts`` (a call's chunks, or slices of its texts) with its :class:`Ahead`, the
-    :func:`rust_encodings` of ``texts_of(part)``, in order. Where
+    :func:`encodings_of` of ``texts_of(part)``, in order. Where
     :func:`~moverkit._core.base.hardware.tokenizes_ahead` (on an accelerator, by default), one
     background thread tokenizes, and part :math:`k+1`'s tokenization starts before part :math:`k`
     is handed over: it runs while the caller encodes part :math:`k` (issue 45, item 7: the Rust
@@ -158,7 +158,7 @@ def tokenized_ahead(
     parts = iter(parts)
     if not tokenizes_ahead(encoder.device):
         for part in parts:
-            yield part, Ahead(rust_encodings(encoder, texts_of(part), limit, long_texts))
+            yield part, Ahead(encodings_of(encoder, texts_of(part), limit, long_texts))
         return
     end = object()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=TOKENIZER_THREAD)
@@ -166,7 +166,7 @@ def tokenized_ahead(
     def started(part):
         if part is end:
             return None
-        return part, Ahead(pool.submit(rust_encodings, encoder, texts_of(part), limit, long_texts))
+        return part, Ahead(pool.submit(encodings_of, encoder, texts_of(part), limit, long_texts))
 
     try:
         ahead = started(next(parts, end))
@@ -196,7 +196,7 @@ million."""
 @dataclass(frozen=True)
 class TokenCounts:
     """:func:`token_counts`' answer: each text's ``counts``, how many texts were ``truncated``
-    (:func:`truncated`), and the texts' ``encodings`` (as :func:`rust_encodings` gives them) where
+    (:func:`truncated`), and the texts' ``encodings`` (as :func:`encodings_of` gives them) where
     they were kept, else ``None``."""
 
     counts: dict[str, int]
@@ -204,19 +204,17 @@ class TokenCounts:
     encodings: list | None
 
 
-def token_counts(encoder: Encoder, texts: Sequence[str], limit: int | None, keep_within: int = 0) -> TokenCounts | None:
+def token_counts(encoder: Encoder, texts: Sequence[str], limit: int | None, keep_within: int = 0) -> TokenCounts:
     """The token count of each of ``texts`` as :func:`token_ids` would give it (special tokens
-    included, truncated at ``limit``, ``None``: whole), from the Rust tokenizer's batch call;
-    ``None`` for a tokenizer without a Rust backend. The encodings are kept while the texts'
+    included, truncated at ``limit``, ``None``: whole), from the Rust tokenizer's batch call
+    (or :func:`python_encode` for a tokenizer without a Rust backend). The encodings are kept while the texts'
     tokens total at most ``keep_within``: a call planned as one chunk from these counts is then
     not tokenized a second time (issue 45: on 100,000 pairs that second pass was about 1.2 s of
-    an H100 call). ``limit`` is :func:`rust_encodings`' (``None`` for windows)."""
+    an H100 call). ``limit`` is :func:`encodings_of`' (``None`` for windows)."""
     counts, kept, total, n_cut = {}, [], 0, 0
     for start in range(0, len(texts), COUNT_SLICE):
         part = texts[start : start + COUNT_SLICE]
-        encodings = rust_encodings(encoder, part, limit)  # the ones token_ids reads, kept or not
-        if encodings is None:
-            return None
+        encodings = encodings_of(encoder, part, limit)  # the ones token_ids reads, kept or not
         lengths = list(map(len, encodings))
         counts.update(zip(part, lengths))
         total += sum(lengths)
@@ -274,34 +272,66 @@ def _rust_tokenizer(tokenizer, limit: int | None):
         return copies[limit]
 
 
-def _python_token_ids(
-    encoder: Encoder, texts: Sequence[str], limit: int, window: bool
-) -> tuple[list[list[int]], list[list[int]]]:
-    """:func:`token_ids` through transformers' call, for a tokenizer with no Rust backend."""
-    stripped = [t.strip() for t in texts]
-    # Untruncated, the tokenizer would log that the ids exceed the model's limit: windows handle that.
-    with quiet_transformers() if window else contextlib.nullcontext():
-        encoded = encoder.tokenizer(
-            stripped,
-            add_special_tokens=True,
-            truncation=not window,
-            max_length=None if window else limit,
-            return_special_tokens_mask=True,
-            split_special_tokens=True,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-        )
-    ids = encoded["input_ids"]
-    at_limit = [] if window else [i for i, row in enumerate(ids) if len(row) >= limit]
-    if at_limit:
-        with quiet_transformers():
-            full = encoder.tokenizer(
-                [stripped[i] for i in at_limit], add_special_tokens=True, split_special_tokens=True
-            )["input_ids"]
-        n_cut = sum(len(row) > limit for row in full)
-        if n_cut:
-            warn_truncated(encoder, n_cut, len(texts), limit)
-    return ids, encoded["special_tokens_mask"]
+@dataclass(frozen=True)
+class PythonEncoding:
+    """One text's encoding by a tokenizer without a Rust backend (:func:`python_encode`), with
+    the fields of a Rust ``Encoding`` that :func:`token_ids` and :func:`truncated` read."""
+
+    ids: list[int]
+    special_tokens_mask: list[int]
+    overflowing: bool  # whether the text was cut
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def python_encode(tokenizer, texts: list[str], limit: int | None) -> list[PythonEncoding]:
+    """``texts`` encoded by a Python ``tokenizer`` (no Rust backend: a slow BERT tokenizer,
+    ByT5's) as transformers' own call with ``truncation=True, max_length=limit`` and
+    ``split_special_tokens=True`` gives them: the text's tokens, cut to the room ``limit`` leaves
+    beside the special tokens (on the tokenizer's ``truncation_side``), then the special tokens
+    added (``build_inputs_with_special_tokens``).
+
+    Built here, because transformers 5's Python tokenizers do not keep the promise that a text is
+    text: their ``tokenize(..., split_special_tokens=True)`` calls the model's ``_tokenize``
+    without it, and a slow BERT tokenizer then keeps a written ``"[SEP]"`` whole, a real [SEP] id
+    (issue 51). :func:`_python_tokens` passes it on; a special id (other than the unknown token)
+    that a text still yields is a ``ValueError``, never a silent injection."""
+    room = None if limit is None else max(limit - tokenizer.num_special_tokens_to_add(pair=False), 0)
+    left = getattr(tokenizer, "truncation_side", "right") == "left"
+    injected = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
+    encoded = []
+    with quiet_transformers():  # a text past the model's limit is logged: the caller counts and warns once
+        for text in texts:
+            content = tokenizer.convert_tokens_to_ids(_python_tokens(tokenizer, text))
+            if injected & set(content):
+                raise ValueError(
+                    f"the tokenizer {type(tokenizer).__name__} (no Rust backend) reads a special token written in "
+                    f"the text {text[:80]!r} as the special token itself; pass a model with a fast tokenizer"
+                )
+            cut = room is not None and len(content) > room
+            if cut:
+                content = content[len(content) - room :] if left else content[:room]
+            encoded.append(
+                PythonEncoding(
+                    ids=tokenizer.build_inputs_with_special_tokens(content),
+                    special_tokens_mask=tokenizer.get_special_tokens_mask(content),
+                    overflowing=cut,
+                )
+            )
+    return encoded
+
+
+def _python_tokens(tokenizer, text: str) -> list[str]:
+    """A Python tokenizer's tokens of ``text`` with written special tokens split as text: its own
+    ``tokenize(text, split_special_tokens=True)``, which is ``prepare_for_tokenization`` then
+    ``_tokenize``, with the flag passed on to a ``_tokenize`` that takes it (transformers 5 drops
+    it there; a slow BERT tokenizer needs it not to keep "[SEP]" whole)."""
+    inner = getattr(tokenizer, "_tokenize", None)
+    if inner is None or "split_special_tokens" not in inspect.signature(inner).parameters:
+        return tokenizer.tokenize(text, split_special_tokens=True)
+    text, _ = tokenizer.prepare_for_tokenization(text)
+    return tokenizer._tokenize(text, split_special_tokens=True)
 
 
 def warn_truncated(encoder: Encoder, n_cut: int, n_texts: int, limit: int) -> None:
