@@ -186,6 +186,22 @@ def test_a_folder_is_identified_by_what_it_holds_not_by_its_name(tmp_path, tiny_
         assert (encoder.name, encoder.layer) == (DEFAULT_MODEL, 6)
 
 
+def test_the_weights_fingerprint_is_the_weights_not_how_they_were_saved(tmp_path, tiny_model_path):
+    """Stored in float16, the same weights give the same fingerprint; a fine-tuning that moves
+    only the last layer gives another."""
+    from moverkit._core.encoding.request import weights_fingerprint
+
+    model = AutoModel.from_pretrained(tiny_model_path)
+    original = weights_fingerprint(model)
+    half = tmp_path / "half"
+    AutoModel.from_pretrained(tiny_model_path).half().save_pretrained(half)
+    assert weights_fingerprint(AutoModel.from_pretrained(half)) == original
+    tuned = AutoModel.from_pretrained(tiny_model_path)
+    with torch.no_grad():
+        list(tuned.parameters())[-1].add_(0.01)
+    assert weights_fingerprint(tuned) != weights_fingerprint(model)
+
+
 def test_a_hub_cache_snapshot_and_a_saved_config_name_the_model_they_come_from(tmp_path):
     from moverkit._core.encoding.request import saved_from
 

