@@ -261,6 +261,7 @@ CLI = {
     "moverkit fit-centering": [
         "--batch-size",
         "--device",
+        "--dtype",
         "--help",
         "--lang",
         "--level",

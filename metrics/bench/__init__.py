@@ -47,6 +47,7 @@ COMMANDS = (
     "overhead",
     "gpu",
     "host",
+    "encoders",
 )
 """The benchmark modules that are commands, in the order ``moverkit bench --help`` lists them (each
 command is its module's name, ``_`` written ``-``)."""

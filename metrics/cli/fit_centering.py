@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moverkit.leaves.options import add_encoder_options
+from moverkit.leaves.options import DTYPES, add_encoder_options
 
 
 def register(commands) -> None:
@@ -18,6 +18,11 @@ def register(commands) -> None:
     )
     fit.add_argument("--lang", help="with --level sentence: the language of the sentence splitter (default: en)")
     add_encoder_options(fit)
+    fit.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="precision of the encoder's forward pass: the one the scores will use (default: float32)",
+    )
     fit.set_defaults(run=run)
 
 
@@ -33,7 +38,7 @@ def run(args) -> int:
         raise ValueError(
             f"{args.texts} holds only blank lines; the corpus mean needs at least one non-empty text (one per line)"
         )
-    given = {"level": args.level, "lang": args.lang, "batch_size": args.batch_size}
+    given = {"level": args.level, "lang": args.lang, "batch_size": args.batch_size, "dtype": args.dtype}
     kwargs = {key: value for key, value in given.items() if value is not None}
     stats = moverkit.fit_centering(
         texts, model_type=args.model, num_layers=args.num_layers, device=args.device, verbose=True, **kwargs

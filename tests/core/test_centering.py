@@ -187,3 +187,34 @@ def test_batch_centering_of_no_text_does_not_warn():
 
     for name in ("twmd", "sbertscore"):
         assert getattr(functional, name)([], [], centering="batch")["hashcode"]
+
+
+def test_fit_centering_fits_in_the_precision_the_scores_use():
+    """Issue 51, item 5: fit_centering fitted in float32 only. ``dtype`` is the precision of its
+    forward pass, as in the metrics: bfloat16 gives another mean (the vectors the scores will
+    center), float32 the same as before, and float16 on a CPU is refused as the metrics refuse it."""
+    texts = [f"text number {i} about a cat on a mat" for i in range(12)]
+    fp32 = moverkit.fit_centering(texts)
+    assert np.array_equal(moverkit.fit_centering(texts, dtype="float32").mean, fp32.mean)
+    bf16 = moverkit.fit_centering(texts, dtype="bfloat16")
+    assert not np.array_equal(bf16.mean, fp32.mean)
+    assert np.abs(bf16.mean - fp32.mean).max() < 0.05
+    with pytest.raises(ValueError, match="float16"):
+        moverkit.fit_centering(texts, dtype="float16")
+
+
+@pytest.mark.parametrize("metric", ["lazy_emd", "moverscore", "twmd"])
+def test_a_statistic_that_the_centering_does_not_read_is_said_to_be_ignored(metric):
+    """Issue 51, item 5: ``centering_stats`` passed where the centering does not read it (lazy_emd's
+    and moverscore's default ``none``) was accepted without a word, the hashcode saying
+    ``center=none``."""
+    stats = moverkit.fit_centering([f"text number {i} about a cat" for i in range(12)])
+    from moverkit import functional
+
+    function = getattr(functional, metric)
+    pairs = (["a cat", "a dog ran"], ["the cat", "two dogs"])
+    with pytest.warns(MoverkitWarning, match="centering_stats is read only by centering='corpus'"):
+        function(*pairs, centering="none", centering_stats=stats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        function(*pairs, centering="corpus", centering_stats=stats)
