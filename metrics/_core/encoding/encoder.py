@@ -86,6 +86,49 @@ def forget_models() -> None:
         _MODELS.clear()
 
 
+def cut_after(model: torch.nn.Module, n_layers: int, layer: int) -> bool:
+    """Cut ``model`` (``n_layers`` blocks) after block ``layer``, so that its output is that
+    block's; whether the vectors are to be read from ``hidden_states[layer]`` instead (the model
+    then runs whole). Three ways, each read from the model itself:
+
+    - its list of blocks (:func:`_layer_list`) cut to the first ``layer``; for ``layer=0`` a model
+      that cannot run without a block (DeBERTa-v2) keeps one and reads ``hidden_states[0]``;
+    - no such list, but a model that loops over ``config.num_hidden_layers`` applications of
+      shared layers and records more hidden states than blocks (ALBERT with a group of several
+      layers: one state per inner layer): the count set to ``layer``, as bert-score cuts ALBERT;
+    - else ``hidden_states[layer]``, one state per block."""
+    blocks = _layer_list(model, n_layers)
+    if blocks is not None:
+        parent, attr = blocks
+        full = list(getattr(parent, attr))
+        setattr(parent, attr, torch.nn.ModuleList(full[:layer]))
+        if layer == 0 and _probe(model) is None:
+            setattr(parent, attr, torch.nn.ModuleList(full[:1]))
+            return True
+        return False
+    out = _probe(model, output_hidden_states=True)
+    states = getattr(out, "hidden_states", None) if out is not None else None
+    if (
+        states is not None
+        and len(states) != n_layers + 1
+        and getattr(model.config, "num_hidden_layers", None) == n_layers
+    ):
+        model.config.num_hidden_layers = layer
+        return False
+    return True
+
+
+def _probe(model: torch.nn.Module, **kwargs):
+    """``model``'s output on one row of four tokens, or ``None`` if it cannot run."""
+    try:
+        with torch.no_grad():
+            return model(
+                input_ids=torch.tensor([[1, 2, 3, 4]]), attention_mask=torch.ones(1, 4, dtype=torch.long), **kwargs
+            )
+    except Exception:  # a model the probe cannot run
+        return None
+
+
 def _layer_list(model: torch.nn.Module, n_layers: int) -> tuple[torch.nn.Module, str] | None:
     """The ``ModuleList`` of transformer blocks the model runs, each once, in order: the list of
     ``n_layers`` modules that a probe forward pass (four tokens, hooks on every candidate list)
@@ -110,13 +153,12 @@ def _layer_list(model: torch.nn.Module, n_layers: int) -> tuple[torch.nn.Module,
         for b, block in enumerate(blocks)
     ]
     try:
-        with torch.no_grad():
-            model(input_ids=torch.tensor([[1, 2, 3, 4]]), attention_mask=torch.ones(1, 4, dtype=torch.long))
-    except Exception:  # a model the probe cannot run: read hidden_states, which needs no cut
-        return None
+        ran = _probe(model) is not None
     finally:
         for hook in hooks:
             hook.remove()
+    if not ran:  # a model the probe cannot run: read hidden_states, which needs no cut
+        return None
     for c, (name, _) in enumerate(candidates):
         if [b for at, b in calls if at == c] == list(range(n_layers)):
             parent_name, _, attr = name.rpartition(".")
@@ -251,18 +293,15 @@ def load_encoder(
             "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: it must be in the local cache)"
         )
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
-    if getattr(config, "is_encoder_decoder", False):
-        model = model.get_encoder()
+    if getattr(config, "is_encoder_decoder", False) or isinstance(getattr(model, "decoder", None), torch.nn.Module):
+        model = model.get_encoder()  # T5 (or a T5 saved as its encoder alone, which AutoModel builds whole)
     n_layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "num_layers", 0))
     name, origin = identify_model(name, path, model, config)
     layer = resolve_layer(name, num_layers, n_layers, origin)
     model.eval()
-    blocks = _layer_list(model, n_layers)
-    if blocks is not None:
-        parent, attr = blocks
-        setattr(parent, attr, torch.nn.ModuleList(list(getattr(parent, attr))[:layer]))
+    hidden_states_only = cut_after(model, n_layers, layer)
     model.eval().to(device)
-    max_length = _model_max_length(tokenizer, model, config)
+    max_length = model_max_length(tokenizer, model, config)
     return Encoder(
         name=name,
         path=path,
@@ -272,7 +311,7 @@ def load_encoder(
         tokenizer=tokenizer,
         model=model,
         max_length=max_length,
-        hidden_states_only=blocks is None,
+        hidden_states_only=hidden_states_only,
         trainable=trainable,
         square_mask=attach_square_mask(model, device, max_length),
     )
@@ -354,26 +393,28 @@ def takes_square_mask(model: torch.nn.Module, device: torch.device, limit: int =
     return flat.shape == square.shape and bool(torch.equal(flat[mask.bool()], square[mask.bool()]))
 
 
-def _model_max_length(tokenizer, model: torch.nn.Module, config) -> int:
+def model_max_length(tokenizer, model: torch.nn.Module, config) -> int:
     """The real input limit: the tokenizer's ``model_max_length``, capped by the positions the
-    model has (fixes the 1e30 sentinel that some tokenizers report and that overflows under recent
-    transformers), 512 where neither says.
+    model has (:func:`position_limit`; fixes the 1e30 sentinel that some tokenizers report and
+    that overflows under recent transformers), 512 where neither says."""
+    limit = getattr(tokenizer, "model_max_length", None) or _MAX_LENGTH_SENTINEL
+    positions = position_limit(model, config)
+    if positions is not None:
+        limit = min(limit, positions)
+    return int(min(limit, 512 if limit >= _MAX_LENGTH_SENTINEL else limit))
 
-    The positions are read from the model's own table where it has one: an embedding named
+
+def position_limit(model: torch.nn.Module, config) -> int | None:
+    """The positions ``model`` has, read from its own table where it has one: an embedding named
     ``position_embeddings`` (or GPT-2's ``wpe``) of ``num_embeddings`` rows, less the rows before
     the first position, which a table with a ``padding_idx`` reserves (RoBERTa, XLM-R, MPNet:
-    positions start at ``padding_idx + 1``). Models without a table (relative or rotary
-    positions) are capped by their config's ``max_position_embeddings``, if any."""
-    limit = getattr(tokenizer, "model_max_length", None) or _MAX_LENGTH_SENTINEL
+    positions start at ``padding_idx + 1``). A model without a table (relative or rotary
+    positions) has its config's ``max_position_embeddings``, if any; else ``None``."""
     table = _position_table(model)
     if table is not None:
-        offset = table.padding_idx + 1 if table.padding_idx is not None else 0
-        limit = min(limit, table.num_embeddings - offset)
-    else:
-        positions = getattr(config, "max_position_embeddings", None)
-        if isinstance(positions, int) and positions > 0:
-            limit = min(limit, positions)
-    return int(min(limit, 512 if limit >= _MAX_LENGTH_SENTINEL else limit))
+        return table.num_embeddings - (table.padding_idx + 1 if table.padding_idx is not None else 0)
+    positions = getattr(config, "max_position_embeddings", None)
+    return positions if isinstance(positions, int) and positions > 0 else None
 
 
 def _position_table(model: torch.nn.Module) -> torch.nn.Embedding | None:
@@ -559,6 +600,8 @@ def encode(
     bar = tqdm(total=len(rows), desc="encoding", unit="text", disable=not request.verbose)
     with bar, encoder.region(dtype):
         for batch, width in encode_batches(row_lengths, batch_size, encoder.device, limit, dtype):
+            if row_lengths[batch[0]] == 0:  # rows of no token (GPT-2 adds none to an empty text): no pass
+                continue
             attention, input_ids, place = pad(row_offsets, torch.tensor(batch), flat_ids, places, width=width)
             real_np = np.flatnonzero(attention.numpy())
             input_ids = input_ids.masked_fill_(~attention, pad_id).to(encoder.device, non_blocking=True)

@@ -32,9 +32,10 @@ from moverkit._core.encoding.encoder import (
     forward_region,
     non_finite_error,
     offsets_of,
+    position_limit,
 )
 from moverkit._core.encoding.request import EncoderRequest, check_lang, identify_model, resolve_model
-from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, truncated
+from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, text_only, truncated
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -326,6 +327,11 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
     transformer = getattr(model[0], "auto_model", None) if len(model) else None
     if isinstance(transformer, torch.nn.Module):
         name, _ = identify_model(name, path, transformer, transformer.config)  # a known model, wherever it is
+        # sentence-transformers reads max_seq_length from its config or the tokenizer, past the
+        # position table of a model whose positions start after a padding index (MPNet: 66 of 64).
+        positions = position_limit(transformer, transformer.config)
+        if None not in (positions, model.max_seq_length) and model.max_seq_length > positions:
+            model.max_seq_length = positions
         attach_square_mask(transformer, device)
     return SentenceEncoder(name=name, path=path, device=device, model=model.eval())
 
@@ -395,7 +401,8 @@ def _sentence_ids(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[li
     n_cut = truncated(encodings, limit)
     if n_cut:
         _warn_truncated(encoder, n_cut, len(sentences), limit)
-    return [e.ids for e in encodings]
+    ids, _ = text_only(first.tokenizer, texts, [e.ids for e in encodings], [e.special_tokens_mask for e in encodings])
+    return ids
 
 
 def _encode_with_sentence_transformers(

@@ -101,7 +101,29 @@ def token_ids(
     n_cut = 0 if reported else truncated(encodings, None if long_texts == "window" else limit)
     if n_cut:
         warn_truncated(encoder, n_cut, len(texts), limit)
-    return [e.ids for e in encodings], [e.special_tokens_mask for e in encodings]
+    return text_only(encoder.tokenizer, texts, [e.ids for e in encodings], [e.special_tokens_mask for e in encodings])
+
+
+def text_only(tokenizer, texts: Sequence[str], ids: list, special: list) -> tuple[list, list]:
+    """``ids`` and ``special`` (the special-token masks) of ``texts``, with every special id that
+    a text itself produced (not one the tokenizer added) replaced by the unknown token's id (left
+    out where there is none): user text is text. ``split_special_tokens`` keeps most tokenizers
+    from reading a written ``[SEP]`` as the special token, but a Unigram vocabulary (XLM-R, T5,
+    ALBERT, DeBERTa-v2) holds its special tokens as pieces of score 0, the likeliest there are,
+    and segments a written ``<s>`` into that piece (issue 51: transformers' own call does too).
+    Only texts that spell a special token are read again, so the cost is a substring test a text."""
+    spelled = [token for token in tokenizer.all_special_tokens if token]
+    flagged = [i for i, text in enumerate(texts) if any(token in text for token in spelled)]
+    if not flagged:
+        return ids, special
+    unk = tokenizer.unk_token_id
+    forbidden = set(tokenizer.all_special_ids) - {unk}
+    ids, special = list(ids), list(special)
+    for i in flagged:
+        kept = [(t, m) for t, m in zip(ids[i], special[i]) if m or t not in forbidden or unk is not None]
+        ids[i] = [unk if not m and t in forbidden else t for t, m in kept]
+        special[i] = [m for _, m in kept]
+    return ids, special
 
 
 def encodings_of(encoder: Encoder, texts: Sequence[str], limit: int | None, long_texts: str = "truncate") -> list:
@@ -262,6 +284,9 @@ def _rust_tokenizer(tokenizer, limit: int | None):
             from tokenizers import Tokenizer
 
             copy = Tokenizer.from_str(backend.to_str())
+            # The model itself, not its JSON: a Unigram score read back from JSON can be one ulp
+            # off and change which of two near-tied segmentations wins (issue 51).
+            copy.model = backend.model
             copy.no_padding()
             if limit is None:
                 copy.no_truncation()
@@ -295,20 +320,14 @@ def python_encode(tokenizer, texts: list[str], limit: int | None) -> list[Python
     Built here, because transformers 5's Python tokenizers do not keep the promise that a text is
     text: their ``tokenize(..., split_special_tokens=True)`` calls the model's ``_tokenize``
     without it, and a slow BERT tokenizer then keeps a written ``"[SEP]"`` whole, a real [SEP] id
-    (issue 51). :func:`_python_tokens` passes it on; a special id (other than the unknown token)
-    that a text still yields is a ``ValueError``, never a silent injection."""
+    (issue 51). :func:`_python_tokens` passes it on; a special id that a text still yields is
+    replaced where :func:`token_ids` reads it (:func:`text_only`)."""
     room = None if limit is None else max(limit - tokenizer.num_special_tokens_to_add(pair=False), 0)
     left = getattr(tokenizer, "truncation_side", "right") == "left"
-    injected = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
     encoded = []
     with quiet_transformers():  # a text past the model's limit is logged: the caller counts and warns once
         for text in texts:
             content = tokenizer.convert_tokens_to_ids(_python_tokens(tokenizer, text))
-            if injected & set(content):
-                raise ValueError(
-                    f"the tokenizer {type(tokenizer).__name__} (no Rust backend) reads a special token written in "
-                    f"the text {text[:80]!r} as the special token itself; pass a model with a fast tokenizer"
-                )
             cut = room is not None and len(content) > room
             if cut:
                 content = content[len(content) - room :] if left else content[:room]
