@@ -773,8 +773,11 @@ def reference_clouds(
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each text's token vectors by ``model`` (:func:`reference_model`), in float64, and their
     weights: the text stripped, tokenized alone by ``tokenizer`` (:func:`reference_tokenizer`)
-    with ``split_special_tokens=True``, truncated at ``limit`` and run alone (no padding). The
-    special tokens the tokenizer added weigh 0 (1 with ``specials_weigh``), the others 1."""
+    with ``split_special_tokens=True``, truncated at ``limit`` and run alone (no padding), a
+    special id the text itself produced (a Unigram vocabulary's written ``<s>``) read as the
+    unknown token, as moverkit reads user text. The special tokens the tokenizer added weigh 0
+    (1 with ``specials_weigh``), the others 1."""
+    forbidden = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
     clouds = []
     for text in texts:
         encoded = tokenizer(
@@ -784,7 +787,11 @@ def reference_clouds(
             split_special_tokens=True,
             return_special_tokens_mask=True,
         )
-        ids = torch.tensor([encoded["input_ids"]], dtype=torch.long)
+        text_ids = [
+            tokenizer.unk_token_id if not m and i in forbidden else i
+            for i, m in zip(encoded["input_ids"], encoded["special_tokens_mask"])
+        ]
+        ids = torch.tensor([text_ids], dtype=torch.long)
         if not ids.numel():  # an empty text where the tokenizer adds nothing (GPT-2): no token
             clouds.append((torch.zeros(0, model.config.hidden_size, dtype=torch.float64), torch.zeros(0)))
             continue
