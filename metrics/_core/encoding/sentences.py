@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from moverkit._core.base.batching import pad
 from moverkit._core.base.hardware import check_dtype, precision, resolve_device
 from moverkit._core.base.user_warnings import warn_user
+from moverkit._core.encoding.architecture import position_limit
 from moverkit._core.encoding.encoder import (
     all_finite,
     attach_square_mask,
@@ -32,7 +33,6 @@ from moverkit._core.encoding.encoder import (
     forward_region,
     non_finite_error,
     offsets_of,
-    position_limit,
 )
 from moverkit._core.encoding.request import EncoderRequest, check_lang, identify_model, resolve_model
 from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, text_only, truncated
