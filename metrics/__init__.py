@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from moverkit._core.encoding import release, set_cache
     from moverkit.comparison import compare
     from moverkit.mapping import map_scores
+    from moverkit.mbr import mbr_select
+    from moverkit.rewards import reward_function
 
 from moverkit.leaves.specs import SPECS
 from moverkit.leaves.version import __version__
@@ -70,7 +72,9 @@ def means(result: dict) -> dict:
 # ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties;
 # ``MoverkitWarning`` is the class of every warning moverkit gives; ``compare`` compares systems
 # with bootstrap intervals and paired significance (moverkit.comparison); ``map_scores`` makes a
-# ``datasets.Dataset.map`` function of a metric (moverkit.mapping).
+# ``datasets.Dataset.map`` function of a metric (moverkit.mapping); ``reward_function`` makes a
+# reward of a metric for TRL's trainers (moverkit.rewards); ``mbr_select`` chooses among candidates
+# by minimum Bayes risk (moverkit.mbr).
 _LAZY = {
     "fit_centering": "._core.centering",
     "release": "._core.encoding",
@@ -79,6 +83,8 @@ _LAZY = {
     "MoverkitWarning": "._core.base",
     "compare": ".comparison",
     "map_scores": ".mapping",
+    "reward_function": ".rewards",
+    "mbr_select": ".mbr",
 }
 
 
@@ -98,9 +104,11 @@ __all__ = [
     "fit_centering",
     "load",
     "map_scores",
+    "mbr_select",
     "means",
     "module_path",
     "release",
+    "reward_function",
     "set_cache",
     "set_memory_budget",
 ]

@@ -22,18 +22,22 @@ ROOT = [
     "fit_centering",
     "load",
     "map_scores",
+    "mbr_select",
     "means",
     "module_path",
     "release",
+    "reward_function",
     "set_cache",
     "set_memory_budget",
 ]
 MODULES = {
     "moverkit.lighteval": ["metric", "metrics"],
     "moverkit.mapping": ["MapScores"],
+    "moverkit.mbr": ["mbr_select"],
     "moverkit.module": ["evaluate_module"],
     "moverkit.ray": ["score_dataset"],
     "moverkit.registry": ["REGISTRY"],
+    "moverkit.rewards": ["MetricReward", "reward_function"],
     "moverkit.torchmetrics": ["CenteredBERTScore", "LazyEMD", "MoverScore", "SBERTScore", "TWMD"],
 }
 """The public modules besides the root and ``moverkit.functional``, with names users import from
@@ -83,6 +87,14 @@ FUNCTIONS = {
     "None, return_alignment: 'bool' = False, return_reference_index: 'bool' = False, settings=None) -> "
     "'dict'",
 }
+SIGNATURES = {
+    "mbr_select": "(candidates: 'Sequence[Sequence[str]]', *, metric: 'str' = 'centered_bertscore', "
+    "pseudo_references: 'Sequence[Sequence[str]] | None' = None, output: 'str | None' = None, aggregate: "
+    "'bool' = False, return_matrix: 'bool' = False, **metric_arguments) -> 'dict'",
+    "reward_function": "(metric: 'str', *, reference_column: 'str' = 'references', output: 'str | None' = None, "
+    "**metric_arguments) -> 'MetricReward'",
+}
+"""The signatures of the root's functions over the metrics (issue 53)."""
 CLI = {
     "moverkit": ["--help", "--version", "-h"],
     "moverkit bench": ["--help", "-h"],
@@ -109,6 +121,23 @@ CLI = {
         "-h",
     ],
     "moverkit bench correlation": ["--data", "--help", "--limit", "--list", "--out", "--rows", "-h"],
+    "moverkit bench encoders": [
+        "--data",
+        "--fallback-centering",
+        "--help",
+        "--jobs",
+        "--json",
+        "--metrics",
+        "--model",
+        "--no-avx2",
+        "--no-embedded",
+        "--out",
+        "--per-pair",
+        "--rounds",
+        "--speed-pairs",
+        "--unseen",
+        "-h",
+    ],
     "moverkit bench gpu": [
         "--check-pairs",
         "--data",
@@ -156,6 +185,21 @@ CLI = {
         "--out",
         "--rounds",
         "--strict-avx2",
+        "-h",
+    ],
+    "moverkit bench rewards": [
+        "--avx2",
+        "--candidates",
+        "--data",
+        "--device",
+        "--generations",
+        "--help",
+        "--mbrs-python",
+        "--metrics",
+        "--out",
+        "--prompts",
+        "--rounds",
+        "--sources",
         "-h",
     ],
     "moverkit bench scale": ["--data", "--help", "--memory-budget", "--out", "--runs", "--sizes", "-h"],
@@ -271,6 +315,22 @@ CLI = {
         "--texts",
         "-h",
     ],
+    "moverkit mbr": [
+        "--aggregate",
+        "--arg",
+        "--batch-size",
+        "--candidates",
+        "--centering",
+        "--device",
+        "--dtype",
+        "--help",
+        "--metric",
+        "--model",
+        "--num-candidates",
+        "--num-layers",
+        "--out",
+        "-h",
+    ],
     "moverkit publish": ["--commit", "--dry-run", "--help", "--org", "--repository", "--source", "--tag", "-h", "out"],
     "moverkit score": [
         "--arg",
@@ -332,6 +392,10 @@ def test_the_evaluate_modules_take_the_functions_arguments(name, load_metric):
     module = load_metric(name)
     parameters = list(inspect.signature(type(module)._compute).parameters)
     assert parameters == ["self", *inspect.signature(getattr(functional, name)).parameters]
+
+
+def test_the_signatures_of_the_reward_and_mbr_functions():
+    assert {name: str(inspect.signature(getattr(moverkit, name))) for name in SIGNATURES} == SIGNATURES
 
 
 def _commands(parser, path):

@@ -48,6 +48,7 @@ COMMANDS = (
     "gpu",
     "host",
     "encoders",
+    "rewards",
 )
 """The benchmark modules that are commands, in the order ``moverkit bench --help`` lists them (each
 command is its module's name, ``_`` written ``-``)."""

@@ -23,7 +23,18 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("score", "compare", "tune", "combine", "fit_centering", "fit_baseline", "finetune", "bench", "publish")
+COMMANDS = (
+    "score",
+    "compare",
+    "mbr",
+    "tune",
+    "combine",
+    "fit_centering",
+    "fit_baseline",
+    "finetune",
+    "bench",
+    "publish",
+)
 """The subcommand modules, in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,338 @@
+r"""Minimum Bayes risk (MBR) selection with any of the five metrics: :func:`mbr_select`.
+
+For each source, its candidates :math:`h_1..h_N` (samples of a model) are scored against its
+pseudo-references :math:`y_1..y_M` (by default the candidates themselves), and the candidate with
+the best expected utility is chosen (Kumar and Byrne, 2004; Eikema and Aziz, 2020):
+
+.. math::
+
+    U_{ij} = u(h_i, y_j), \qquad \bar U_i = \frac{1}{M} \sum_{j=1}^{M} U_{ij}, \qquad
+    \hat h = h_{\arg\max_i \bar U_i}
+
+with :math:`u` the metric's output (F1 for the BERTScore pair); for lazy_emd, a distance, the
+expected distance is minimised instead. The mean runs over every pseudo-reference, the candidate
+itself among them when the pseudo-references are the candidates, as mbrs computes it
+(``expectation`` over the whole hypotheses-by-references matrix): a self-pair scores the best
+value for four metrics and lazy_emd's entropic cost of a text against itself (0 within one call),
+the same for every candidate. A text drawn twice is two samples, so a duplicated pseudo-reference
+weighs twice; duplicated candidates get the same expected utility, and the first of tied
+candidates is chosen.
+
+Exact MBR embeds each distinct text once (N encoder rows for N candidates, not N^2) and scores
+each distinct pair of texts once. twmd, moverscore and lazy_emd (and the two others under
+rescaling or a settings file) score every pair of every source in one call of
+``moverkit.functional.<metric>``. centered_bertscore and sbertscore take their one greedy matcher
+over one block of cosines per source, every candidate's units against every pseudo-reference's
+(:func:`matched_block`), which spares the metric's per-pair padding of vectors: the same scores
+(a test holds both to the plain loop of the function), in less time.
+
+Reference aggregation (``aggregate=True``; Vamvas and Sennrich, 2024, "Linear-time Minimum Bayes
+Risk Decoding with Reference Aggregation", Section 3, as their COMET aggregation averages sentence
+embeddings) for centered_bertscore and sbertscore: each text becomes one embedding :math:`e`, the
+mean of its unit vectors (its centered tokens, special tokens left out; sbertscore's sentences)
+scaled to unit length, the pseudo-references become the mean of theirs, and
+
+.. math::
+
+    \bar U_i^{\mathrm{agg}} = e_i \cdot \frac{1}{M} \sum_j e_j = \frac{1}{M} \sum_j \cos(e_i, e_j)
+
+is the expected cosine of the embeddings, exact for that utility and linear in :math:`N + M`.
+For texts of one sentence each, sbertscore's F1 is that cosine, so the aggregate is exact MBR;
+for token clouds it replaces BERTScore's greedy matching by the cosine of mean-pooled
+embeddings, an approximation whose agreement with exact MBR ``moverkit bench rewards`` measures
+(docs/generation.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+GREEDY_METRICS = ("centered_bertscore", "sbertscore")
+"""The metrics of greedy matching over the cosines of unit vectors: exact MBR scores them in one
+block of cosines per source, and they take ``aggregate=True``."""
+
+MBR_DEFAULTS = {"moverscore": {"idf": False}}
+"""Defaults that differ from the metric function's: moverscore's presets fit IDF over the call's
+references (here every pair of every source), so IDF is off unless a table is given."""
+
+
+def mbr_select(
+    candidates: Sequence[Sequence[str]],
+    *,
+    metric: str = "centered_bertscore",
+    pseudo_references: Sequence[Sequence[str]] | None = None,
+    output: str | None = None,
+    aggregate: bool = False,
+    return_matrix: bool = False,
+    **metric_arguments,
+) -> dict:
+    """MBR selection over ``candidates``, one list of candidate texts per source (lists may differ
+    in length)::
+
+        chosen = moverkit.mbr_select([["a cat sat", "the cat sat", "a dog ran"]], metric="twmd")
+        chosen["text"][0], chosen["expected_score"][0]
+
+    Returns a dict of per-source lists: ``index`` (the chosen candidate's position), ``text``,
+    ``expected_score`` (its expected utility :math:`\\bar U_i`, the mean of the metric's
+    ``output`` over the pseudo-references; an expected distance for lazy_emd, whose lowest is
+    chosen), ``expected_scores`` (every candidate's, for reranking), with ``return_matrix`` the
+    ``matrix`` :math:`U` (candidates x pseudo-references, as lists; not with ``aggregate``), and
+    the ``hashcode`` of the scores. See the module doc for the equations and conventions.
+
+    ``pseudo_references``: one list per source (default: the candidates). ``output``: the
+    metric's output to use (default: its main one, F1 for the BERTScore pair). ``aggregate``:
+    reference aggregation, linear time, for centered_bertscore and sbertscore (taking the encoder
+    and centering arguments and ``idf`` only). ``metric_arguments``: those of ``moverkit.functional.<metric>``;
+    settings under which a pair's score depends on the other pairs of the call
+    (``centering="batch"``, IDF fitted over the call) are refused, and moverscore's IDF is off
+    unless a table is given.
+
+    A source with no candidate (or no pseudo-reference) is an error naming it, and so is a
+    candidate that is not a string; an empty candidate is scored as any text (the metric's empty
+    score against each pseudo-reference); one candidate is chosen, with its expected utility.
+    """
+    from moverkit._core import checks
+    from moverkit.registry import get
+    from moverkit.rewards import checked_output
+
+    entry = get(metric)
+    arguments = entry.scoring_arguments({**MBR_DEFAULTS.get(metric, {}), **metric_arguments}, "mbr_select")
+    dependence = entry.batch_dependence(arguments)
+    if dependence is not None:
+        raise ValueError(
+            f"mbr_select({metric!r}): {dependence}, so a candidate's utility would depend on the other sources "
+            "of the call; use centering='corpus' or 'none', and idf=False or an IDF table"
+        )
+    output = checked_output(entry.spec, output)
+    sources = checked_lists(candidates, "candidates")
+    references = sources if pseudo_references is None else checked_lists(pseudo_references, "pseudo_references")
+    if len(references) != len(sources):
+        raise ValueError(
+            f"{len(sources)} sources of candidates but {len(references)} of pseudo_references; give one list per source"
+        )
+    if checks.boolean("aggregate", aggregate):
+        if checks.boolean("return_matrix", return_matrix):
+            raise ValueError("aggregate=True scores no candidate-by-reference matrix; leave return_matrix out")
+        if output not in (None, entry.spec.main):
+            raise ValueError(
+                f"aggregate=True scores the mean cosine, not one of the outputs; leave output={output!r} out"
+            )
+        expected, hashcode = aggregated_utilities(metric, sources, references, arguments)
+        matrices = None
+    elif metric in GREEDY_METRICS and not unmatched_arguments(arguments):
+        matrices, hashcode = matched_matrices(metric, sources, references, output, arguments)
+        expected = [matrix.mean(axis=1) for matrix in matrices]
+    else:
+        matrices, hashcode = utility_matrices(entry.function, sources, references, output, arguments)
+        expected = [matrix.mean(axis=1) for matrix in matrices]
+    best = np.argmax if entry.spec.higher_is_better else np.argmin
+    chosen = [int(best(scores)) for scores in expected]
+    result = {
+        "index": chosen,
+        "text": [texts[i] for texts, i in zip(sources, chosen)],
+        "expected_score": [float(scores[i]) for scores, i in zip(expected, chosen)],
+        "expected_scores": [scores.tolist() for scores in expected],
+    }
+    if return_matrix:
+        result["matrix"] = [matrix.tolist() for matrix in matrices]
+    result["hashcode"] = hashcode
+    return result
+
+
+def checked_lists(lists, name: str) -> list[list[str]]:
+    """One non-empty list of strings per source, or an error naming the source and the item."""
+    from moverkit._core.base import check_texts, from_numpy
+
+    lists = from_numpy(lists)
+    if isinstance(lists, str) or not isinstance(lists, Sequence):
+        raise TypeError(f"{name} must be a list with one list of texts per source, got {type(lists).__name__}")
+    checked = []
+    for s, texts in enumerate(lists):
+        if isinstance(from_numpy(texts), str):
+            raise TypeError(f"{name}[{s}] is a string; give one list of texts per source ([[...], ...])")
+        checked.append(check_texts(texts, f"{name}[{s}]"))
+        if not checked[-1]:
+            raise ValueError(f"{name}[{s}] is an empty list; each source needs at least one text")
+    return checked
+
+
+def utility_matrices(
+    function, sources, references, output: str | None, arguments: dict
+) -> tuple[list[np.ndarray], str]:
+    """Every source's candidates-by-pseudo-references matrix :math:`U` of ``output``, from one call
+    of ``function`` (``moverkit.functional.<metric>``) on each source's distinct pairs of texts,
+    and the call's hashcode."""
+    from moverkit.rewards import scores_of
+
+    predictions, pair_references = [], []
+    for texts, refs in zip(sources, references):
+        rows, columns = list(dict.fromkeys(texts)), list(dict.fromkeys(refs))
+        predictions += [row for row in rows for _ in columns]
+        pair_references += [column for _ in rows for column in columns]
+    result = function(predictions, pair_references, **arguments)
+    values = np.asarray(scores_of(result, output), dtype=np.float64)
+    matrices, at = [], 0
+    for texts, refs in zip(sources, references):
+        n, m = len(set(texts)), len(set(refs))
+        matrices.append(expanded(values[at : at + n * m].reshape(n, m), texts, refs))
+        at += n * m
+    return matrices, result["hashcode"]
+
+
+def expanded(block: np.ndarray, texts: list[str], refs: list[str]) -> np.ndarray:
+    """The (len(texts), len(refs)) matrix of ``block``, the matrix of their distinct texts in the
+    order of first occurrence: a duplicated text takes its row (or column)."""
+    row = {t: i for i, t in enumerate(dict.fromkeys(texts))}
+    column = {t: j for j, t in enumerate(dict.fromkeys(refs))}
+    return block[np.ix_([row[t] for t in texts], [column[r] for r in refs])]
+
+
+GROUP_TEXTS = 2048
+"""The most distinct texts (of whole sources) prepared in one call of the matching and aggregated
+paths: their clouds are held at once."""
+PAIR_ELEMENTS = 1 << 24
+"""Entries of one (candidates x pseudo-references x units x units) cosine block (64 MiB in float32)."""
+
+
+def unmatched_arguments(arguments: dict) -> list[str]:
+    """The arguments of ``arguments`` that the matching and aggregated paths do not take: they
+    take the encoder's and the centering's, and ``idf`` (a table, or False)."""
+    from moverkit.functional.entry import SHARED
+
+    taken = {p.name for p in SHARED} - {"rescale_with_baseline", "baseline_path"}
+    return sorted(set(arguments) - taken - {"idf"})
+
+
+def source_groups(sources, references) -> Iterator[tuple[list[int], list[str]]]:
+    """Consecutive sources with their distinct texts, at most :data:`GROUP_TEXTS` texts a group
+    (a source with more stays whole)."""
+    group, texts = [], {}
+    for s, (candidates, refs) in enumerate(zip(sources, references)):
+        new = dict.fromkeys([*candidates, *refs])
+        if group and len(texts.keys() | new.keys()) > GROUP_TEXTS:
+            yield group, list(texts)
+            group, texts = [], {}
+        group.append(s)
+        texts.update(new)
+    if group or not sources:  # no source: one empty group, for the hashcode
+        yield group, list(texts)
+
+
+def prepared_clouds(metric: str, texts: list[str], arguments: dict):
+    """The prepared unit clouds of ``texts`` (a :class:`~moverkit._core.PairData`: the metric's
+    encoder, centering and weights, each text embedded once) and the hashcode of its scores."""
+    from moverkit._core import PairOptions, check_idf, get_hash, pair_hash
+    from moverkit._core.call import Opening, chunks, open_call
+    from moverkit._core.encoding import splitter_tag
+    from moverkit.registry import REGISTRY
+
+    shared = dict(arguments)
+    idf = check_idf(shared.pop("idf", False))
+    level = "sentence" if metric == "sbertscore" else "token"
+    call = open_call(
+        Opening(metric, level), texts, texts, **{"centering": REGISTRY[metric].defaults["centering"], **shared}
+    )
+    (chunk,) = chunks(call, idf=idf, one_chunk=True)
+    data = chunk.pairs(PairOptions(idf=idf))
+    if level == "token":
+        return data, pair_hash(metric, data)
+    splitter = splitter_tag(chunk.request.lang)  # as sbertscore's own hashcode
+    mode, stats = data.centering_mode, data.stats
+    return data, get_hash(
+        metric, data.encoder, idf=False, centering_mode=mode, stats=stats, splitter=splitter, dtype=data.dtype
+    )
+
+
+def matched_matrices(metric: str, sources, references, output: str, arguments: dict) -> tuple[list[np.ndarray], str]:
+    """Every source's matrix :math:`U` of ``output`` for centered_bertscore and sbertscore: the
+    greedy match of their one matcher (:func:`~moverkit._core.greedy_match`) on the cosines of
+    every candidate's units with every pseudo-reference's, computed as one block per source
+    instead of pair by pair (what makes exact MBR cheaper than the metric's paired batches)."""
+    matrices = [None] * len(sources)
+    for group, texts in source_groups(sources, references):
+        data, hashcode = prepared_clouds(metric, texts, arguments)
+        position = {t: i for i, t in enumerate(data.clouds.texts)}
+        for s in group:
+            rows = [position[t] for t in dict.fromkeys(sources[s])]
+            columns = [position[t] for t in dict.fromkeys(references[s])]
+            matrices[s] = expanded(matched_block(data, rows, columns, output), sources[s], references[s])
+    return matrices, hashcode
+
+
+def matched_block(data, rows: list[int], columns: list[int], output: str) -> np.ndarray:
+    r"""(len(rows), len(columns)) ``output`` (precision, recall or F1) of text ``rows[i]`` against
+    text ``columns[j]`` of ``data``: the metric's pair scores
+    (:func:`moverkit.functional.centered_bertscore.pair_scores`) of all those pairs at once, the
+    cosines of a block of candidates with every pseudo-reference in one product."""
+    import torch
+
+    from moverkit._core import f_measure, greedy_match
+    from moverkit._core.base import self_cosine_one
+
+    rows_t, columns_t = torch.tensor(rows), torch.tensor(columns)
+    pred = data.pad(rows_t, data.pred_weights, with_special=True)
+    ref = data.pad(columns_t, data.ref_weights, with_special=True)
+    step = max(1, PAIR_ELEMENTS // (len(columns) * pred.mask.shape[1] * ref.mask.shape[1]))
+    blocks = []
+    for at in range(0, len(rows), step):
+        part = slice(at, at + step)
+        # i = candidates, j = pseudo-references, p and r = their units, d = embedding dimension
+        sim = torch.einsum("ipd,jrd->ijpr", pred.vectors[part], ref.vectors).clamp(-1.0, 1.0).flatten(0, 1)
+        pred_mask, ref_mask = grid(pred.mask[part], ref.mask)
+        pred_weights, ref_weights = grid(pred.weights[part], ref.weights)
+        same = (rows_t[part, None] == columns_t[None, :]).flatten().to(sim.device)
+        sim = self_cosine_one(sim, same, pred_mask)
+        precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_weights, ref_weights)
+        precision, recall = precision.double(), recall.double()
+        chosen = {"precision": precision, "recall": recall, "f1": f_measure(precision, recall)}[output]
+        blocks.append(chosen.view(-1, len(columns)))
+    return torch.cat(blocks).cpu().numpy()
+
+
+def grid(left, right):
+    """``left`` (k, ...) and ``right`` (m, ...) repeated to the k * m pairs of every row of one
+    with every row of the other: two tensors (k * m, ...), row-major."""
+    k, m = len(left), len(right)
+    return (
+        left[:, None].expand(k, m, *left.shape[1:]).flatten(0, 1),
+        right[None].expand(k, m, *right.shape[1:]).flatten(0, 1),
+    )
+
+
+def aggregated_utilities(metric: str, sources, references, arguments: dict) -> tuple[list[np.ndarray], str]:
+    r"""Every source's :math:`\bar U^{\mathrm{agg}}` (the module doc) and the hashcode of the
+    vectors: each distinct text embedded once through the metric's own path (its encoder,
+    centering and weights: the candidates' as predictions, the pseudo-references' as references)."""
+    if metric not in GREEDY_METRICS:
+        raise ValueError(f"aggregate=True takes {' or '.join(GREEDY_METRICS)} (cosines of unit vectors), not {metric}")
+    if unmatched_arguments(arguments):
+        raise ValueError(
+            "aggregate=True takes the encoder and centering arguments and idf only, not "
+            + ", ".join(unmatched_arguments(arguments))
+        )
+    expected = [None] * len(sources)
+    for group, texts in source_groups(sources, references):
+        data, hashcode = prepared_clouds(metric, texts, arguments)
+        as_candidates = dict(zip(data.clouds.texts, mean_vectors(data.clouds, data.pred_weights)))
+        as_references = dict(zip(data.clouds.texts, mean_vectors(data.clouds, data.ref_weights)))
+        for s in group:
+            reference = np.mean([as_references[r] for r in references[s]], axis=0)
+            expected[s] = np.stack([as_candidates[t] for t in sources[s]]) @ reference
+    return expected, f"{hashcode}|mbr=aggregate"
+
+
+def mean_vectors(clouds, weights) -> np.ndarray:
+    r"""(n_texts, D) float64: each text's embedding :math:`e`, the mean of its unit vectors
+    weighted by ``weights`` (0 for special tokens), scaled to unit length; 0 for a text with no
+    weighted unit (empty)."""
+    import torch
+
+    index, vectors = clouds.text_index(), clouds.vectors.double()
+    sums = torch.zeros(len(clouds.texts), vectors.shape[1], dtype=torch.float64, device=vectors.device)
+    sums.index_add_(0, index, vectors * weights.double()[:, None])
+    return torch.nn.functional.normalize(sums, dim=1).cpu().numpy()
+
+
+__all__ = ["mbr_select"]
