@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,18 @@ SHARED = ROOT / "data" / "wmt17_seg_da_to_en.tsv"
 UNSEEN = ROOT / "data" / "wmt17_seg_da_unseen.tsv"
 METRICS = ("centered_bertscore",)
 """One metric: a scoring process and two timed ones (native, AVX2) besides the import floor's."""
+
+
+def test_a_subprocess_peak_is_its_own_not_its_parents():
+    """``ru_maxrss`` on Linux carries a large parent's size into every child it starts (the CI run
+    of stop 50 read 2,087,325,696 bytes both for an import and for a whole metric call)."""
+    from moverkit.bench._shared import peak_rss_bytes
+
+    ballast = b"\x01" * (600 * 2**20)  # pages written, so resident
+    parent = peak_rss_bytes()
+    code = "from moverkit.bench._shared import peak_rss_bytes; print(peak_rss_bytes())"
+    child = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert len(ballast) and parent > 600 * 2**20 and 0 < child < 300 * 2**20
 
 
 def _rows(table: str) -> list[list[str]]:

@@ -287,6 +287,26 @@ ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRU
 """Environment variables, read when torch loads, that cap the instructions of its CPU kernels."""
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set, in bytes: ``VmHWM`` of ``/proc/self/status`` on Linux.
+
+    Not ``ru_maxrss``: Linux carries it across ``fork`` and ``exec``, so a subprocess started by a
+    large parent (a test run, a notebook) reports at least the parent's size. Elsewhere
+    ``ru_maxrss`` is what there is (bytes on macOS, KiB on other systems).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024  # "VmHWM:   123456 kB"
+    except OSError:
+        pass
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
 def cpu_model() -> str:
     """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
     import platform

@@ -31,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from moverkit.bench._shared import AVX2_ENV, command_parser, cpu_model, judgments
+from moverkit.bench._shared import AVX2_ENV, command_parser, cpu_model, judgments, peak_rss_bytes
 from moverkit.leaves.options import METRICS, emit, positive_int, progress, rounds
 
 HELP = "per encoder and metric (defaults): WMT17 Pearson, unseen pairs, layer, pairs/s (native, AVX2, GPU), peak memory"
@@ -130,13 +130,6 @@ def _model_facts(model: str) -> dict:
     }
 
 
-def _peak_rss_bytes() -> int:
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024  # Linux: KiB
-
-
 def _score_metric(metric: str, output: str, model_type, sets: dict, fallback: str | None) -> dict:
     """One metric on every group of every set, one call a group, at the defaults (or with the
     centering ``fallback`` from the first call whose defaults raise a centering error on)."""
@@ -224,7 +217,7 @@ def time_job(job: dict) -> dict:
         finally:
             gc.enable()
         seconds[dtype] = statistics.median(times)
-    return {"seconds": seconds, "pairs": len(predictions), "peak_rss": _peak_rss_bytes(), "isa": machine_isa()}
+    return {"seconds": seconds, "pairs": len(predictions), "peak_rss": peak_rss_bytes(), "isa": machine_isa()}
 
 
 def import_job(job: dict) -> dict:
@@ -237,7 +230,7 @@ def import_job(job: dict) -> dict:
 
     cuda = torch.cuda.is_available()
     return {
-        "peak_rss": _peak_rss_bytes(),
+        "peak_rss": peak_rss_bytes(),
         "cuda": torch.cuda.get_device_name(0) if cuda else None,
         "torch": torch.__version__,
         "transformers": transformers.__version__,

@@ -10,13 +10,12 @@ texts stay sentence-length and no two are equal.
 from __future__ import annotations
 
 import json
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from moverkit.bench._shared import command_parser, distinct_texts
+from moverkit.bench._shared import command_parser, distinct_texts, peak_rss_bytes
 from moverkit.judgments import read_judgments
 from moverkit.leaves.options import emit, positive_int, progress, require_data
 
@@ -55,14 +54,13 @@ def measure(data: Path, metric: str, centering: str, size: int, memory_budget: s
     result = function(texts[:size], texts[size:], **kwargs)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     assert len(next(v for v in result.values() if isinstance(v, list))) == size
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     return {
         "metric": metric,
         "centering": centering,
         "pairs": size,
         "wall_s": wall,
         "cpu_s": cpu,
-        "peak_rss_mb": peak_kib / 1024,
+        "peak_rss_mb": peak_rss_bytes() / 2**20,
     }
 
 
