@@ -2,7 +2,7 @@
 
 Needs the optional extra: ``pip install "moverkit[ray]"``. Each actor of the pool is one
 :class:`RayScorer`: it loads the encoder once (in its constructor) and scores every batch Ray
-sends it, by the same code as ``moverkit.map_scores`` (:class:`~moverkit.mapping.MapScores`).
+sends it, by the same code as ``moverkit.map_scores`` (:class:`~moverkit.dataset_map.MapScores`).
 A pair's score must not depend on which batch it landed in, so ``batch`` centering (the mean of
 each batch) is refused: use ``corpus`` (the default of centered_bertscore and twmd, with the
 statistic shipped for the embedded model, or one fitted once with ``moverkit.fit_centering`` for
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 
-from moverkit.mapping import MapScores, map_scores
+from moverkit.dataset_map import MapScores, map_scores
 
 
 class RayScorer:

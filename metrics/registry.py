@@ -4,7 +4,7 @@ differentiates it.
 :data:`REGISTRY` maps each metric's name to a :class:`Metric`. Everything that lists or dispatches
 on metrics reads it: the CLI's choices, tuning, fine-tuning
 (:attr:`Metric.differentiable`), the benchmarks, the classes for torchmetrics and lighteval, the
-checks of a metric name. Its names are those of :data:`moverkit.leaves.specs.SPECS`, the light table of the
+checks of a metric name. Its names are those of :data:`moverkit.facts.specs.SPECS`, the light table of the
 metrics' facts that code which must not load torch (``import moverkit``, the CLI's argument parser)
 reads instead; the evaluate modules are ``moverkit.load(name)`` of the same names.
 """
@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from moverkit import functional
+from moverkit.facts.specs import SPECS, MetricSpec
+from moverkit.formats.settings import load_settings, settable_arguments
 from moverkit.functional.twmd import differentiable_similarity
-from moverkit.leaves.settings import load_settings, settable_arguments
-from moverkit.leaves.specs import SPECS, MetricSpec
 
 NOT_PASSED_ON = ("predictions", "references", "return_alignment", "return_reference_index")
 """Arguments of a metric's function that the classes for other libraries do not take: the texts
@@ -50,7 +50,7 @@ class Metric:
 
     @property
     def settable(self) -> dict[str, object]:
-        """The arguments a settings file may set (:func:`moverkit.leaves.settings.settable_arguments`)."""
+        """The arguments a settings file may set (:func:`moverkit.formats.settings.settable_arguments`)."""
         return settable_arguments(self.function)
 
     def scoring_arguments(self, arguments: Mapping, owner: str) -> dict:
@@ -107,7 +107,7 @@ REGISTRY: dict[str, Metric] = {
     )
     for name, spec in SPECS.items()
 }
-"""Every metric, by name (the names of :data:`moverkit.leaves.specs.SPECS`, in its order)."""
+"""Every metric, by name (the names of :data:`moverkit.facts.specs.SPECS`, in its order)."""
 
 
 def get(name: str) -> Metric:

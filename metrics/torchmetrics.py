@@ -94,7 +94,7 @@ class MoverkitMetric(Metric):
 
     def __init_subclass__(cls, metric: str | None = None, **kwargs):
         """``class TWMD(MoverkitMetric, metric="twmd")``: the direction and the plot range come
-        from the metric's spec (:mod:`moverkit.leaves.specs`); an unbounded end is left open."""
+        from the metric's spec (:mod:`moverkit.facts.specs`); an unbounded end is left open."""
         super().__init_subclass__(**kwargs)
         if metric is None:
             return

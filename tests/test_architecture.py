@@ -12,8 +12,8 @@ MAX_LINES = 600
 ROOT_IMPORTERS = {"cli", "demo", "bench"}
 """The rooms that may import the package root: front ends over the whole package."""
 
-EVALUATE_ROOMS = {"module", *(p.parent.name for p in SOURCE.glob("*/*.py") if p.stem == p.parent.name)}
-"""The evaluate modules (``twmd/twmd.py``, ...) and what they share (``module.py``)."""
+EVALUATE_ROOMS = {"evaluate_modules", *(p.parent.name for p in SOURCE.glob("*/*.py") if p.stem == p.parent.name)}
+"""The evaluate modules (``twmd/twmd.py``, ...) and what they share (``evaluate_modules.py``)."""
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +47,12 @@ def test_only_front_ends_import_the_package_root(edges):
     assert not bad, f"rooms other than {sorted(ROOT_IMPORTERS)} import the package root (metrics/__init__.py): {bad}"
 
 
-CORE_MAY_READ = {"leaves"}
-"""What ``_core`` may import from outside itself: the light leaves (``moverkit.leaves``: the release
-literal its hashcodes name, files written whole or not at all), which import nothing of the
-package but each other. They stay outside ``_core`` because ``moverkit --help``, ``--version`` and
-``import moverkit`` read them without torch, which importing anything under ``_core`` loads."""
+CORE_MAY_READ = {"facts", "formats"}
+"""What ``_core`` may import from outside itself: the light rooms (``moverkit.facts``: the release
+literal its hashcodes name; ``moverkit.formats``: files written whole or not at all), which import
+nothing of the package but each other. They stay outside ``_core`` because ``moverkit --help``,
+``--version`` and ``import moverkit`` read them without torch, which importing anything under
+``_core`` loads."""
 
 
 def test_core_stands_on_the_ground(edges):
@@ -59,9 +60,14 @@ def test_core_stands_on_the_ground(edges):
     assert not bad, f"_core imports rooms outside it: {bad}"
 
 
-def test_the_leaves_import_nothing_but_leaves(edges):
+def test_the_light_rooms_import_nothing_but_each_other(edges):
     bad = {(a, b): _where(found) for (a, b), found in edges.items() if a in CORE_MAY_READ and b not in CORE_MAY_READ}
-    assert not bad, f"a leaf imports a room above the leaves: {bad}"
+    assert not bad, f"a light room imports a room above them: {bad}"
+
+
+def test_the_facts_import_nothing_of_the_package(edges):
+    bad = {b: _where(found) for (a, b), found in edges.items() if a == "facts"}
+    assert not bad, f"moverkit.facts imports the package: {bad}"
 
 
 CORE_LAYERS = ("base", "encoding", "centering", "call")

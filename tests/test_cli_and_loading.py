@@ -14,7 +14,7 @@ import pytest
 
 import moverkit
 from moverkit.cli import main
-from moverkit.leaves.lines import read_lines
+from moverkit.formats.lines import read_lines
 
 ROOT = moverkit.module_path("centered_bertscore").parents[1]
 EXAMPLES = moverkit.module_path("centered_bertscore").parent / "examples"

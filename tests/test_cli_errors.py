@@ -80,7 +80,7 @@ def test_mistakes_exit_2_with_a_message(files, capsys, argv, message):
 
 
 def test_a_failed_score_leaves_no_file_and_an_old_one_unchanged(files, capsys, monkeypatch):
-    import moverkit.leaves.lines
+    import moverkit.formats.lines
 
     out = files / "scores.jsonl"
     out.write_text("old\n")
@@ -90,7 +90,7 @@ def test_a_failed_score_leaves_no_file_and_an_old_one_unchanged(files, capsys, m
             f.write(data[:10])
         raise OSError("disk full")
 
-    monkeypatch.setattr(moverkit.leaves.lines, "write_atomic", fail_midway)
+    monkeypatch.setattr(moverkit.formats.lines, "write_atomic", fail_midway)
     argv = ["score", "--metric", "twmd", "--predictions", str(files / "t.txt"), "--references", str(files / "t.txt")]
     assert main([*argv, "--out", str(out)]) == 2
     assert "disk full" in capsys.readouterr().err
@@ -98,7 +98,7 @@ def test_a_failed_score_leaves_no_file_and_an_old_one_unchanged(files, capsys, m
 
 
 def test_write_atomic_leaves_nothing_on_failure(tmp_path):
-    from moverkit.leaves.lines import write_atomic
+    from moverkit.formats.lines import write_atomic
 
     target = tmp_path / "x.txt"
     write_atomic(target, "whole\n")
@@ -191,7 +191,7 @@ def test_the_parsers_spelled_out_choices_are_the_librarys():
     they stay the library's own."""
     import moverkit
     from moverkit._core.base.hardware import DTYPES
-    from moverkit.leaves import options
+    from moverkit.formats import options
 
     assert options.METRICS == moverkit.METRICS
     assert options.DTYPES == DTYPES

@@ -19,7 +19,7 @@ from lighteval.tasks.requests import Doc
 
 from moverkit import functional
 from moverkit import lighteval as moverkit_lighteval
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 
 TASKS_FILE = Path(__file__).resolve().parents[1] / "docs" / "lighteval_tasks.py"
 PREDICTION = "the cat sat on the mat"

@@ -108,7 +108,7 @@ def test_rows_and_ranks(wmt_pairs):
 def test_rank_device(monkeypatch):
     import torch
 
-    from moverkit.mapping import rank_device
+    from moverkit.dataset_map import rank_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert rank_device(3) == "cpu"

@@ -21,7 +21,7 @@ import pytest
 
 import moverkit
 from moverkit import MoverkitWarning, functional
-from moverkit.leaves.specs import SPECS, MetricSpec
+from moverkit.facts.specs import SPECS, MetricSpec
 
 MODULES = moverkit.METRICS
 
@@ -40,7 +40,7 @@ NOT_SCORING = {
 @dataclass(frozen=True)
 class Contract:
     """How to test what one metric promises (its promises themselves are its spec,
-    :mod:`moverkit.leaves.specs`: outputs, direction, identical and empty values). ``best_tol``: how close
+    :mod:`moverkit.facts.specs`: outputs, direction, identical and empty values). ``best_tol``: how close
     two different texts with the same tokens come to the identical value; ``fixed``: settings under
     which a pair's score does not depend on the other pairs of the call (for the best-reference
     check); ``variations``: for every scoring argument, another admissible value (the hashcode must

@@ -9,7 +9,7 @@ import pytest
 
 from moverkit import functional
 from moverkit.baselines import random_pairs
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ from moverkit import functional
 from moverkit._core.call.baseline import BASELINE_DIR, baseline_csv, baseline_name, read_baseline, settings_key
 from moverkit.baselines import baseline_columns, fit_baseline
 from moverkit.cli import main
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 
 METRICS = sorted(SPECS)
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"

@@ -16,7 +16,7 @@ from torchmetrics import MetricCollection
 import moverkit
 from moverkit import functional
 from moverkit import torchmetrics as moverkit_torchmetrics
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 from moverkit.registry import REGISTRY
 from moverkit.torchmetrics import TWMD, CenteredBERTScore, LazyEMD, MoverkitMetric, SBERTScore, pair_order
 

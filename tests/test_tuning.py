@@ -13,9 +13,9 @@ import pytest
 import moverkit
 from moverkit import functional
 from moverkit.cli import main
+from moverkit.facts.specs import spec
+from moverkit.formats.settings import Settings, load_settings
 from moverkit.judgments import read_judgments
-from moverkit.leaves.settings import Settings, load_settings
-from moverkit.leaves.specs import spec
 from moverkit.registry import REGISTRY
 from moverkit.tuning import expand_grid, score_settings, tune
 

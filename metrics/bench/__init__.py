@@ -30,7 +30,7 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from moverkit.leaves.specs import SPECS, spec
+from moverkit.facts.specs import SPECS, spec
 
 COMMANDS = (
     "correlation",
@@ -63,7 +63,7 @@ MAIN_OUTPUTS = {name: s.main for name, s in SPECS.items()}
 @dataclass(frozen=True)
 class CorrelationRow:
     """One line of a correlation table: ``output`` of metric ``metric`` computed with ``kwargs``.
-    ``higher_is_better`` is the metric's direction (:mod:`moverkit.leaves.specs`): False for a distance,
+    ``higher_is_better`` is the metric's direction (:mod:`moverkit.facts.specs`): False for a distance,
     whose correlations with humans are negative.
     ``inputs``, when given, turns the benchmark's judgments into the ones this row scores (e.g.
     long documents made of consecutive segments: :mod:`moverkit.bench.long_documents`)."""

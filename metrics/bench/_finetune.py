@@ -130,7 +130,7 @@ def main(argv=None) -> int:
     table = format_table(run(args.data, args.work, args.epochs, args.seed, args.groups))
     print(table)
     if args.out:
-        from moverkit.leaves.lines import write_atomic
+        from moverkit.formats.lines import write_atomic
 
         write_atomic(args.out, table + "\n")
     return 0

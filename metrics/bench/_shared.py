@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from moverkit.bench import CorrelationRow
+from moverkit.formats.lines import check_out
+from moverkit.formats.options import METRICS, positive_int, require_data, rounds
 from moverkit.judgments import Judgments, TestSet, read_judgments
-from moverkit.leaves.lines import check_out
-from moverkit.leaves.options import METRICS, positive_int, require_data, rounds
 
 # ---------------------------------------------------------------------------------------------
 # The opening of a command

@@ -20,8 +20,8 @@ import numpy as np
 
 from moverkit.bench import MAIN_OUTPUTS
 from moverkit.bench._shared import command_parser, judgments
+from moverkit.formats.options import METRICS, emit, positive_int, rounds
 from moverkit.judgments import Judgments
-from moverkit.leaves.options import METRICS, emit, positive_int, rounds
 
 HELP = "an evaluation loop (fixed references, new predictions) with the cache on"
 

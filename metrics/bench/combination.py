@@ -42,10 +42,10 @@ from moverkit.combination import (
 )
 from moverkit.combination import orientation as _orientation
 from moverkit.combination.scoring import system_features
+from moverkit.facts.specs import SPECS
+from moverkit.formats.options import emit, progress
 from moverkit.judgments import UNSEEN_PAIRS, TestSet, segment_scores
 from moverkit.judgments.correlation import pairwise, pearson
-from moverkit.leaves.options import emit, progress
-from moverkit.leaves.specs import SPECS
 
 HELP = "a calibrated combination of metrics against each metric alone, leaving one language pair out"
 
@@ -68,7 +68,7 @@ def cached_scores(
     """``{metric: compute(metric)}``, each read from the JSON file ``cache`` under ``key`` where it
     is there, else computed and added to the file at once (written whole, so an interrupted run
     keeps the metrics done). ``key`` names the data, so scores of other data are never reused."""
-    from moverkit.leaves.lines import write_atomic
+    from moverkit.formats.lines import write_atomic
 
     stored = json.loads(cache.read_text(encoding="utf-8")) if cache is not None and cache.is_file() else {}
     if not isinstance(stored, dict):
@@ -222,8 +222,8 @@ def command(args) -> int:
     import json
 
     from moverkit.combination.crossval import format_segment, segment_report
+    from moverkit.formats.lines import write_atomic
     from moverkit.judgments import read_shipped
-    from moverkit.leaves.lines import write_atomic
 
     data = judgments(args, "json", "scores_cache")
     components = COMBINATIONS["combination (all 7)"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from moverkit.bench._shared import command_parser, encoder_floor, interleaved, sentence_encoder_floor
-from moverkit.leaves.options import METRICS, emit, positive_int, progress, rounds
+from moverkit.formats.options import METRICS, emit, positive_int, progress, rounds
 
 HELP = "moverkit.compare against encoding its distinct texts once, side by side"
 
@@ -160,8 +160,8 @@ def register(which) -> None:
 def command(args) -> int:
     import torch
 
+    from moverkit.formats.lines import check_out
     from moverkit.judgments import read_shipped
-    from moverkit.leaves.lines import check_out
 
     check_out(args.out, [])
     cores = os.cpu_count() or 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from moverkit.bench import CorrelationRow, registry
 from moverkit.bench._shared import command_parser, judgments, score_row
+from moverkit.formats.options import emit, progress
 from moverkit.judgments import Judgments
 from moverkit.judgments.correlation import correlate
-from moverkit.leaves.options import emit, progress
 
 HELP = "Pearson and Kendall per group with human judgments"
 

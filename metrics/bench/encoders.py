@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 from moverkit.bench._shared import AVX2_ENV, command_parser, cpu_model, judgments, peak_rss_bytes
-from moverkit.leaves.options import METRICS, emit, positive_int, progress, rounds
+from moverkit.formats.options import METRICS, emit, positive_int, progress, rounds
 
 HELP = "per encoder and metric (defaults): WMT17 Pearson, unseen pairs, layer, pairs/s (native, AVX2, GPU), peak memory"
 
@@ -266,8 +266,8 @@ def child(job: dict, env: dict[str, str] | None = None) -> dict:
 def _correlations(metric: str, answer: dict, sets: dict) -> dict:
     """``{set: {group: {"pearson", "kendall"}, "avg": ...}}`` of one metric's scores (a
     distance's negated)."""
+    from moverkit.facts.specs import spec
     from moverkit.judgments.correlation import correlate
-    from moverkit.leaves.specs import spec
 
     sign = 1.0 if spec(metric).higher_is_better else -1.0
     correlations = {}
@@ -554,8 +554,8 @@ def register(which) -> None:
 
 
 def command(args) -> int:
+    from moverkit.formats.lines import check_out, write_atomic
     from moverkit.judgments import read_judgments
-    from moverkit.leaves.lines import check_out, write_atomic
 
     data = judgments(args, "json", limit=False)
     sets = {"shared": per_pair(data, args.per_pair)}

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from moverkit.bench import MAIN_OUTPUTS
 from moverkit.bench._shared import RUNS, command_parser, distinct, distinct_texts, floor, judgments
-from moverkit.leaves.options import emit, natural_int, positive_int, progress, rounds
+from moverkit.formats.options import emit, natural_int, positive_int, progress, rounds
 
 HELP = "pairs/s per metric and precision on a CUDA device, bert-score beside, a 100k-pair run"
 

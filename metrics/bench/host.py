@@ -45,7 +45,7 @@ import time
 from collections.abc import Sequence
 
 from moverkit.bench._shared import RUNS, command_parser, distinct, judgments, machine_isa
-from moverkit.leaves.options import METRICS, emit, positive_int, progress
+from moverkit.formats.options import METRICS, emit, positive_int, progress
 
 HELP = "per metric: torch ops, host reads and casts of one call, under the CPU's and the CUDA plan"
 

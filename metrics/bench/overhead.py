@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from moverkit.bench._shared import RUNS, capped_parser, distinct, floor, interleaved, judgments, machine_isa
-from moverkit.leaves.options import emit, progress
+from moverkit.formats.options import emit, progress
 
 HELP = "each metric's time over a tokenize+forward floor, with a tiny random encoder (CPU proxy)"
 

@@ -20,9 +20,9 @@ import numpy as np
 
 from moverkit.bench import MAIN_OUTPUTS, CorrelationRow
 from moverkit.bench._shared import capped_parser, judgments, machine_isa, score_row
+from moverkit.formats.options import METRICS, emit, progress
 from moverkit.judgments import Judgments
 from moverkit.judgments.correlation import correlate
-from moverkit.leaves.options import METRICS, emit, progress
 
 HELP = "float32 vs bfloat16 encoder: speed, score change, correlation"
 

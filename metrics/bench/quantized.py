@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from moverkit.leaves.options import emit, positive_int, require_data, rounds
+from moverkit.formats.options import emit, positive_int, require_data, rounds
 
 if TYPE_CHECKING:
     import torch
@@ -333,7 +333,7 @@ def register(which) -> None:
 
 
 def command(args) -> int:
-    from moverkit.leaves.lines import check_out
+    from moverkit.formats.lines import check_out
 
     require_data(args)
     check_out(args.out, [args.data])

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from moverkit.bench._shared import command_parser, distinct_texts, peak_rss_bytes
+from moverkit.formats.options import emit, positive_int, progress, require_data
 from moverkit.judgments import read_judgments
-from moverkit.leaves.options import emit, positive_int, progress, require_data
 
 HELP = "wall time and peak RSS of one call at growing numbers of distinct pairs"
 
@@ -114,7 +114,7 @@ def register(which) -> None:
 
 def command(args) -> int:
     from moverkit._core.base import parse_size
-    from moverkit.leaves.lines import check_out
+    from moverkit.formats.lines import check_out
 
     require_data(args)
     check_out(args.out, [args.data])

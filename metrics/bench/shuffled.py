@@ -13,7 +13,7 @@ permutation with no fixed point) drawn with a fixed seed. The report gives, per 
 where :math:`\succ` is "strictly greater" for a similarity and "strictly less" for a distance (a
 tie counts against the metric). A metric blind to the reference scores about 0.5; 1.0 means the
 true reference always wins. The output scored and its direction are the metric's headline
-correlation row: its spec's ``main`` and ``higher_is_better`` (:mod:`moverkit.leaves.specs`).
+correlation row: its spec's ``main`` and ``higher_is_better`` (:mod:`moverkit.facts.specs`).
 
 Both calls of a metric score the same multiset of texts (the shuffled references are a permutation
 of the true ones), so a ``batch`` centering statistic is the same in both.
@@ -24,9 +24,9 @@ from __future__ import annotations
 import random
 
 from moverkit.bench._shared import command_parser, judgments
+from moverkit.facts.specs import SPECS
+from moverkit.formats.options import emit, positive_int
 from moverkit.judgments import Judgments
-from moverkit.leaves.options import emit, positive_int
-from moverkit.leaves.specs import SPECS
 
 HELP = "share of pairs where each metric scores the true reference above another pair's"
 

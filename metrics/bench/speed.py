@@ -6,7 +6,7 @@ import statistics
 
 from moverkit.bench import SpeedSuite, registry
 from moverkit.bench._shared import PeerUnavailable, command_parser, interleaved, judgments
-from moverkit.leaves.options import emit, rounds
+from moverkit.formats.options import emit, rounds
 
 HELP = "time metrics side by side against the encoder and peers"
 

@@ -46,10 +46,10 @@ from itertools import combinations
 from pathlib import Path
 
 from moverkit.bench._shared import ANCHORS, anchor_metric, anchor_scores, command_parser
+from moverkit.facts.specs import spec
+from moverkit.formats.options import METRICS, emit, positive_int, progress
 from moverkit.judgments import UNSEEN_PAIRS, TestSet, segment_scores
 from moverkit.judgments.correlation import acc_eq, pairwise, pearson
-from moverkit.leaves.options import METRICS, emit, positive_int, progress
-from moverkit.leaves.specs import spec
 
 HELP = "WMT17 to-English systems: Pearson, pairwise accuracy and significant decisions"
 
@@ -335,8 +335,8 @@ def register(which) -> None:
 
 
 def command(args) -> int:
+    from moverkit.formats.lines import check_out
     from moverkit.judgments import read_judgments, read_shipped, read_wmt17
-    from moverkit.leaves.lines import check_out
 
     check_out(args.out, [] if args.data is None else [args.data])
     if args.wmt17 is None:

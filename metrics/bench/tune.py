@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from moverkit.bench._shared import command_parser, interleaved, judgments
-from moverkit.leaves.options import METRICS, emit, positive_int, progress, rounds
+from moverkit.formats.options import METRICS, emit, positive_int, progress, rounds
 
 HELP = "tuned settings (moverkit tune) against the defaults, leaving one language pair out"
 
@@ -41,8 +41,8 @@ def segment_level(data, metrics, *, model_type=None, **kwargs) -> dict:
 def system_level(tunings: dict, test_sets, *, model_type=None) -> dict:
     """``{metric: {"default"|"tuned": {"pearson": {lp: r}, "accuracy": (agree, total)}}}``, each
     language pair scored with the settings chosen without it (see the module doc)."""
+    from moverkit.facts.specs import spec
     from moverkit.judgments.correlation import pairwise, pearson
-    from moverkit.leaves.specs import spec
     from moverkit.tuning import score_settings
 
     table = {
@@ -182,7 +182,7 @@ def register(which) -> None:
 def command(args) -> int:
     import json
 
-    from moverkit.leaves.lines import write_atomic
+    from moverkit.formats.lines import write_atomic
 
     data = judgments(args, "json")
     tunings = {}

@@ -10,11 +10,11 @@ fine-tune, run the benchmarks, publish the Spaces.
 
 One module per subcommand, each with ``register(commands)`` (its parser) and ``run(args)``; heavy
 imports (torch, evaluate, the benchmarks) happen in ``run``, so ``--help`` and ``--version`` stay
-quick. Input files hold one text per line (:func:`moverkit.leaves.lines.split_lines`). A mistake of the
+quick. Input files hold one text per line (:func:`moverkit.formats.lines.split_lines`). A mistake of the
 user (a missing or empty file, files of different lengths, an argument out of range or that the
 metric refuses, an output that is a folder or an input) prints ``moverkit: error: ...`` and exits
 with status 2, as argparse does, before any scoring; there is no traceback. Outputs are written
-whole at the end (:func:`moverkit.leaves.lines.write_atomic`): a failed command leaves none.
+whole at the end (:func:`moverkit.formats.lines.write_atomic`): a failed command leaves none.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from moverkit.leaves.version import __version__
+    from moverkit.facts.version import __version__
 
     parser = Parser(
         prog="moverkit", description="Score files, compare systems, fit statistics, fine-tune, benchmark, publish."

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moverkit.leaves.options import METRICS, key_value, positive_int
+from moverkit.formats.options import METRICS, key_value, positive_int
 
 COMPONENTS = (*METRICS, "chrF", "BLEU")
 """``moverkit.combination.COMPONENTS``, spelled out so that building the parser imports nothing heavy."""
@@ -68,8 +68,8 @@ def metric_kwargs(items: list[str], components: list[str]) -> dict[str, dict]:
 def run(args) -> int:
     from moverkit import combination
     from moverkit.combination.crossval import format_segment, segment_report
+    from moverkit.formats.lines import check_out
     from moverkit.judgments import read_judgments
-    from moverkit.leaves.lines import check_out
 
     components = list(args.component)
     if len(set(components)) != len(components):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moverkit.leaves.options import METRICS, natural_int, positive_int
+from moverkit.formats.options import METRICS, natural_int, positive_int
 
 
 def register(commands) -> None:
@@ -53,8 +53,8 @@ def register(commands) -> None:
 def run(args) -> int:
     from moverkit.comparison import compare
     from moverkit.comparison.report import html_page, json_text, png_bytes, require_matplotlib
-    from moverkit.leaves.lines import check_out, read_texts, write_atomic
-    from moverkit.leaves.settings import load_settings
+    from moverkit.formats.lines import check_out, read_texts, write_atomic
+    from moverkit.formats.settings import load_settings
 
     systems = {}
     for item in args.system:

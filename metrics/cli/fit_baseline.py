@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moverkit.leaves.options import METRICS, given_arguments, natural_int, positive_int
+from moverkit.formats.options import METRICS, given_arguments, natural_int, positive_int
 
 
 def register(commands) -> None:
@@ -53,7 +53,7 @@ def register(commands) -> None:
 def run(args) -> int:
     from moverkit._core.call import baseline_csv
     from moverkit.baselines import baseline_columns, fit_baseline
-    from moverkit.leaves.lines import check_out, read_texts, write_atomic
+    from moverkit.formats.lines import check_out, read_texts, write_atomic
 
     if args.centering_stats is not None and args.centering != "corpus":
         raise ValueError("--centering-stats is used only with --centering corpus")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moverkit.leaves.options import DTYPES, add_encoder_options
+from moverkit.formats.options import DTYPES, add_encoder_options
 
 
 def register(commands) -> None:
@@ -28,7 +28,7 @@ def register(commands) -> None:
 
 def run(args) -> int:
     import moverkit
-    from moverkit.leaves.lines import check_out, read_texts
+    from moverkit.formats.lines import check_out, read_texts
 
     if args.lang is not None and args.level != "sentence":
         raise ValueError("--lang is used only with --level sentence (it picks the sentence splitter)")

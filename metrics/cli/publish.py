@@ -25,7 +25,7 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from moverkit.leaves.version import __version__
+    from moverkit.facts.version import __version__
     from moverkit.publish import DRY_RUN_COMMIT, DRY_RUN_REPOSITORY, assemble, find_root, resolve_release, upload
 
     root = find_root(args.source)

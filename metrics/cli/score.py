@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from moverkit.leaves.options import DTYPES, METRICS, add_encoder_options, given_arguments
+from moverkit.formats.options import DTYPES, METRICS, add_encoder_options, given_arguments
 
 PROGRESS_LINES = 1000
 """Files longer than this get a progress bar without --verbose."""
@@ -71,14 +71,14 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from moverkit.leaves.lines import check_out, read_texts, write_atomic
+    from moverkit.formats.lines import check_out, read_texts, write_atomic
     from moverkit.registry import REGISTRY
 
     check_out(args.out, [args.predictions, *args.references, args.centering_stats, args.settings, args.combination])
     if args.combination is not None:
         return run_combination(args)
     if args.settings is not None:
-        from moverkit.leaves.settings import load_settings
+        from moverkit.formats.settings import load_settings
 
         tuned = load_settings(args.settings, args.metric)
         args.metric = tuned.metric
@@ -117,7 +117,7 @@ def run_combination(args) -> int:
     """``--combination``: the calibrated combination's segment scores (and its system score of the
     file, when it has a system level); the components run at the settings the file names."""
     from moverkit.combination import combined
-    from moverkit.leaves.lines import read_texts, write_atomic
+    from moverkit.formats.lines import read_texts, write_atomic
 
     given = [flag for flag, value in (("--metric", args.metric), ("--settings", args.settings)) if value is not None]
     if given or args.arg or args.idf or args.centering or args.num_layers is not None or args.model:

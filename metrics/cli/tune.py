@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from moverkit.leaves.options import positive_int
+from moverkit.formats.options import positive_int
 
 TUNABLE = ("twmd", "centered_bertscore", "lazy_emd", "moverscore", "sbertscore")
 
@@ -42,9 +42,9 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
+    from moverkit.formats.jsonfile import loads
+    from moverkit.formats.lines import check_out, write_atomic
     from moverkit.judgments import read_judgments
-    from moverkit.leaves.jsonfile import loads
-    from moverkit.leaves.lines import check_out, write_atomic
     from moverkit.tuning import tune
 
     check_out(args.out, [args.data])

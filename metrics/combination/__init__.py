@@ -2,7 +2,7 @@
 and BLEU, with its normalization statistics and weights fitted on human judgments.
 
 Components are the metrics of :data:`moverkit.METRICS` (each judged on its main output,
-:attr:`moverkit.leaves.specs.MetricSpec.main`) and :data:`ANCHORS`. Each is **oriented** so that higher
+:attr:`moverkit.facts.specs.MetricSpec.main`) and :data:`ANCHORS`. Each is **oriented** so that higher
 is better: ``o_m = x_m`` for a similarity, ``o_m = -x_m`` for a distance (``lazy_emd``).
 
 Segment level (one score per prediction), fitted on segments with human scores ``h_i``::

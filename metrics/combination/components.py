@@ -3,7 +3,7 @@ anchors, each oriented so that higher is better."""
 
 from __future__ import annotations
 
-from moverkit.leaves.specs import SPECS, spec
+from moverkit.facts.specs import SPECS, spec
 
 ANCHORS = ("chrF", "BLEU")
 """sacrebleu's components beside moverkit's metrics."""

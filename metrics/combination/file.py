@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from moverkit.combination.components import ANCHORS, _check_component
-from moverkit.leaves.jsonfile import check_format, digest, read_file
+from moverkit.formats.jsonfile import check_format, digest, read_file
 
 FORMAT = "moverkit-combination"
 """The ``format`` key of a combination file."""
@@ -133,7 +133,7 @@ class Combination:
 
     def save(self, path: str | Path) -> None:
         """Write the JSON file (:meth:`scored`, ``fitted_on`` and ``digest``) whole or not at all."""
-        from moverkit.leaves.lines import write_atomic
+        from moverkit.formats.lines import write_atomic
 
         data = {**self.scored(), "fitted_on": self.fitted_on, "digest": self.digest}
         write_atomic(Path(path), json.dumps(data, indent=2, allow_nan=False) + "\n")

@@ -12,8 +12,8 @@ import numpy as np
 from moverkit.combination.components import ANCHORS, _check_component, orientation
 from moverkit.combination.file import Combination, _check_path, load
 from moverkit.combination.fitting import _matrix, _z
+from moverkit.facts.specs import spec
 from moverkit.judgments import TestSet
-from moverkit.leaves.specs import spec
 
 
 def segment_scores(combination: Combination, features: Mapping[str, Sequence[float]]) -> np.ndarray:

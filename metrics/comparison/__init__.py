@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from moverkit.comparison.resampling import PairedTest, bootstrap_interval, check_resampling, clusters, holm, paired_test
-from moverkit.leaves.lines import table_label
+from moverkit.formats.lines import table_label
 
 ALPHA = 0.05
 """The significance level of the clusters (after Holm's correction)."""
@@ -89,8 +89,8 @@ def compare(
     combination of its components (its segment level), scored over all systems in one call; ``metrics``
     may then be empty."""
     from moverkit._core.encoding import cache_enabled
-    from moverkit.leaves.specs import spec
-    from moverkit.leaves.version import __version__
+    from moverkit.facts.specs import spec
+    from moverkit.facts.version import __version__
     from moverkit.registry import REGISTRY
 
     if combination is not None:
@@ -167,7 +167,7 @@ def _check_references(references) -> int:
 
 def _check_systems(systems, n: int) -> None:
     """``systems``: a mapping of name -> one output string per segment. A name shows in table
-    cells and plot labels (:func:`moverkit.leaves.lines.table_label`)."""
+    cells and plot labels (:func:`moverkit.formats.lines.table_label`)."""
     if not isinstance(systems, Mapping) or not systems:
         raise ValueError(
             f"systems must be a dict of name -> outputs (one per segment), with at least one system; got {type(systems).__name__}"

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 from moverkit.combination import COMBINED
-from moverkit.leaves.lines import write_atomic
-from moverkit.leaves.specs import spec
+from moverkit.facts.specs import spec
+from moverkit.formats.lines import write_atomic
 
 
 def higher_is_better(metric: str) -> bool:

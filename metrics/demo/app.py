@@ -14,7 +14,7 @@ from pathlib import Path
 from moverkit.demo.plotting import HEATMAP_CSS, heatmap_figure, pick_heatmap, shorten
 from moverkit.demo.scoring import REFERENCE_SEPARATOR, USER_ERRORS, empty_table, score, score_header
 from moverkit.demo.widgets import MAX_UPLOAD_BYTES, Heatmap, Param, _models_info, allowed_models
-from moverkit.leaves.specs import MetricSpec, spec
+from moverkit.facts.specs import MetricSpec, spec
 
 
 def build_demo(
@@ -41,7 +41,7 @@ def build_demo(
 
     The page reads top down, a phone first: the two boxes, the Score button, the main settings;
     then the scores, each header with its direction and the metric's reference points beside
-    them (:mod:`moverkit.leaves.specs`), the heatmap drawn to the width of its box, the hashcode. A bad
+    them (:mod:`moverkit.facts.specs`), the heatmap drawn to the width of its box, the hashcode. A bad
     input shows one message under the button (the module's own), and clears the results of the
     previous press; the button first clears them anyway, so that an error never stands above old
     scores.
@@ -85,7 +85,7 @@ def build_demo(
 @dataclass(frozen=True)
 class _Scoring:
     """What a press needs besides the page: the loaded module, its reference points
-    (:mod:`moverkit.leaves.specs`), the params in the order the settings are passed, the heatmaps
+    (:mod:`moverkit.facts.specs`), the params in the order the settings are passed, the heatmaps
     one can draw, and the signature of the ``/score`` endpoint (the two boxes, then the params by
     their argument names, with the module's defaults)."""
 

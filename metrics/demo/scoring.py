@@ -1,5 +1,5 @@
 """What one press of the Score button computes, free of Gradio: the two text boxes read as pairs
-(one text per line, :func:`moverkit.leaves.lines.split_lines`) within the bounds of one press, the
+(one text per line, :func:`moverkit.formats.lines.split_lines`) within the bounds of one press, the
 module run on them, and its scores as a summary and a table."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from moverkit.leaves.lines import split_lines
-from moverkit.leaves.specs import MetricSpec
+from moverkit.facts.specs import MetricSpec
+from moverkit.formats.lines import split_lines
 
 REFERENCE_SEPARATOR = "|||"
 """Separates the references of one prediction on a line of the references box."""
@@ -123,7 +123,7 @@ def empty_table():
 
 def parse_pairs(predictions_text: str, references_text: str) -> tuple[list[str], list[str] | list[list[str]]]:
     """The two text boxes as ``compute`` inputs: one prediction per line, one reference per line
-    (lines as ``moverkit score`` reads them: :func:`moverkit.leaves.lines.split_lines`).
+    (lines as ``moverkit score`` reads them: :func:`moverkit.formats.lines.split_lines`).
 
     A reference line holding ``|||`` gives that prediction several references; then every line is
     passed as a list (evaluate takes one reference layout per call). Line counts are left for the

@@ -202,7 +202,7 @@ class OutputFolder:
         return marker
 
     def _write_marker(self, status: str, **extra) -> None:
-        from moverkit.leaves.version import __version__
+        from moverkit.facts.version import __version__
 
         marker = {
             "written_by": "moverkit finetune",

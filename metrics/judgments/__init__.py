@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from moverkit.leaves.lines import read_lines, split_lines, table_label
-from moverkit.leaves.specs import spec
+from moverkit.facts.specs import spec
+from moverkit.formats.lines import read_lines, split_lines, table_label
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def read_judgments(
     Errors name the file, the line (the header is line 1) and the column: a row whose number of
     fields is not the header's, a human score that is not a finite number, bytes that are not
     UTF-8, a field longer than csv's limit (131,072 characters), a group that a report table cannot
-    hold (:func:`moverkit.leaves.lines.table_label`); a missing column is named along with the header's
+    hold (:func:`moverkit.formats.lines.table_label`); a missing column is named along with the header's
     columns.
     """
     raw = Path(path).read_bytes()

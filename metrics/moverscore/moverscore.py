@@ -5,8 +5,8 @@
 import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
+    from moverkit.evaluate_modules import ARGUMENT_DOCS, evaluate_module
     from moverkit.functional.moverscore import moverscore
-    from moverkit.module import ARGUMENT_DOCS, evaluate_module
 except ModuleNotFoundError as err:
     if err.name != "moverkit":
         raise

@@ -176,9 +176,9 @@ def with_card_metadata(space_readme: str, card: str) -> str:
 
 def source_version(root: Path) -> dict[str, str]:
     """``{VERSION_PLACEHOLDER}``: ``__version__`` of the checkout ``root`` (its
-    ``metrics/leaves/version.py``), the moverkit release on PyPI that the Spaces pin; none where the
+    ``metrics/facts/version.py``), the moverkit release on PyPI that the Spaces pin; none where the
     checkout sets no version (a file using the placeholder is then an error)."""
-    init = root / "metrics" / "leaves" / "version.py"
+    init = root / "metrics" / "facts" / "version.py"
     match = re.search(r'^__version__ = "([^"]+)"', init.read_text(encoding="utf-8"), re.M) if init.is_file() else None
     return {"{VERSION_PLACEHOLDER}": match.group(1)} if match else {}
 
@@ -209,7 +209,7 @@ def upload(folders: list[Path], release: Release, *, tag: str | None = None, tok
     to ``HF_TOKEN`` (huggingface_hub's own lookup)."""
     from huggingface_hub import HfApi
 
-    from moverkit.leaves.version import __version__
+    from moverkit.facts.version import __version__
 
     api = HfApi(token=token)
     ids = []

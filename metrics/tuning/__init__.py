@@ -78,7 +78,7 @@ class Tuning:
         return arguments
 
     def to_settings(self, data_name: str = ""):
-        from moverkit.leaves.settings import Settings
+        from moverkit.formats.settings import Settings
 
         record = {
             "data": data_name,
@@ -206,8 +206,8 @@ def tune(
     import time
 
     from moverkit._core import checks
-    from moverkit.leaves.lines import table_label
-    from moverkit.leaves.specs import spec
+    from moverkit.facts.specs import spec
+    from moverkit.formats.lines import table_label
 
     started = time.perf_counter()
     if metric not in REGISTRY:

@@ -7,7 +7,7 @@ import pytest
 
 import moverkit
 from moverkit import functional
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 
 PREDICTIONS = ["the cat sat on the mat", "stocks fell sharply", "he went home", "rain is expected"]
 REFERENCES = [

@@ -14,7 +14,7 @@ from spaceserver import APPS
 
 import moverkit
 from moverkit import MoverkitWarning
-from moverkit.leaves.specs import spec
+from moverkit.facts.specs import spec
 
 pytest.importorskip("gradio")
 

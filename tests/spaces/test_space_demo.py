@@ -35,7 +35,7 @@ from moverkit.demo import (
     score,
 )
 from moverkit.demo.scoring import reference_points
-from moverkit.leaves.specs import spec
+from moverkit.facts.specs import spec
 
 
 def test_one_reference_per_line():

@@ -199,7 +199,7 @@ def map_scores(metric, predictions: str = "prediction", references: str = "refer
     arguments. The function is picklable and fork-safe (``num_proc`` works after any ``compute``
     or ``fit_centering`` in the parent), has a stable fingerprint (an identical second ``map``
     loads from the datasets cache), works with ``batched=False``, and with ``with_rank=True``
-    puts worker ``k`` on GPU ``k`` (see :class:`moverkit.mapping.MapScores`).
+    puts worker ``k`` on GPU ``k`` (see :class:`moverkit.dataset_map.MapScores`).
 
     Each map batch is one call, so ``centering="batch"`` would take the mean of each map batch;
     use ``"corpus"`` (a statistic fitted once) for scores that do not depend on batching.
@@ -209,7 +209,7 @@ def map_scores(metric, predictions: str = "prediction", references: str = "refer
     gives an empty dataset the score columns, so the schema does not depend on the row count.
     Bad rows (``None``, NaN, numbers) are refused with the column and row named.
     """
-    from moverkit.leaves.specs import SPECS  # the registry's names, without loading torch here
+    from moverkit.facts.specs import SPECS  # the registry's names, without loading torch here
 
     name = metric if isinstance(metric, str) else getattr(metric, "name", None)
     if name not in SPECS:

@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from moverkit.leaves.lines import write_atomic
-from moverkit.leaves.settings import same_value
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
+from moverkit.formats.lines import write_atomic
+from moverkit.formats.settings import same_value
 
 METRICS = tuple(SPECS)
 """The metrics' choices: the registry's names, from its light table (the parser loads no torch)."""

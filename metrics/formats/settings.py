@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from moverkit.leaves.jsonfile import check_format, digest, read_file
+from moverkit.formats.jsonfile import check_format, digest, read_file
 
 FORMAT = "moverkit-settings"
 VERSION = 1
@@ -55,8 +55,8 @@ class Settings:
         return json.dumps({**record, "tuning": self.tuning}, indent=2, sort_keys=False, allow_nan=False) + "\n"
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the file whole or not at all (:func:`moverkit.leaves.lines.write_atomic`)."""
-        from moverkit.leaves.lines import write_atomic
+        """Write the file whole or not at all (:func:`moverkit.formats.lines.write_atomic`)."""
+        from moverkit.formats.lines import write_atomic
 
         write_atomic(Path(path), self.to_json())
 
@@ -75,7 +75,7 @@ def load_settings(path: str | os.PathLike | Settings, metric: str | None = None,
     with the metric's ``function``, are its own settable ones (:data:`UNSETTABLE`; a metric called
     with ``settings=`` always checks them). Errors name the file and the field; the values
     themselves are checked by the metric, as any argument."""
-    from moverkit.leaves.specs import SPECS
+    from moverkit.facts.specs import SPECS
 
     if isinstance(path, Settings):
         settings, where = path, "settings"

@@ -1,0 +1,8 @@
+"""What moverkit states of itself and of each metric, read without torch:
+
+- ``version``: the release literal (hashcodes, setuptools, ``moverkit publish``);
+- ``specs``: each metric's facts (outputs, direction, range, reference points): the registry's
+  light table, and the one place the metrics' names are spelled out.
+
+They import nothing of moverkit, so that ``import moverkit``, ``moverkit --help`` and ``--version``
+read them without torch; ``_core`` may read them (``tests/test_architecture.py``)."""
