@@ -27,7 +27,7 @@ from torchmetrics.utilities import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from moverkit._core.base import check_inputs
-from moverkit.registry import get
+from moverkit.registry import REGISTRY, get
 
 __all__ = ["TWMD", "CenteredBERTScore", "LazyEMD", "MoverScore", "MoverkitMetric", "SBERTScore"]
 
@@ -106,9 +106,9 @@ class MoverkitMetric(Metric):
 
     def __init__(self, **kwargs):
         if not hasattr(type(self), "metric"):
+            classes = ", ".join(metric.class_name for metric in REGISTRY.values())
             raise TypeError(
-                "MoverkitMetric is the base class of moverkit's torchmetrics classes; use one of "
-                "CenteredBERTScore, TWMD, MoverScore, LazyEMD, SBERTScore"
+                f"MoverkitMetric is the base class of moverkit's torchmetrics classes; use one of {classes}"
             )
         torchmetrics_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in METRIC_ARGUMENTS}
         super().__init__(**torchmetrics_kwargs)

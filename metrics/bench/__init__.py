@@ -16,7 +16,7 @@ is in ``_shared``.
 
 Every metric contributes rows from its own module in this package (``moverkit/bench/<metric>.py``,
 named in :data:`ROW_MODULES`), which defines ``CORRELATION_ROWS`` (a list of :class:`CorrelationRow`)
-and ``SPEED_SUITES`` (a list of :class:`SpeedSuite`); :func:`registry` collects them.
+and ``SPEED_SUITES`` (a list of :class:`SpeedSuite`); :func:`rows_and_suites` collects them.
 
 Both lists name modules rather than scan the folder: ``--help`` lists the commands in their
 order, not the files', and building the parser of ``moverkit`` imports the commands alone, not
@@ -53,8 +53,9 @@ COMMANDS = (
 """The benchmark modules that are commands, in the order ``moverkit bench --help`` lists them (each
 command is its module's name, ``_`` written ``-``)."""
 
-ROW_MODULES = ("centered_bertscore", "lazy_emd", "long_documents", "moverscore", "sbertscore", "twmd")
-"""The modules of correlation rows and speed suites, in the order the tables list them."""
+ROW_MODULES = tuple(sorted((*SPECS, "long_documents")))
+"""The modules of correlation rows and speed suites, in the order the tables list them: each metric's
+own (named as in :data:`~moverkit.facts.specs.SPECS`) and ``long_documents``, alphabetically."""
 
 MAIN_OUTPUTS = {name: s.main for name, s in SPECS.items()}
 """The output each metric is judged on by the single-purpose benchmarks (its spec's ``main``)."""
@@ -105,7 +106,7 @@ def benchmark(name: str) -> types.ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
-def registry() -> tuple[list[CorrelationRow], list[SpeedSuite]]:
+def rows_and_suites() -> tuple[list[CorrelationRow], list[SpeedSuite]]:
     """All rows and suites of :data:`ROW_MODULES`, in that order."""
     rows, suites = [], []
     for name in ROW_MODULES:

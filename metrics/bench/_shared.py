@@ -132,16 +132,15 @@ def judgments(args, *outputs: str, limit: bool = True) -> Judgments:
 # ---------------------------------------------------------------------------------------------
 # What the benchmarks measure with
 
+BATCH_CENTERED = ("centered_bertscore", "twmd")
 RUNS = {
-    "centered_bertscore": {"centering": "batch"},
-    "twmd": {"centering": "batch"},
-    "lazy_emd": {},
-    "sbertscore": {},
-    "moverscore": {},
+    name: {"centering": "batch"} if name in BATCH_CENTERED else {}
+    for name in sorted(METRICS, key=lambda name: name not in BATCH_CENTERED)
 }
-"""The metrics the throughput benchmarks run (``bench overhead``, ``bench gpu``, ``bench host``) and
-their arguments: centered_bertscore and twmd with batch centering (issue 34's table; a random or
-fine-tuned encoder has no fitted corpus statistic), the others with their defaults."""
+"""The metrics the throughput benchmarks run (``bench overhead``, ``bench gpu``, ``bench host``), every
+metric of :data:`~moverkit.facts.specs.SPECS`, and their arguments: centered_bertscore and twmd with
+batch centering, first (issue 34's table; a random or fine-tuned encoder has no fitted corpus
+statistic), the others with their defaults."""
 
 
 def interleaved(contenders: Mapping[str, Callable[[], object]], rounds: int, clock=time.perf_counter) -> dict:

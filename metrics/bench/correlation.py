@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from moverkit.bench import CorrelationRow, registry
+from moverkit.bench import CorrelationRow, rows_and_suites
 from moverkit.bench._shared import command_parser, judgments, score_row
 from moverkit.formats.options import emit, progress
 from moverkit.judgments import Judgments
@@ -53,7 +53,7 @@ def register(which) -> None:
 
 
 def command(args) -> int:
-    rows, _ = registry()
+    rows, _ = rows_and_suites()
     if args.list:
         print("\n".join(f"{r.label}\t{r.metric}.{r.output} {r.kwargs}" for r in rows))
         return 0

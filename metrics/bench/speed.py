@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from moverkit.bench import SpeedSuite, registry
+from moverkit.bench import SpeedSuite, rows_and_suites
 from moverkit.bench._shared import PeerUnavailable, command_parser, interleaved, judgments
 from moverkit.formats.options import emit, rounds
 
@@ -62,7 +62,7 @@ def register(which) -> None:
 
 
 def command(args) -> int:
-    _, suites = registry()
+    _, suites = rows_and_suites()
     if args.suite:
         unknown = sorted(set(args.suite) - {s.key for s in suites})
         if unknown:

@@ -7,9 +7,12 @@ import json
 import sys
 from pathlib import Path
 
+from moverkit.facts.specs import SPECS
 from moverkit.formats.options import positive_int
 
-TUNABLE = ("twmd", "centered_bertscore", "lazy_emd", "moverscore", "sbertscore")
+TUNABLE = tuple(sorted(SPECS, key=lambda name: name != "twmd"))
+"""The metrics ``--metric`` offers: every metric, twmd (the tuning's first case) first, then the others
+in the order of :data:`~moverkit.facts.specs.SPECS`."""
 
 
 def register(commands) -> None:

@@ -103,21 +103,15 @@ REFERENCE_POINTS_SOURCE = (
 )
 """Where :attr:`MetricSpec.unrelated`, :attr:`MetricSpec.translation` and :attr:`MetricSpec.identical` come from."""
 
+SIMILARITY = {"higher_is_better": True, "high": 1.0, "best": 1.0, "identical": 1.0, "empty": 0.0}
+"""What the four similarities share: higher is better, at most 1, 1 for identical texts, 0 for an empty one."""
+
 SPECS = {
     spec.name: spec
     for spec in (
         MetricSpec(
-            "centered_bertscore",
-            outputs=("precision", "recall", "f1"),
-            main="f1",
-            higher_is_better=True,
-            low=-1.0,
-            high=1.0,
-            best=1.0,
-            identical=1.0,
-            empty=0.0,
-            unrelated=0.138,
-            translation=0.739,
+            "centered_bertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.138, translation=0.739,
+            **SIMILARITY,
         ),
         MetricSpec(
             "lazy_emd",
@@ -133,46 +127,16 @@ SPECS = {
             translation=0.126,
         ),
         MetricSpec(
-            "moverscore",
-            outputs=("moverscore",),
-            main="moverscore",
-            higher_is_better=True,
-            low=0.0,  # v2's 1/(1 + wmd); v1's 1 - wmd reaches -3
-            high=1.0,
-            best=1.0,
-            identical=1.0,
-            empty=0.0,
-            unrelated=0.429,
-            translation=0.603,
-        ),
+            "moverscore", ("moverscore",), "moverscore", low=0.0, unrelated=0.429, translation=0.603,
+            **SIMILARITY,
+        ),  # low: v2's 1/(1 + wmd); v1's 1 - wmd reaches -3
         MetricSpec(
-            "sbertscore",
-            outputs=("precision", "recall", "f1"),
-            main="f1",
-            higher_is_better=True,
-            low=-1.0,
-            high=1.0,
-            best=1.0,
-            identical=1.0,
-            empty=0.0,
-            unrelated=0.057,
-            translation=0.768,
+            "sbertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.057, translation=0.768,
+            **SIMILARITY,
         ),
-        MetricSpec(
-            "twmd",
-            outputs=("twmd",),
-            main="twmd",
-            higher_is_better=True,
-            low=-1.0,
-            high=1.0,
-            best=1.0,
-            identical=1.0,
-            empty=0.0,
-            unrelated=0.034,
-            translation=0.638,
-        ),
+        MetricSpec("twmd", ("twmd",), "twmd", low=-1.0, unrelated=0.034, translation=0.638, **SIMILARITY),
     )
-}
+}  # fmt: skip
 """Every bundled metric's :class:`MetricSpec`, by name (the names of :data:`moverkit.METRICS`)."""
 
 
