@@ -1,7 +1,7 @@
 """The type stub of ``moverkit.functional`` (``metrics/functional/__init__.pyi``), written from the
 metric functions' own signatures (issue 41).
 
-Each metric function is declared with its own arguments only; :func:`moverkit.functional.entry.
+Each metric function is declared with its own arguments only; :func:`moverkit.functional.signature.
 metric_function` adds the shared ones at run time, so ``inspect.signature`` and ``help()`` see the
 whole signature while a static type checker sees the wrapper's ``**kwargs``. The stub gives type
 checkers and IDEs the whole signature, from that one declaration: this script writes it, and

@@ -131,7 +131,7 @@ def test_the_shared_arguments_are_declared_once_and_opened_by_one_function():
 
     from moverkit import functional
     from moverkit._core.call.opening import open_call
-    from moverkit.functional.entry import INPUTS, SHARED, TOKEN_ONLY
+    from moverkit.functional.signature import INPUTS, SHARED, TOKEN_ONLY
     from moverkit.registry import REGISTRY
 
     declared = inspect.signature(open_call).parameters

@@ -13,6 +13,7 @@ import moverkit
 from moverkit import MoverkitWarning
 from moverkit._core.call import streaming
 from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.tokens import CallTokenizer
 from moverkit.functional import centered_bertscore, lazy_emd, moverscore, twmd
 
 
@@ -39,7 +40,8 @@ def chunk_count(predictions, references, **kwargs):
     encoder = get_encoder()
     per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
     texts = call_texts(predictions, references)
-    return len(streaming.plan_chunks(texts, streaming.memory_budget() // per_token, 512, encoder).ranges)
+    tokenizer = CallTokenizer.of(encoder)
+    return len(streaming.plan_chunks(texts, streaming.memory_budget() // per_token, tokenizer).ranges)
 
 
 # The quick loop keeps batch centering (the one whose chunks share a call mean); the rest are slow.
@@ -112,15 +114,17 @@ def test_moverscore_v1_with_batch_centering_is_one_chunk(pairs, tiny_budget, mon
 def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):
     """Independent check of the first pass: the mean of every text's non-special token vectors,
     each text counted as often as it occurs, as centering.row_mean computes it over the whole call."""
-    from moverkit._core import call_texts, encode, get_encoder, row_mean
+    from moverkit._core import call_texts, encode_texts, get_encoder, row_mean
 
     predictions, references = pairs
     texts = call_texts(predictions, references)
     encoder = get_encoder()
-    clouds = encode(encoder, texts.unique, EncoderRequest())
+    clouds = encode_texts(encoder, texts.unique, EncoderRequest())
     expected, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=texts.counts())
     tiny_budget()
-    stats = streaming.batch_mean(encoder, texts, EncoderRequest(), 200, 512, encoder.max_length)
+    tokenizer = CallTokenizer.of(encoder)
+    with streaming.Ahead(tokenizer, enabled=False) as ahead:
+        stats = streaming.batch_mean(encoder, texts, tokenizer, EncoderRequest(), 200, ahead)
     assert stats.n_tokens == n
     assert stats.mean == pytest.approx(expected.numpy(), abs=1e-6)  # texts batch differently: float32 noise
 
@@ -275,64 +279,67 @@ def test_a_chunked_call_fixes_glibcs_mmap_threshold_and_an_unchunked_one_does_no
     assert libc.calls == []
 
 
+def _watched(monkeypatch, record):
+    """``CallTokenizer.encodings`` (every tokenization of a call) watched: ``record(tokenizer,
+    texts)`` is called first."""
+    real = CallTokenizer.encodings
+    monkeypatch.setattr(CallTokenizer, "encodings", lambda self, texts: record(self, texts) or real(self, texts))
+
+
 def test_real_token_counts_plan_one_chunk_where_the_estimate_cuts(wmt_pairs):
     """Issue 45: the estimate (3 characters a token) runs high, so a call it cuts is planned again
-    from the texts' real token counts, which are token_ids' lengths; a call those counts plan as
-    one chunk keeps the encodings counted, the ones token_ids would make."""
+    from the texts' real token counts; a call those counts plan as one chunk keeps the tokens
+    counted, the ones the chunk would make."""
     from moverkit._core import call_texts, get_encoder
-    from moverkit._core.encoding.tokens import token_counts, token_ids
 
     encoder = get_encoder()
     texts = call_texts(*wmt_pairs)
-    counted = token_counts(encoder, texts.unique, 512)
-    assert counted.encodings is None  # nothing kept within 0 tokens
-    ids = token_ids(encoder, texts.unique, 512)[0]
-    assert [counted.counts[t] for t in texts.unique] == [len(row) for row in ids]
-    real = sum(counted.counts.values())
+    tokenizer = CallTokenizer.of(encoder)
+    tokens = tokenizer.tokenize(texts.unique)
+    real = sum(map(len, tokens.ids))
+    assert tokenizer.count(texts.unique) == [len(row) for row in tokens.ids]
     estimated = sum(streaming.estimated_tokens(t, 512) for t in texts.unique)
     assert real < estimated
     budget = (real + estimated) // 2  # the estimate cuts the call, its real counts fit
-    assert len(streaming.plan_chunks(texts, budget, 512).ranges) > 1
-    plan = streaming.plan_chunks(texts, budget, 512, encoder)
+    assert len(streaming.plan_chunks(texts, budget).ranges) > 1
+    plan = streaming.plan_chunks(texts, budget, tokenizer)
     assert plan.ranges == [(0, len(texts.predictions))]
-    assert [e.ids for e in plan.encodings] == ids
+    assert plan.tokens.ids == tokens.ids and plan.tokens.special == tokens.special
     small = real // 4  # cut either way: by the counts into no more chunks than by the estimate
-    cut = streaming.plan_chunks(texts, small, 512, encoder)
-    assert cut.encodings is None
-    assert 1 < len(cut.ranges) <= len(streaming.plan_chunks(texts, small, 512).ranges)
+    cut = streaming.plan_chunks(texts, small, tokenizer)
+    assert cut.tokens is None
+    assert 1 < len(cut.ranges) <= len(streaming.plan_chunks(texts, small).ranges)
 
 
-def test_counted_encodings_are_kept_only_while_they_fit(monkeypatch):
-    """token_counts keeps the encodings of texts whose tokens total at most keep_within, across
-    its slices, and drops them (counts only) once the total passes it."""
-    from moverkit._core import get_encoder
-    from moverkit._core.encoding import tokens
+def test_counted_tokens_are_kept_only_while_they_fit(monkeypatch):
+    """The plan keeps the tokens of texts whose counts total at most the budget, across its
+    slices, and drops them (counts only) once the total passes it."""
+    from moverkit._core import call_texts, get_encoder
 
-    monkeypatch.setattr(tokens, "COUNT_SLICE", 3)
-    encoder = get_encoder()
-    texts = [f"text number {i} of the call" for i in range(10)]
-    total = sum(tokens.token_counts(encoder, texts, 512).counts.values())
-    kept = tokens.token_counts(encoder, texts, 512, keep_within=total)
-    assert [e.ids for e in kept.encodings] == tokens.token_ids(encoder, texts, 512)[0]
-    assert tokens.token_counts(encoder, texts, 512, keep_within=total - 1).encodings is None
+    monkeypatch.setattr(streaming, "COUNT_SLICE", 3)
+    monkeypatch.setattr(streaming, "CHARS_PER_TOKEN", 0.1)  # the estimate never fits: counted
+    tokenizer = CallTokenizer.of(get_encoder())
+    texts = call_texts([f"text number {i} of the call" for i in range(10)], ["a reference"] * 10)
+    total = sum(tokenizer.count(texts.unique))
+    kept = streaming.plan_chunks(texts, total, tokenizer)
+    assert kept.tokens.ids == tokenizer.tokenize(texts.unique).ids and len(kept.ranges) == 1
+    assert streaming.plan_chunks(texts, total - 1, tokenizer).tokens is None
 
 
 def test_a_call_counted_as_one_chunk_tokenizes_once(wmt_pairs, monkeypatch):
-    """The encodings the plan counted are the ones the chunk encodes: one Rust tokenization of the
-    call's texts, and the scores of a call that tokenized twice."""
+    """The tokens the plan counted are the ones the chunk encodes: one tokenization of the call's
+    texts, and the scores of a call that tokenized twice."""
     from moverkit._core import call_texts, get_encoder
-    from moverkit._core.encoding import tokens
 
     predictions, references = (list(x[:60]) for x in wmt_pairs)
     whole = centered_bertscore(predictions, references, centering="batch")
     encoder = get_encoder()
     texts = call_texts(predictions, references)
     per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
-    real = sum(tokens.token_counts(encoder, texts.unique, 512).counts.values())
+    real = sum(CallTokenizer.of(encoder).count(texts.unique))
     estimated = sum(streaming.estimated_tokens(t, 512) for t in texts.unique)
     calls = []
-    rust_encode = tokens.rust_encode
-    monkeypatch.setattr(tokens, "rust_encode", lambda *a: calls.append(len(a[1])) or rust_encode(*a))
+    _watched(monkeypatch, lambda tokenizer, t: calls.append(len(t)))
     moverkit.set_memory_budget(per_token * (real + estimated) // 2)
     try:
         counted = centered_bertscore(predictions, references, centering="batch")
@@ -351,21 +358,18 @@ def test_chunks_are_tokenized_while_the_one_before_encodes(pairs, tiny_budget, m
     import threading
 
     from moverkit._core import get_encoder
-    from moverkit._core.encoding import tokens
 
     predictions, references = pairs
     whole = centered_bertscore(predictions, references, centering="none")  # no batch mean's pass
     tiny_budget()
     assert chunk_count(predictions, references) >= 4
     started, in_thread = threading.Event(), []
-    rust_encode = tokens.rust_encode
 
-    def watched(*args):
+    def watched(tokenizer, texts):
         if threading.current_thread() is not threading.main_thread():
-            in_thread.append(len(args[1]))
+            in_thread.append(len(texts))
             if len(in_thread) == 2:
                 started.set()
-        return rust_encode(*args)
 
     encoder = get_encoder()
     forward = type(encoder).forward
@@ -376,8 +380,8 @@ def test_chunks_are_tokenized_while_the_one_before_encodes(pairs, tiny_budget, m
             waits.append(started.wait(timeout=60))
         return forward(self, *args, **kwargs)
 
-    monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: True)  # as on an accelerator
-    monkeypatch.setattr(tokens, "rust_encode", watched)
+    monkeypatch.setattr(streaming, "tokenizes_ahead", lambda device: True)  # as on an accelerator
+    _watched(monkeypatch, watched)
     monkeypatch.setattr(type(encoder), "forward", waiting)
     chunked = centered_bertscore(predictions, references, centering="none")
     assert waits == [True]
@@ -390,16 +394,13 @@ def test_on_a_cpu_chunks_are_tokenized_in_turn(pairs, tiny_budget, monkeypatch):
     tokenized on the calling thread when it is handed over, the same scores."""
     import threading
 
-    from moverkit._core.encoding import tokens
-
     predictions, references = pairs
     whole = centered_bertscore(predictions, references, centering="none")
     tiny_budget()
     n_chunks = chunk_count(predictions, references)
     threads = []
-    rust_encode = tokens.rust_encode
     monkeypatch.delenv("MOVERKIT_TOKENIZE_AHEAD", raising=False)  # the CPU's default
-    monkeypatch.setattr(tokens, "rust_encode", lambda *a: threads.append(threading.current_thread()) or rust_encode(*a))
+    _watched(monkeypatch, lambda tokenizer, texts: threads.append(threading.current_thread()))
     chunked = centered_bertscore(predictions, references, centering="none")
     assert len(threads) == 1 + n_chunks  # the plan's count, then each chunk
     assert set(threads) == {threading.main_thread()}
@@ -433,9 +434,7 @@ def test_chunked_long_texts_and_idf_equal_unchunked(pairs, tiny_budget, monkeypa
     """Texts past a token limit of 16, scored whole in windows or truncated (and warned of), and
     IDF of the whole call: tokenized ahead (whole for windows, at the limit for truncation) or in
     turn, a chunked call gives the unchunked scores."""
-    from moverkit._core.encoding import tokens
-
-    monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: ahead)
+    monkeypatch.setattr(streaming, "tokenizes_ahead", lambda device: ahead)
     predictions, references = pairs
     whole_warned, chunked_warned = [], []
     with truncation_warned(kwargs["long_texts"], whole_warned):
@@ -454,7 +453,6 @@ def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pair
     """The counted encodings are made at the chunk's limit: whole for windows, cut at 16 tokens for
     truncation (a count made at another limit would give other ids, and other scores)."""
     from moverkit._core import call_texts, get_encoder
-    from moverkit._core.encoding import tokens
 
     predictions, references = (list(x[:40]) for x in wmt_pairs)
     kwargs = {"long_texts": long_texts, "max_length": 16, "centering": "batch"}
@@ -463,7 +461,7 @@ def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pair
     encoder = get_encoder()
     texts = call_texts(predictions, references)
     limit = None if long_texts == "window" else 16
-    real = sum(tokens.token_counts(encoder, texts.unique, limit).counts.values())
+    real = sum(CallTokenizer.of(encoder, 16, long_texts).count(texts.unique))
     estimated = sum(streaming.estimated_tokens(t, limit) for t in texts.unique)
     assert real < estimated
     budget = (real + estimated) // 2
@@ -471,8 +469,7 @@ def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pair
     assert sum(map(len, texts.unique)) / streaming.CHARS_PER_TOKEN + 3 * len(texts.unique) > budget
     per_token = 4 * encoder.model.config.hidden_size * streaming.VECTOR_COPIES
     calls = []
-    rust_encode = tokens.rust_encode
-    monkeypatch.setattr(tokens, "rust_encode", lambda *a: calls.append(a[2]) or rust_encode(*a))
+    _watched(monkeypatch, lambda tokenizer, t: calls.append(tokenizer.truncating))
     moverkit.set_memory_budget(per_token * budget)
     try:
         with truncation_warned(long_texts):
@@ -493,7 +490,7 @@ def test_a_tokenizer_without_a_rust_backend_streams_as_before(pairs, tiny_budget
 
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
-    from moverkit._core.encoding import get_encoder, tokens
+    from moverkit._core.encoding import get_encoder
 
     predictions, references = pairs
     kwargs = {"centering": "batch", "max_length": 16}
@@ -504,7 +501,7 @@ def test_a_tokenizer_without_a_rust_backend_streams_as_before(pairs, tiny_budget
     python = BertTokenizerLegacy(os.path.join(encoder.path, "vocab.txt"))
     assert not python.is_fast
     monkeypatch.setattr(encoder, "tokenizer", python)
-    monkeypatch.setattr(tokens, "tokenizes_ahead", lambda device: ahead)
+    monkeypatch.setattr(streaming, "tokenizes_ahead", lambda device: ahead)
     tiny_budget()
     with truncation_warned("truncate", seen):
         chunked = centered_bertscore(predictions, references, **kwargs)

@@ -182,13 +182,13 @@ def distinct_texts(segments: list[str], n: int, seed: int = 0) -> list[str]:
 
 def encoder_floor(predictions, references, model_type=None, num_layers=None):
     """The encoder alone on the distinct texts: the floor no embedding metric can beat."""
-    from moverkit._core.encoding import EncoderRequest, encode, encoder_for
+    from moverkit._core.encoding import EncoderRequest, encode_texts, encoder_for
 
     request = EncoderRequest(model_type, num_layers)
     encoder = encoder_for(request)
     texts = distinct(predictions, references)
-    encode(encoder, texts[:2], request)
-    return lambda: encode(encoder, texts, request)
+    encode_texts(encoder, texts[:2], request)
+    return lambda: encode_texts(encoder, texts, request)
 
 
 def sentence_encoder_floor(predictions, references):

@@ -205,14 +205,14 @@ def tokenization(texts: list[str], rounds: int = 5) -> dict:
     """Best-of-``rounds`` seconds of moverkit's tokenization of ``texts`` (the embedded model's
     tokenizer, its limit) and of the Rust tokenizer's ``encode_batch_fast`` on the same texts,
     interleaved."""
-    from moverkit._core.encoding import get_encoder, rust_encode, tokenize
+    from moverkit._core.encoding import CallTokenizer, get_encoder, tokenize
 
     encoder = get_encoder(None, None, "cpu")
     limit = encoder.max_length
     stripped = [t.strip() for t in texts]
     raw = encoder.tokenizer.backend_tokenizer
     ours, rust = [], []
-    rust_encode(encoder.tokenizer, stripped, limit)  # makes the Rust copy, untimed
+    CallTokenizer.of(encoder, limit)  # makes the Rust copy, untimed
     for _ in range(rounds):
         start = time.perf_counter()
         tokenize(encoder, texts)

@@ -22,10 +22,9 @@ truncated metric sees under half of each."""
 def _n_tokens(texts: list[str]) -> list[int]:
     """Token counts by the embedded model's tokenizer, special tokens included."""
     from moverkit._core import get_encoder
-    from moverkit._core.encoding import quiet_transformers
+    from moverkit._core.encoding import CallTokenizer
 
-    with quiet_transformers():
-        return [len(ids) for ids in get_encoder().tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
+    return CallTokenizer.of(get_encoder(), long_texts="window").count(list(texts))  # whole: nothing cut
 
 
 def long_documents(data: Judgments, size: int = DOCUMENT_SEGMENTS) -> Judgments:

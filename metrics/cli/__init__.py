@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS = (
@@ -78,9 +79,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+QUIET_LOADING = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
+"""What the command line sets for its own process unless the user set it: no weight-loading bars
+and no load reports of transformers in a command's output (the library itself changes no
+process setting; a program may)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     vars(args).pop("_given", None)
+    for variable, value in QUIET_LOADING.items():
+        os.environ.setdefault(variable, value)  # read when transformers loads, after the parser
     try:
         return args.run(args)
     except (ValueError, TypeError, OSError, ImportError) as err:  # ImportError: an extra not installed

@@ -18,15 +18,15 @@ max, as in the bert-score package). F1 is bert-score's wherever P and R are posi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import partial
+from contextlib import closing
 
 import torch
 
-from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match, pair_hash
+from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match
 from moverkit._core.base import self_cosine_one
 from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, chunks
 from moverkit._core.encoding import count_zero_weight_texts, warn_zero_weights
-from moverkit.functional.entry import metric_function
+from moverkit.functional.signature import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")
 
@@ -52,7 +52,8 @@ def centered_bertscore(
     if checks.boolean("all_layers", all_layers):
         raise ValueError("all_layers=True is not supported: score one layer per call with num_layers=k")
     idf = check_idf(idf)
-    return call.close([_scores(chunk, idf=idf) for chunk in chunks(call, idf=idf)])
+    with closing(chunks(call, idf=idf)) as parts:
+        return call.close([_scores(chunk, idf=idf) for chunk in parts])
 
 
 def _scores(chunk: PreparedChunk, *, idf) -> dict:
@@ -63,7 +64,6 @@ def _scores(chunk: PreparedChunk, *, idf) -> dict:
         pair_scores(data),
         OUTPUTS,
         data,
-        hashcode=partial(pair_hash, "centered_bertscore", data),
     )
     if chunk.return_alignment:
         results["alignment"] = [alignment(data, int(k)) for k in best]

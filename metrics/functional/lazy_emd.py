@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
-from functools import partial
+from contextlib import closing
 
 import torch
 import torch.nn.functional as F
 
-from moverkit._core import check_idf, checks, pair_hash
+from moverkit._core import check_idf, checks
 from moverkit._core.base import ConvergenceWarning, cuda_plan, self_cosine_one, warn_user
 from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, chunks
 from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
-from moverkit.functional.entry import metric_function
+from moverkit.functional.signature import metric_function
 from moverkit.ot import unbalanced_plan
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE, unbalanced_sinkhorn_batches
 
@@ -85,7 +85,8 @@ def lazy_emd(
     """
     params = resolve_params(call.request.lang, reg_c, reg_r, epsilon, max_iter)
     idf = check_idf(idf)
-    return call.close([_scores(chunk, params=params, idf=idf) for chunk in chunks(call, idf=idf)])
+    with closing(chunks(call, idf=idf)) as parts:
+        return call.close([_scores(chunk, params=params, idf=idf) for chunk in parts])
 
 
 def _scores(chunk: PreparedChunk, *, params, idf) -> dict:
@@ -96,7 +97,7 @@ def _scores(chunk: PreparedChunk, *, params, idf) -> dict:
         pair_scores(data, live, params),
         ("lazy_emd",),
         data,
-        hashcode=partial(pair_hash, "lazy_emd", data, **params),
+        hash_params=params,
         lower_is_better=True,
     )
     if chunk.return_alignment:

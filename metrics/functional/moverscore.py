@@ -28,19 +28,25 @@ References
 from __future__ import annotations
 
 import hashlib
-import string
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass
-from functools import lru_cache, partial
 
 import numpy as np
 import torch
 
-from moverkit._core import PairData, check_idf, checks, pair_hash, prepare_pairs
+from moverkit._core import PairData, check_idf, checks, prepare_pairs
 from moverkit._core.base import offsets_from, pad, pair_buckets
-from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, check_aggregated_centering, chunks
+from moverkit._core.call import (
+    MetricCall,
+    PairOptions,
+    PreparedChunk,
+    TokenDrop,
+    check_aggregated_centering,
+    chunks,
+)
 from moverkit._core.encoding import idf_tag, warn_zero_weights, zero_weight_texts
-from moverkit.functional.entry import metric_function
+from moverkit.functional.signature import metric_function
 from moverkit.ot import exact_transport
 
 PRESETS = {
@@ -182,7 +188,8 @@ def moverscore(
         one_chunk=over_layers and call.centering.mode == "batch",
         vectors_per_token=POWER_MEAN_LAYERS if over_layers else 1,
     )
-    return call.close([_scores(chunk, config) for chunk in chunked])
+    with closing(chunked) as parts:
+        return call.close([_scores(chunk, config) for chunk in parts])
 
 
 def _scores(chunk: PreparedChunk, config: Config) -> dict:
@@ -193,7 +200,7 @@ def _scores(chunk: PreparedChunk, config: Config) -> dict:
         score_pairs(data, pred, ref, config),
         ("moverscore",),
         data,
-        hashcode=partial(hashcode, data, config),
+        hash_params=hash_params(data, config),
     )
     if chunk.return_alignment:
         results["alignment"] = [alignment(data, pred, ref, int(k), config) for k in best]
@@ -202,15 +209,18 @@ def _scores(chunk: PreparedChunk, config: Config) -> dict:
 
 def pair_options(config: Config) -> PairOptions:
     """What ``config`` asks of the pairs (:func:`~moverkit._core.call.pairs.pair_data`): its IDF on
-    each side, its token filters, and the power means over the last layers (v1)."""
+    each side, its token filters (as the release: a subword piece is a token containing ``##``
+    in WordPiece; punctuation a token made only of ``string.punctuation``; a stop word a token in
+    ``stop_words``), and the power means over the last layers (v1, Eq. 5)."""
     filtering = config.remove_subwords or config.remove_punctuation or bool(config.stop_words)
+    drop = TokenDrop(config.remove_subwords, config.remove_punctuation, tuple(config.stop_words))
     over_layers = config.aggregation == "power_means"
     return PairOptions(
         idf=config.idf,
         prediction_idf=config.prediction_idf,
-        drop_tokens=partial(dropped_tokens, config=config) if filtering else None,
+        drop=drop if filtering else None,
         layers=POWER_MEAN_LAYERS if over_layers else None,
-        layer_aggregation=power_means if over_layers else None,
+        layer_aggregation="power_means" if over_layers else None,
     )
 
 
@@ -220,15 +230,13 @@ def prepare(predictions, references, request, centering, config: Config, **sourc
     return prepare_pairs(predictions, references, request, centering, pair_options(config), **source)
 
 
-def hashcode(data: PairData, config: Config, *, rescaled: str | None = None) -> str:
-    """The resolved configuration, the layers used and the stop list's digest (:func:`~moverkit._core.get_hash`);
-    with ``rescaled``, the baseline's values (:func:`~moverkit._core.call.baseline.baseline_tag`)."""
+def hash_params(data: PairData, config: Config) -> dict:
+    """The hashcode's parts of moverscore's own (:func:`~moverkit._core.get_hash`): the resolved
+    configuration, the layers used and the stop list's digest."""
     stop = "none"
     if config.stop_words:
         stop = hashlib.sha1("\n".join(sorted(config.stop_words)).encode()).hexdigest()[:10]
-    return pair_hash(
-        "moverscore",
-        data,
+    return dict(
         preset=config.version,
         variant=config.variant,
         n_gram=config.n_gram if config.variant == "wmd" else "all",
@@ -240,67 +248,11 @@ def hashcode(data: PairData, config: Config, *, rescaled: str | None = None) -> 
         remove_punctuation=config.remove_punctuation,
         cost=config.cost,
         score_form=config.score_form,
-        **({} if rescaled is None else {"rescaled": rescaled}),
     )
 
 
-def power_means(layer_vectors: torch.Tensor) -> torch.Tensor:
-    r"""Concatenated power means over layers, Eq. (5) with :math:`p \in \{-\infty, 1, +\infty\}`:
-
-    .. math::
-
-        E(x_i) = \min_l z_{i,l} \oplus \tfrac{1}{L}\textstyle\sum_l z_{i,l} \oplus \max_l z_{i,l}
-
-    (elementwise min, mean, max; Eq. (4) at :math:`p = -\infty, 1, +\infty`). ``layer_vectors``
-    has shape (L, n_tokens, D), each layer already centered and L2-normalised; returns
-    (n_tokens, 3 D), not normalised again (Eq. (1) sums them as they are, as the release does).
-    """
-    return torch.cat([layer_vectors.amin(0), layer_vectors.mean(0), layer_vectors.amax(0)], dim=-1)
-
-
 # ---------------------------------------------------------------------------------------------
-# Filters and weights
-
-
-@lru_cache(maxsize=8)
-def _subword_marker(tokenizer) -> tuple[str, bool]:
-    """How the tokenizer marks word pieces: ``("##", True)`` for WordPiece (the marker starts a
-    continuation), ``("Ġ", False)`` or ``("▁", False)`` for byte-level BPE and SentencePiece (the
-    marker starts a word)."""
-    vocab = tokenizer.get_vocab()
-    for marker, continuation in (("##", True), ("Ġ", False), ("▁", False)):
-        if sum(token.startswith(marker) for token in vocab) > len(vocab) // 100:
-            return marker, continuation
-    return "", False
-
-
-def dropped_tokens(tokens: list[str], special: list[bool], tokenizer, config: Config) -> list[bool]:
-    """Which tokens the filters leave out (special tokens never: they weigh 0 already); the
-    ``drop_tokens`` filter of :func:`~moverkit._core.prepare_pairs`.
-
-    As the release: a subword piece is a token containing ``##`` (WordPiece); punctuation is a
-    token made only of ``string.punctuation``; a stop word is a token in ``stop_words``.
-    """
-    marker, continuation = _subword_marker(tokenizer)
-    if config.remove_subwords and not marker:
-        raise ValueError(f"remove_subwords: cannot tell word pieces of {type(tokenizer).__name__}; pass False")
-    dropped = []
-    first_word = True
-    for token, is_special in zip(tokens, special):
-        if is_special:
-            dropped.append(False)
-            continue
-        has_marker = token.startswith(marker) if marker else False
-        word = token[len(marker) :] if has_marker else token
-        subword = has_marker if continuation else (not has_marker and not first_word)
-        first_word = False
-        dropped.append(
-            (config.remove_subwords and subword)
-            or (config.remove_punctuation and bool(word) and all(c in string.punctuation for c in word))
-            or word in config.stop_words
-            or token in config.stop_words
-        )
-    return dropped
+# Weights
 
 
 def uniform_if_massless(data: PairData, weights: torch.Tensor, used: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,14 +17,13 @@ A text with no sentence (empty or white space) makes its pair score 0.
 
 from __future__ import annotations
 
-from functools import partial
+from contextlib import closing
 
-from moverkit._core import get_hash
 from moverkit._core.base import warn_user
 from moverkit._core.call import MetricCall, PreparedChunk, chunks
-from moverkit._core.encoding import splitter_languages, splitter_tag
+from moverkit._core.encoding import splitter_languages
 from moverkit.functional.centered_bertscore import alignment, pair_scores
-from moverkit.functional.entry import metric_function
+from moverkit.functional.signature import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")
 
@@ -40,7 +39,8 @@ def sbertscore(call: MetricCall) -> dict:
     It stands on the path of the token metrics with sentences for tokens
     (:func:`~moverkit._core.call.pairs.sentence_pair_data`) and scores them with centered_bertscore's
     greedy matching, every sentence a candidate of weight 1."""
-    return call.close([_scores(chunk) for chunk in chunks(call)])
+    with closing(chunks(call)) as parts:
+        return call.close([_scores(chunk) for chunk in parts])
 
 
 def _scores(chunk: PreparedChunk) -> dict:
@@ -52,16 +52,6 @@ def _scores(chunk: PreparedChunk) -> dict:
         pair_scores(data),
         OUTPUTS,
         data,
-        hashcode=partial(
-            get_hash,
-            "sbertscore",
-            data.encoder,
-            idf=False,
-            centering_mode=data.centering_mode,
-            stats=data.stats,
-            splitter=splitter_tag(chunk.request.lang),
-            dtype=data.dtype,
-        ),
     )
     if chunk.return_alignment:
         results["alignment"] = [sentence_alignment(data, int(k)) for k in best]

@@ -18,14 +18,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterator
-from functools import partial
+from contextlib import closing
 
 import torch
 
-from moverkit._core import checks, pair_hash
+from moverkit._core import checks
 from moverkit._core.base import self_cosine_one
 from moverkit._core.call import MetricCall, PreparedChunk, chunks
-from moverkit.functional.entry import metric_function
+from moverkit.functional.signature import metric_function
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
 
@@ -71,7 +71,8 @@ def twmd(
     sentence pairs (:func:`~moverkit._core.call.baseline.rescale`).
     """
     params = resolve_params(variant, temperature, sinkhorn_iterations, normalize, call.centering.mode)
-    return call.close([_scores(chunk, params=params) for chunk in chunks(call)])
+    with closing(chunks(call)) as parts:
+        return call.close([_scores(chunk, params=params) for chunk in parts])
 
 
 def _scores(chunk: PreparedChunk, *, params) -> dict:
@@ -81,7 +82,7 @@ def _scores(chunk: PreparedChunk, *, params) -> dict:
         pair_scores(data, params),
         (params["variant"],),
         data,
-        hashcode=partial(pair_hash, "twmd", data, **params),
+        hash_params=params,
     )
     if chunk.return_alignment:
         results["alignment"] = [alignment(data, int(k), params) for k in best]

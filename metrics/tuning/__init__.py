@@ -16,7 +16,7 @@ on the others, and reports :math:`r_g(\hat s_{-g})` beside :math:`r_g` of the me
 settings: the held-out figures are what a new language pair can expect.
 
 **Cost.** Every distinct text goes through the encoder once, keeping every layer of the grid from
-that one forward pass (:func:`~moverkit._core.encoding.encoder.encode` with ``layers``). Each combination of
+that one forward pass (:func:`~moverkit._core.encoding.encoder.encode_texts` with ``layers``). Each combination of
 the arguments that change the token clouds (layer, centering, IDF, MoverScore's filters) is then
 prepared once (:func:`~moverkit._core.prepare_pairs` with those clouds); the arguments that act
 after it (variant, temperature, epsilon, penalties) reuse it, and for twmd the cosine matrices too
@@ -381,7 +381,7 @@ def score_settings(
 
     from moverkit._core.base import call_texts
     from moverkit._core.centering import Centering
-    from moverkit._core.encoding import EncoderRequest, encode, get_encoder, resolve_layer
+    from moverkit._core.encoding import EncoderRequest, encode_texts, get_encoder, resolve_layer
 
     predictions, references = list(predictions), list(references)
     common = {"batch_size": batch_size, "device": device, "dtype": dtype, "max_length": max_length}
@@ -410,7 +410,7 @@ def score_settings(
         deepest = get_encoder(model_type, layers[-1], device)
     request = EncoderRequest(model_type, deepest.layer, verbose=verbose, **common)
     started = time.perf_counter()
-    clouds = encode(deepest, call_texts(predictions, references).unique, request, layers=layers)
+    clouds = encode_texts(deepest, call_texts(predictions, references).unique, request, layers=layers)
     seconds["encode"] = time.perf_counter() - started
     started = time.perf_counter()
     for metric, chosen in token.items():

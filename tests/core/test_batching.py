@@ -5,7 +5,7 @@ import random
 import pytest
 import torch
 
-from moverkit._core import encode, get_encoder
+from moverkit._core import encode_texts, get_encoder
 from moverkit._core.base import batching
 from moverkit._core.base.batching import CUDA_WIDTHS, ENCODE_TOKEN_BUDGET, cuda_token_budget, length_batches
 from moverkit._core.encoding.encoder import encode_batches
@@ -96,7 +96,7 @@ def test_encode_makes_no_tensor_per_text(tiny_model_path, monkeypatch):
         return tensor(*args, **kwargs)
 
     monkeypatch.setattr(torch, "tensor", counted)
-    clouds = encode(encoder, texts, EncoderRequest(tiny_model_path))
+    clouds = encode_texts(encoder, texts, EncoderRequest(tiny_model_path))
     assert len(clouds.texts) == 300
     assert len(calls) < 30  # a few per call and one per batch (5 batches of 64 texts)
 
@@ -108,9 +108,9 @@ def test_token_budget_does_not_change_vectors_beyond_rounding(monkeypatch):
 
     encoder = get_encoder()
     texts = [" ".join(["word"] * n) + f" {n}" for n in (3, 40, 200, 400, 450)]
-    budgeted = encode(encoder, texts, EncoderRequest())
+    budgeted = encode_texts(encoder, texts, EncoderRequest())
     monkeypatch.setattr(encoder_module, "ENCODE_TOKEN_BUDGET", None)
-    unbounded = encode(encoder, texts, EncoderRequest())
+    unbounded = encode_texts(encoder, texts, EncoderRequest())
     assert (budgeted.vectors - unbounded.vectors).abs().max() < 1e-4
 
 

@@ -12,7 +12,7 @@ import torch
 
 import moverkit
 from moverkit import MoverkitWarning, functional
-from moverkit._core import encode, get_encoder
+from moverkit._core import encode_texts, get_encoder
 from moverkit._core.encoding import cache
 from moverkit._core.encoding.cache import (
     DEFAULT_MAX_BYTES,
@@ -23,6 +23,16 @@ from moverkit._core.encoding.cache import (
     set_cache,
 )
 from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.tokens import CallTokenizer
+
+
+def cached(encoder, texts, request, **options):
+    """:func:`cached_encode` as a call of ``request`` runs it (its tokenizer made, then closed)."""
+    tokenizer = CallTokenizer.of(encoder, request.max_length, request.long_texts)
+    clouds = cached_encode(encoder, texts, tokenizer, request, **options)
+    tokenizer.close(len(texts))
+    return clouds
+
 
 # Five pairs per evaluation, ten distinct texts: as few as batch centering takes without a warning.
 REFERENCES = [
@@ -100,32 +110,45 @@ def test_default_batches_agree_to_rounding(cache_on):
 def test_cached_encode_is_encode(cache_on):
     encoder = get_encoder()
     texts = REFERENCES + PREDICTIONS[0]
-    cached_encode(encoder, texts[2:6], EncoderRequest(batch_size=1))  # some hits, some misses, out of order
-    got = cached_encode(encoder, texts, EncoderRequest(batch_size=1), layers=None)
-    want = encode(encoder, texts, EncoderRequest(batch_size=1))
+    cached(encoder, texts[2:6], EncoderRequest(batch_size=1))  # some hits, some misses, out of order
+    got = cached(encoder, texts, EncoderRequest(batch_size=1), layers=None)
+    want = encode_texts(encoder, texts, EncoderRequest(batch_size=1))
     assert torch.equal(got.vectors, want.vectors)
     assert torch.equal(got.offsets, want.offsets)
     assert torch.equal(got.special, want.special)
     assert got.token_ids == want.token_ids and got.texts == want.texts
-    layered = cached_encode(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
-    want = encode(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
+    layered = cached(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
+    want = encode_texts(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
     assert torch.equal(layered.layer_vectors, want.layer_vectors)
 
 
-def test_encodings_made_ahead_are_taken_for_the_texts_the_cache_lacks(cache_on, tiny_model_path):
-    """A chunk tokenized ahead hands its encodings (of every distinct text) to cached_encode, which
-    encodes only the texts it does not hold: those take their own encodings, not the first ones."""
-    from moverkit._core.encoding.tokens import encodings_of
-
+def test_tokens_made_ahead_are_taken_for_the_texts_the_cache_lacks(cache_on, tiny_model_path):
+    """A chunk tokenized ahead hands its tokens (of every distinct text) to cached_encode, which
+    encodes only the texts it does not hold: those take their own tokens, not the first ones."""
     encoder = get_encoder(tiny_model_path)
     request = EncoderRequest(batch_size=1)
     texts = REFERENCES + PREDICTIONS[0]
-    cached_encode(encoder, texts[2:6], request)  # some hits, some misses, out of order
-    ahead = encodings_of(encoder, texts, encoder.max_length)
-    got = cached_encode(encoder, texts, request, encodings=ahead)
-    want = encode(encoder, texts, request)
+    cached(encoder, texts[2:6], request)  # some hits, some misses, out of order
+    tokenizer = CallTokenizer.of(encoder)
+    got = cached_encode(encoder, texts, tokenizer, request, tokens=tokenizer.tokenize(texts))
+    want = encode_texts(encoder, texts, request)
     assert got.token_ids == want.token_ids
     assert torch.equal(got.vectors, want.vectors)
+
+
+def test_a_call_whose_texts_all_miss_gets_encodes_own_clouds(cache_on, tiny_model_path, monkeypatch):
+    """Nothing held: the cache keeps each text's copy and returns encode's result itself (not the
+    copies joined back); only the texts it misses are tokenized."""
+    encoder = get_encoder(tiny_model_path)
+    request = EncoderRequest(batch_size=1)
+    tokenizer = CallTokenizer.of(encoder)
+    encoded, tokenized = [], []
+    real_encode, real_tokenize = cache.encode, CallTokenizer.tokenize
+    monkeypatch.setattr(cache, "encode", lambda *a, **k: encoded.append(real_encode(*a, **k)) or encoded[-1])
+    monkeypatch.setattr(CallTokenizer, "tokenize", lambda self, t: tokenized.append(list(t)) or real_tokenize(self, t))
+    assert cached_encode(encoder, REFERENCES, tokenizer, request) is encoded[0]
+    cached_encode(encoder, REFERENCES + PREDICTIONS[0], tokenizer, request)
+    assert tokenized == [REFERENCES, [t for t in PREDICTIONS[0] if t not in REFERENCES]]
 
 
 @pytest.mark.slow  # four full encodings of the real model
@@ -134,44 +157,44 @@ def test_encodings_made_ahead_are_taken_for_the_texts_the_cache_lacks(cache_on, 
 )
 def test_everything_that_changes_vectors_is_in_the_key(cache_on, change):
     encoder = get_encoder()
-    cached_encode(encoder, REFERENCES, EncoderRequest(batch_size=1))
+    cached(encoder, REFERENCES, EncoderRequest(batch_size=1))
     change = dict(change)
     layers = change.pop("layers", None)
     request = EncoderRequest(batch_size=1, **change)
     truncated = "max_length" in change  # every reference is longer than 5 tokens
     with pytest.warns(MoverkitWarning, match="were truncated") if truncated else contextlib.nullcontext():
-        got = cached_encode(encoder, REFERENCES, request, layers=layers)
+        got = cached(encoder, REFERENCES, request, layers=layers)
     with pytest.warns(MoverkitWarning, match="were truncated") if truncated else contextlib.nullcontext():
-        want = encode(encoder, REFERENCES, request, layers=layers)
+        want = encode_texts(encoder, REFERENCES, request, layers=layers)
     assert torch.equal(got.vectors, want.vectors)
     if layers is not None:
         assert torch.equal(got.layer_vectors, want.layer_vectors)
 
 
 def test_another_model_never_reuses(cache_on, tiny_model_path):
-    cached_encode(get_encoder(), REFERENCES, EncoderRequest())
+    cached(get_encoder(), REFERENCES, EncoderRequest())
     tiny = get_encoder(tiny_model_path)
     assert torch.equal(
-        cached_encode(tiny, REFERENCES, EncoderRequest()).vectors, encode(tiny, REFERENCES, EncoderRequest()).vectors
+        cached(tiny, REFERENCES, EncoderRequest()).vectors, encode_texts(tiny, REFERENCES, EncoderRequest()).vectors
     )
 
 
 def test_budget_evicts_least_recently_used(cache_on):
     encoder = get_encoder()
-    cached_encode(encoder, REFERENCES[:1], EncoderRequest())
+    cached(encoder, REFERENCES[:1], EncoderRequest())
     budget = cache_info()["bytes"] + 1000  # one text and a little
     set_cache(budget)
-    cached_encode(encoder, REFERENCES, EncoderRequest())
+    cached(encoder, REFERENCES, EncoderRequest())
     info = cache_info()
     assert 0 < info["bytes"] <= budget and info["texts"] < len(REFERENCES)
     set_cache(0)
     assert cache_info()["texts"] == 0
-    cached_encode(encoder, REFERENCES, EncoderRequest())
+    cached(encoder, REFERENCES, EncoderRequest())
     assert cache_info()["texts"] == 0  # off: nothing kept
 
 
 def test_release_clears_it(cache_on):
-    cached_encode(get_encoder(), REFERENCES, EncoderRequest())
+    cached(get_encoder(), REFERENCES, EncoderRequest())
     assert cache_info()["texts"] == len(REFERENCES)
     moverkit.release()
     assert cache_info()["texts"] == 0
@@ -183,7 +206,7 @@ def test_cache_enabled_turns_it_on_for_a_block_and_restores_the_budget_before():
         set_cache(0)
         with cache_enabled():
             assert cache_info()["max_bytes"] == DEFAULT_MAX_BYTES
-            cached_encode(get_encoder(), REFERENCES, EncoderRequest())
+            cached(get_encoder(), REFERENCES, EncoderRequest())
             assert cache_info()["texts"] == len(REFERENCES)
         assert (cache_info()["max_bytes"], cache_info()["bytes"], cache_info()["texts"]) == (0, 0, 0)
         set_cache(12345)
@@ -217,7 +240,7 @@ def test_budget_counts_bytes_not_tokens(cache_on):
     texts = [f"{i} " + "word " * 28_000 for i in range(40)]  # 140 KB each, 5.6 MB in all
     set_cache("2MB")
     with pytest.warns(MoverkitWarning, match="40 of 40 texts are longer than 8 tokens and were truncated"):
-        cached_encode(encoder, texts, EncoderRequest(max_length=8))
+        cached(encoder, texts, EncoderRequest(max_length=8))
     info = cache_info()
     assert info["bytes"] <= 2 * 2**20 and info["texts"] < 15
 

@@ -116,13 +116,13 @@ def test_a_vector_centered_to_zero_stays_zero_not_nan():
 
 
 def test_fit_centering_token_and_sentence_levels(tiny_model_path):
-    from moverkit._core import encode, encode_sentences, get_encoder, get_sentence_encoder
+    from moverkit._core import encode_sentences, encode_texts, get_encoder, get_sentence_encoder
 
     texts = ["The cat sat. It purred.", "Stocks fell.", "Stocks fell.", "   "]
     # Token level, positional (model_type, num_layers) as the CLI calls it: the mean non-special token.
     with pytest.warns(UserWarning, match="fit_centering over only 2 distinct texts"):  # too few, but exact
         stats = moverkit.fit_centering(texts, tiny_model_path, 2)
-    clouds = encode(get_encoder(tiny_model_path, 2), texts, EncoderRequest())
+    clouds = encode_texts(get_encoder(tiny_model_path, 2), texts, EncoderRequest())
     words = clouds.vectors[~clouds.special].double()
     np.testing.assert_allclose(stats.mean, words.mean(0).numpy(), atol=1e-6)
     assert (stats.layer, stats.n_texts, stats.n_tokens) == (2, 4, len(words))

@@ -7,8 +7,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit import functional
-from moverkit._core import embedded_model_path, encode, get_encoder
-from moverkit._core.encoding.encoder import check_dtype
+from moverkit._core import embedded_model_path, encode_texts, get_encoder
+from moverkit._core.base.hardware import check_dtype
 from moverkit._core.encoding.request import EncoderRequest
 
 TEXTS = ["The cat sat on the mat.", "Stocks fell sharply on Monday after the report."]
@@ -16,7 +16,7 @@ TEXTS = ["The cat sat on the mat.", "Stocks fell sharply on Monday after the rep
 
 def test_bfloat16_is_the_model_run_under_autocast():
     encoder = get_encoder()
-    clouds = encode(encoder, TEXTS[:1], EncoderRequest(dtype="bfloat16"))
+    clouds = encode_texts(encoder, TEXTS[:1], EncoderRequest(dtype="bfloat16"))
     path = embedded_model_path()
     model = AutoModel.from_pretrained(path).eval()
     inputs = AutoTokenizer.from_pretrained(path)(TEXTS[0], return_tensors="pt")
@@ -34,8 +34,8 @@ def test_bfloat16_is_the_model_run_under_autocast():
 def test_float32_default_is_unchanged():
     encoder = get_encoder()
     torch.testing.assert_close(
-        encode(encoder, TEXTS, EncoderRequest()).vectors,
-        encode(encoder, TEXTS, EncoderRequest(dtype="float32")).vectors,
+        encode_texts(encoder, TEXTS, EncoderRequest()).vectors,
+        encode_texts(encoder, TEXTS, EncoderRequest(dtype="float32")).vectors,
     )
 
 
@@ -81,7 +81,7 @@ def _weight_casts(encoder, texts, batch_size, dtype="bfloat16"):
             return func(*args, **(kwargs or {}))
 
     with Casts():
-        encode(encoder, texts, EncoderRequest(dtype=dtype, batch_size=batch_size))
+        encode_texts(encoder, texts, EncoderRequest(dtype=dtype, batch_size=batch_size))
     return casts
 
 

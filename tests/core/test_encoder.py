@@ -13,7 +13,7 @@ from moverkit._core import (
     DEFAULT_MODEL,
     MODEL_LAYERS,
     embedded_model_path,
-    encode,
+    encode_texts,
     get_encoder,
     resolve_device,
     tokenize,
@@ -32,7 +32,7 @@ def _hidden_states(path, text):
 @pytest.mark.parametrize("num_layers, index", [(None, 3), (1, 1), (0, 0), (-1, 3), (-2, 2)])
 def test_layer_k_is_the_output_of_block_k(tiny_model_path, num_layers, index):
     encoder = get_encoder(tiny_model_path, num_layers)
-    clouds = encode(encoder, ["the cat sat on the mat"], EncoderRequest())
+    clouds = encode_texts(encoder, ["the cat sat on the mat"], EncoderRequest())
     expected = _hidden_states(tiny_model_path, "the cat sat on the mat")[index][0]
     torch.testing.assert_close(clouds.vectors, expected, atol=1e-5, rtol=1e-5)
     assert encoder.layer == index
@@ -60,7 +60,7 @@ def test_layers_out_of_range_are_refused(bad):
 
 def test_special_tokens_are_marked_but_unknown_tokens_are_not():
     encoder = get_encoder()
-    clouds = encode(encoder, ["hello 朗兹曼", ""], EncoderRequest())
+    clouds = encode_texts(encoder, ["hello 朗兹曼", ""], EncoderRequest())
     tokens = clouds.tokens(0)
     special = clouds.special[: len(tokens)].tolist()
     assert tokens[0] == "[CLS]" and tokens[-1] == "[SEP]"
@@ -72,9 +72,9 @@ def test_special_tokens_are_marked_but_unknown_tokens_are_not():
 def test_texts_keep_their_order_whatever_the_length_sorting():
     encoder = get_encoder()
     texts = ["short", "a much longer text than the first one", "mid length text"]
-    together = encode(encoder, texts, EncoderRequest(batch_size=2))
+    together = encode_texts(encoder, texts, EncoderRequest(batch_size=2))
     for i, text in enumerate(texts):
-        alone = encode(encoder, [text], EncoderRequest())
+        alone = encode_texts(encoder, [text], EncoderRequest())
         rows = together.vectors[together.offsets[i] : together.offsets[i + 1]]
         torch.testing.assert_close(rows, alone.vectors, atol=1e-5, rtol=1e-4)
 
@@ -151,12 +151,12 @@ def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
 
     # Layers 0 and 1 are finite; layer 2 and 3 are not, whichever layer the encoder is cut after.
     texts = ["short", "a much longer text than the first one", "mid length text"]
-    finite = encode(get_encoder(nan_model_path, 1), texts, EncoderRequest(batch_size=1), layers=[0, 1])
+    finite = encode_texts(get_encoder(nan_model_path, 1), texts, EncoderRequest(batch_size=1), layers=[0, 1])
     assert torch.isfinite(finite.vectors).all() and torch.isfinite(finite.layer_vectors).all()
     with pytest.raises(NonFiniteOutputs, match="not finite"):
-        encode(get_encoder(nan_model_path, 3), texts, EncoderRequest(batch_size=2))
+        encode_texts(get_encoder(nan_model_path, 3), texts, EncoderRequest(batch_size=2))
     with pytest.raises(NonFiniteOutputs, match="not finite"):
-        encode(get_encoder(nan_model_path), texts, EncoderRequest(batch_size=2), layers=[0, 2])
+        encode_texts(get_encoder(nan_model_path), texts, EncoderRequest(batch_size=2), layers=[0, 2])
     assert issubclass(NonFiniteOutputs, ValueError)
 
 
@@ -239,15 +239,13 @@ def _fuzzed_texts(seed=0, n=1500):
 
 
 def _rust_and_transformers_agree(tokenizer, texts, encoder_like):
-    from moverkit._core.encoding.tokens import token_ids
+    from moverkit._core.encoding.tokens import CallTokenizer
 
     for limit in (None, 512, 16, 4):
         expected = _transformers_ids(tokenizer, texts, limit)
         long_texts = "window" if limit is None else "truncate"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the truncation warning: tested on its own
-            got = token_ids(encoder_like, texts, limit or 512, long_texts)
-        assert got == expected, limit
+        tokens = CallTokenizer.of(encoder_like, limit, long_texts).tokenize(texts)  # not closed: no warning
+        assert (tokens.ids, tokens.special) == expected, limit
 
 
 def test_rust_tokenization_equals_transformers_call_on_every_wmt17_text_and_fuzz(wmt17_full):
@@ -278,20 +276,27 @@ def test_rust_tokenization_of_a_byte_level_bpe_with_a_prefix_space(tmp_path):
 
 
 def test_truncation_is_counted_once_from_the_rust_encodings():
-    from moverkit._core.encoding.tokens import token_ids
+    from moverkit._core.encoding.tokens import CallTokenizer
 
-    encoder = get_encoder(None, None, "cpu")
+    tokenizer = CallTokenizer.of(get_encoder(None, None, "cpu"), 8)
+    texts = ["one two three four five six seven eight", "short", "a " * 50]
+    tokens = tokenizer.tokenize(texts)
+    tokenizer.tokenize(texts[:1])  # the same text cut again counts once
+    assert [len(row) for row in tokens.ids] == [8, 3, 8] and tokens.truncated == 2
+    assert tokens.special[1] == [1, 0, 1]
     with pytest.warns(UserWarning, match="2 of 3 texts are longer than 8 tokens"):
-        ids, special = token_ids(encoder, ["one two three four five six seven eight", "short", "a " * 50], 8)
-    assert [len(row) for row in ids] == [8, 3, 8]
-    assert special[1] == [1, 0, 1]
+        tokenizer.close(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tokenizer.close(3)  # given once
 
 
 def test_the_square_mask_gives_the_model_s_own_vectors_without_a_host_read(wmt_pairs):
     """Issue 45: a padded batch's mask goes in as the (batch, 1, length, length) mask transformers
     would build, so its SDPA attention does not read whether the batch holds padding; the
     vectors of the real tokens are the (batch, length) mask's, bit for bit, whoever calls the
-    model (the token encoder, or sentence-transformers, which calls ``forward`` itself)."""
+    model (the token encoder, and sentence-transformers' modules as the sentence encoder calls
+    them). The model itself is not changed: no ``forward`` of its own."""
     import copy
 
     from moverkit._core.encoding.sentences import get_sentence_encoder
@@ -303,20 +308,22 @@ def test_the_square_mask_gives_the_model_s_own_vectors_without_a_host_read(wmt_p
     batch = encoder.tokenizer(list(wmt_pairs[0][:16]), padding=True, return_tensors="pt")
     mask = batch["attention_mask"]
     assert not bool(mask.all())  # padded
-    sentence_model = get_sentence_encoder(None, "cpu").model
+    sentences = get_sentence_encoder(None, "cpu")
+    assert sentences.square_mask
+    assert "forward" not in vars(encoder.model) and "forward" not in vars(sentences.model[0].auto_model)
     with torch.no_grad():
         flat = plain(**batch, output_hidden_states=True).hidden_states[encoder.layer]
         counter = DispatchCounter()
         with counter:
-            square = encoder.model(**batch)[0]
-            pooled = sentence_model({"input_ids": batch["input_ids"], "attention_mask": mask})
-        copied = copy.deepcopy(encoder.model)(**batch)[0]
+            square = encoder.forward(batch["input_ids"], mask)
+            pooled = sentences.embed(batch["input_ids"], mask)
+        copied = copy.deepcopy(encoder).forward(batch["input_ids"], mask)
         expected = torch.nn.functional.normalize(
             (plain(**batch)[0] * mask[..., None]).sum(1) / mask.sum(1, keepdim=True), dim=-1
         )
     assert torch.equal(flat[mask.bool()], square[mask.bool()])
     assert torch.equal(copied, square)
-    assert torch.allclose(pooled["sentence_embedding"], expected, atol=1e-6)  # mean pooling of the 2-D mask
+    assert torch.allclose(pooled, expected, atol=1e-6)  # mean pooling of the 2-D mask
     assert counter.reads == 0
 
 
@@ -364,9 +371,28 @@ def test_eager_attention_keeps_the_flat_mask(tiny_model_path):
 
 
 def test_truncated_counts_the_texts_cut_at_the_limit_and_none_without_one():
-    from moverkit._core.encoding.tokens import rust_encode, truncated
+    from moverkit._core.encoding.tokens import CallTokenizer
 
-    tokenizer = get_encoder(None, None, "cpu").tokenizer
+    encoder = get_encoder(None, None, "cpu")
     texts = ["a cat", "a cat sat on the mat", "the dog"]  # 4, 8 and 4 tokens with [CLS], [SEP]
-    assert truncated(rust_encode(tokenizer, texts, 4), 4) == 1  # "a cat" fits at exactly the limit
-    assert truncated(rust_encode(tokenizer, texts, None), None) == 0  # a model without a limit
+    assert CallTokenizer.of(encoder, 4).tokenize(texts).truncated == 1  # "a cat" fits at exactly the limit
+    assert CallTokenizer.of(encoder, 4, "window").tokenize(texts).truncated == 0  # windows: nothing cut
+
+
+def test_the_rust_copy_is_the_tokenizer_as_it_is_when_the_call_starts(tmp_path):
+    """Issue 52: a token added to the tokenizer, or its truncation side changed, after an earlier
+    call, is seen by the next call (its copy is keyed by them), and the user's tokenizer keeps its
+    own settings."""
+    from moverkit._core.encoding.tokens import CallTokenizer
+
+    encoder = load_encoder(None, None, "cpu")
+    text = "one two three four five six seven eight nine ten"
+    assert CallTokenizer.of(encoder, 6).tokenize([text]).ids[0][1:-1] == encoder.tokenizer(text)["input_ids"][1:5]
+    encoder.tokenizer.truncation_side = "left"
+    assert CallTokenizer.of(encoder, 6).tokenize([text]).ids[0][1:-1] == encoder.tokenizer(text)["input_ids"][-5:-1]
+    encoder.tokenizer.add_tokens(["zzqx"])
+    ids = CallTokenizer.of(encoder, 16).tokenize(["a zzqx b"]).ids[0]
+    assert encoder.tokenizer.convert_tokens_to_ids("zzqx") in ids
+    assert (
+        encoder.tokenizer.backend_tokenizer.truncation is None and encoder.tokenizer.backend_tokenizer.padding is None
+    )

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from moverkit._core import IdfTable, encode, get_encoder, token_weights
+from moverkit._core import IdfTable, encode_texts, get_encoder, token_weights
 from moverkit._core.encoding.request import EncoderRequest
 
 
@@ -24,7 +24,7 @@ def test_equals_bert_score_get_idf_dict(wmt_pairs):
     encoder = get_encoder()
     references = wmt_pairs[1][:60]
     theirs = bert_score.utils.get_idf_dict(references, encoder.tokenizer, nthreads=0)
-    clouds = encode(encoder, references, EncoderRequest())
+    clouds = encode_texts(encoder, references, EncoderRequest())
     ours = IdfTable(clouds.token_ids)
     for token_id in set(theirs) | {12345}:
         assert ours[token_id] == pytest.approx(theirs[token_id])
@@ -32,7 +32,7 @@ def test_equals_bert_score_get_idf_dict(wmt_pairs):
 
 def test_special_tokens_weigh_zero_and_dicts_by_string_work():
     encoder = get_encoder()
-    clouds = encode(encoder, ["the cat"], EncoderRequest())
+    clouds = encode_texts(encoder, ["the cat"], EncoderRequest())
     assert token_weights(clouds, False).tolist() == [0.0, 1.0, 1.0, 0.0]
     weights = token_weights(clouds, {"cat": 2.5})
     assert weights.tolist() == [0.0, 0.0, 2.5, 0.0]

@@ -10,8 +10,9 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from moverkit._core import PairOptions, encode, get_encoder, prepare_pairs
-from moverkit._core.call.pairs import aggregated_layers
+from moverkit._core import PairOptions, encode_texts, get_encoder, prepare_pairs
+from moverkit._core.call import TokenDrop
+from moverkit._core.call.pair_options import aggregated_layers
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.request import EncoderRequest
 
@@ -83,23 +84,13 @@ def test_prediction_idf_none_reuses_the_reference_weights_and_false_gives_one(ti
 
 
 def test_drop_tokens_weighs_zero_on_both_sides(tiny_model_path):
-    seen = []
-
-    def drop_cat(tokens, special, tokenizer):
-        seen.append((tokens, special))
-        return [token == "cat" for token in tokens]
-
     data = prepare_pairs(
         ["a cat sat"],
         ["the cat"],
         EncoderRequest(model_type=tiny_model_path),
         Centering(),
-        PairOptions(drop_tokens=drop_cat),
+        PairOptions(drop=TokenDrop(stop_words=("cat",))),
     )
-    assert sorted(seen) == [
-        (["[CLS]", "a", "cat", "sat", "[SEP]"], [True, False, False, False, True]),
-        (["[CLS]", "the", "cat", "[SEP]"], [True, False, False, True]),
-    ]
     pred, ref = _rows(data, "a cat sat"), _rows(data, "the cat")
     assert data.kept[pred].tolist() == [True, True, False, True, True]
     assert data.kept[ref].tolist() == [True, True, False, True]
@@ -109,34 +100,31 @@ def test_drop_tokens_weighs_zero_on_both_sides(tiny_model_path):
     assert bool(
         prepare_pairs(["a cat sat"], ["the cat"], EncoderRequest(model_type=tiny_model_path), Centering()).kept.all()
     )
-    with pytest.raises(ValueError, match="drop_tokens must return one flag per token"):
-        prepare_pairs(
-            ["a cat"],
-            ["the cat"],
-            EncoderRequest(model_type=tiny_model_path),
-            Centering(),
-            PairOptions(drop_tokens=lambda t, s, k: [False]),
-        )
+
+
+def test_the_token_drop_reads_pieces_punctuation_and_stop_words_as_moverscore_s_release():
+    """The release's filters: a WordPiece continuation (##), a token of punctuation only, a stop
+    word; special tokens are never dropped (they weigh 0 already)."""
+    tokenizer = get_encoder().tokenizer
+    tokens = ["[CLS]", "the", "un", "##believ", "##able", "cat", "...", "!", "[SEP]"]
+    special = [True] + [False] * 7 + [True]
+    drop = TokenDrop(remove_subwords=True, remove_punctuation=True, stop_words=("the",))
+    assert drop.dropped(tokens, special, tokenizer) == [False, True, False, True, True, False, True, True, False]
+    assert TokenDrop().dropped(tokens, special, tokenizer) == [False] * 9
 
 
 def test_layer_aggregation_centers_each_layer_then_aggregates(tiny_model_path):
     # Sentence centering by hand: each layer's vectors minus the mean of the text's non-special
     # tokens, scaled to unit length; then the aggregation (here: layer 1 and layer 3 side by side).
     predictions, references = ["the cat sat on the mat", "a dog"], ["a cat was on the mat", "the dog barked"]
-    shapes = []
-
-    def side_by_side(z):
-        shapes.append(tuple(z.shape))
-        return torch.cat([z[0], z[1]], dim=-1)
-
     data = prepare_pairs(
         predictions,
         references,
         EncoderRequest(model_type=tiny_model_path, num_layers=-1),
         Centering("sentence"),
-        PairOptions(layers=(1, 3), layer_aggregation=side_by_side),
+        PairOptions(layers=(1, 3), layer_aggregation="power_means"),
     )
-    assert data.layers == (1, 3) and shapes == [(2, int(data.clouds.offsets[-1]), 32)]
+    assert data.layers == (1, 3) and data.clouds.vectors.shape == (int(data.clouds.offsets[-1]), 3 * 32)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
     model = AutoModel.from_pretrained(tiny_model_path).eval()
     for text in predictions + references:
@@ -147,7 +135,9 @@ def test_layer_aggregation_centers_each_layer_then_aggregates(tiny_model_path):
             h = hidden[layer][0]
             centered = h - h[1:-1].mean(0)  # [CLS] and [SEP] left out of the mean
             parts.append(torch.nn.functional.normalize(centered, dim=-1))
-        assert torch.allclose(data.clouds.vectors[_rows(data, text)], torch.cat(parts, -1), atol=1e-5), text
+        z = torch.stack(parts)  # the power means of Eq. 5: min, mean, max over the layers
+        expected = torch.cat([z.amin(0), z.mean(0), z.amax(0)], -1)
+        assert torch.allclose(data.clouds.vectors[_rows(data, text)], expected, atol=1e-5), text
 
 
 def test_layers_as_a_count_are_the_last_block_outputs(tiny_model_path):
@@ -159,7 +149,7 @@ def test_layers_as_a_count_are_the_last_block_outputs(tiny_model_path):
         ["the cat"],
         EncoderRequest(model_type=tiny_model_path),
         Centering(),
-        PairOptions(layers=2, layer_aggregation=lambda z: z.mean(0)),
+        PairOptions(layers=2, layer_aggregation="power_means"),
     )
     assert mean.layers == (2, 3)
     single = prepare_pairs(
@@ -171,12 +161,17 @@ def test_layers_as_a_count_are_the_last_block_outputs(tiny_model_path):
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"layers": 0, "layer_aggregation": sum}, ValueError, "layers must be an int >= 1, got 0"),
-        ({"layers": 2.0, "layer_aggregation": sum}, TypeError, "layers must be an int >= 1, got 2.0"),
-        ({"layers": [4], "layer_aggregation": sum}, ValueError, "layers must be ints in [0, 3]"),
+        ({"layers": 0, "layer_aggregation": "power_means"}, ValueError, "layers must be an int >= 1, got 0"),
+        ({"layers": 2.0, "layer_aggregation": "power_means"}, TypeError, "layers must be an int >= 1, got 2.0"),
+        ({"layers": [4], "layer_aggregation": "power_means"}, ValueError, "layers must be ints in [0, 3]"),
         ({"layers": 2}, ValueError, "layers and layer_aggregation go together"),
-        ({"layer_aggregation": sum}, ValueError, "layers and layer_aggregation go together"),
-        ({"layers": 2, "layer_aggregation": sum, "centering": "corpus"}, ValueError, "aggregation over layers"),
+        ({"layers": 2, "layer_aggregation": "median"}, ValueError, "layer_aggregation must be one of 'power_means'"),
+        ({"layer_aggregation": "power_means"}, ValueError, "layers and layer_aggregation go together"),
+        (
+            {"layers": 2, "layer_aggregation": "power_means", "centering": "corpus"},
+            ValueError,
+            "aggregation over layers",
+        ),
         ({"centering": "mean"}, ValueError, "centering must be one of"),
         ({"centering": 1}, TypeError, "centering must be one of"),
         ({"prediction_idf": "yes"}, TypeError, "idf must be True, False or a dict"),
@@ -193,8 +188,8 @@ def test_bad_options_are_clear_errors(tiny_model_path, kwargs, error, message):
 def test_encoder_keeps_requested_layers_from_the_same_pass(tiny_model_path):
     texts = ["a short one", "and a somewhat longer text than that"]
     encoder = get_encoder(tiny_model_path, -1)
-    plain = encode(encoder, texts, EncoderRequest())
-    layered = encode(encoder, texts, EncoderRequest(), layers=[1, 3])
+    plain = encode_texts(encoder, texts, EncoderRequest())
+    layered = encode_texts(encoder, texts, EncoderRequest(), layers=[1, 3])
     assert torch.equal(plain.vectors, layered.vectors) and plain.layer_vectors is None
     assert torch.equal(layered.layer_vectors[1], layered.vectors) and layered.layers == (1, 3)
     model = AutoModel.from_pretrained(tiny_model_path).eval()
@@ -204,4 +199,4 @@ def test_encoder_keeps_requested_layers_from_the_same_pass(tiny_model_path):
     rows = slice(int(layered.offsets[1]), int(layered.offsets[2]))
     assert torch.allclose(layered.layer_vectors[0, rows], hidden[1][0], atol=1e-5)
     with pytest.raises(ValueError, match="layers must be ints in \\[0, 2\\]"):
-        encode(get_encoder(tiny_model_path, 2), texts, EncoderRequest(), layers=[3])
+        encode_texts(get_encoder(tiny_model_path, 2), texts, EncoderRequest(), layers=[3])

@@ -13,7 +13,7 @@ import torch
 
 import moverkit
 from moverkit import functional
-from moverkit._core import CenteringStats, check_idf, encode, get_encoder, resolve_device, tokenize
+from moverkit._core import CenteringStats, check_idf, encode_texts, get_encoder, resolve_device, tokenize
 from moverkit._core.base.hardware import available_devices
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.request import EncoderRequest
@@ -180,11 +180,11 @@ def test_max_length_and_batch_size_of_the_wrong_type_are_type_errors(bad):
     with pytest.raises(TypeError, match="max_length"):
         tokenize(encoder, ["a cat"], max_length=bad)
     with pytest.raises(TypeError, match="batch_size"):
-        encode(encoder, ["a cat"], EncoderRequest(batch_size=bad))
+        encode_texts(encoder, ["a cat"], EncoderRequest(batch_size=bad))
 
 
 def test_empty_list_of_texts_encodes_to_no_token():
-    clouds = encode(get_encoder(), [], EncoderRequest())
+    clouds = encode_texts(get_encoder(), [], EncoderRequest())
     assert clouds.vectors.shape[0] == 0 and clouds.offsets.tolist() == [0]
 
 

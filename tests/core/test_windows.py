@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from moverkit._core import encode, get_encoder
+from moverkit._core import encode_texts, get_encoder
 from moverkit._core.base.windows import WINDOW_STRIDE, nearest_window, plan_windows, window_starts
 from moverkit._core.encoding.request import EncoderRequest
 
@@ -42,7 +42,7 @@ def test_window_vectors_are_those_of_each_tokens_most_central_window(tiny_model_
     limit = encoder.max_length  # 128 for the tiny model
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no truncation warning
-        clouds = encode(encoder, ["a short one", LONG], EncoderRequest(long_texts="window", batch_size=3))
+        clouds = encode_texts(encoder, ["a short one", LONG], EncoderRequest(long_texts="window", batch_size=3))
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
     model = AutoModel.from_pretrained(tiny_model_path).eval()
     ids = tokenizer(LONG)["input_ids"]
@@ -60,23 +60,23 @@ def test_window_vectors_are_those_of_each_tokens_most_central_window(tiny_model_
     torch.testing.assert_close(got, torch.stack(expected), atol=1e-5, rtol=1e-5)
     assert clouds.token_ids[1] == ids
     assert clouds.special[clouds.offsets[1] : clouds.offsets[2]].nonzero().flatten().tolist() == [0, len(ids) - 1]
-    short = encode(encoder, ["a short one"], EncoderRequest())  # alone: no padding beside the windows
+    short = encode_texts(encoder, ["a short one"], EncoderRequest())  # alone: no padding beside the windows
     torch.testing.assert_close(clouds.vectors[: clouds.offsets[1]], short.vectors, atol=1e-5, rtol=1e-5)
 
 
 def test_window_keeps_layer_vectors_in_step(tiny_model_path):
     encoder = get_encoder(tiny_model_path)
-    clouds = encode(encoder, [LONG], EncoderRequest(long_texts="window"), layers=(1, 3))
+    clouds = encode_texts(encoder, [LONG], EncoderRequest(long_texts="window"), layers=(1, 3))
     torch.testing.assert_close(clouds.layer_vectors[-1], clouds.vectors)
 
 
 def test_truncation_warning_points_to_window(tiny_model_path):
     encoder = get_encoder(tiny_model_path)
     with pytest.warns(UserWarning, match="long_texts='window'"):
-        clouds = encode(encoder, [LONG], EncoderRequest())
+        clouds = encode_texts(encoder, [LONG], EncoderRequest())
     assert len(clouds.token_ids[0]) == encoder.max_length
 
 
 def test_long_texts_is_checked(tiny_model_path):
     with pytest.raises(ValueError, match="long_texts"):
-        encode(get_encoder(tiny_model_path), ["x"], EncoderRequest(long_texts="split"))
+        encode_texts(get_encoder(tiny_model_path), ["x"], EncoderRequest(long_texts="split"))

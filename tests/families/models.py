@@ -23,6 +23,7 @@ compare moverkit with.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -42,6 +43,24 @@ SAMPLE = ROOT / "tests" / "data" / "wmt17_sample.tsv"
 HIDDEN = 32
 HEADS = 2
 INTERMEDIATE = 64
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """transformers' log and progress bars off while test models are built and loaded (a test may
+    change the process's settings; moverkit itself never does)."""
+    import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
 
 
 def wmt17_texts() -> list[str]:
@@ -692,8 +711,6 @@ def build_family(name: str, folder: str | Path) -> str:
     """Build family ``name`` into ``folder`` (created if missing); its path as a string."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    from moverkit._core.encoding.tokens import quiet_transformers
-
     with quiet_transformers():
         SPECS[name].build(folder)
     return str(folder)
@@ -739,8 +756,6 @@ def reference_tokenizer(name: str, folder: str | Path):
     tokenizer of the same vocabulary (:func:`slow_bert_fast_twin`)."""
     from transformers import AutoTokenizer
 
-    from moverkit._core.encoding.tokens import quiet_transformers
-
     with quiet_transformers():
         if name == "bert-slow":
             return slow_bert_fast_twin(folder)
@@ -755,8 +770,6 @@ def reference_model(name: str, folder: str | Path, layer: int):
     ``layer``: transformers' ``hidden_states[layer]`` where the family has no final norm and no
     shared group (:attr:`Spec.cut_is_not_hidden_states` says why not, where not)."""
     from transformers import AutoConfig, AutoModel, T5EncoderModel
-
-    from moverkit._core.encoding.tokens import quiet_transformers
 
     with quiet_transformers():
         config = AutoConfig.from_pretrained(str(folder))

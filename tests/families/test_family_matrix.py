@@ -43,6 +43,7 @@ from families.models import (
     SPECS,
     T5_SPECIALS,
     greedy_scores,
+    quiet_transformers,
     reference_clouds,
     reference_model,
     reference_tokenizer,
@@ -51,9 +52,9 @@ from families.models import (
 )
 from moverkit import functional
 from moverkit._core.call import streaming, temporary_memory_budget
-from moverkit._core.encoding.encoder import encode, load_encoder
+from moverkit._core.encoding.encoder import encode_texts, load_encoder
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.tokens import quiet_transformers, tokenize
+from moverkit._core.encoding.tokens import tokenize
 
 FAMILY = pytest.mark.parametrize("name", FAMILIES)
 # The two heaviest slow tests (every metric in every setting on the hostile texts; centered_bertscore
@@ -367,7 +368,7 @@ def test_layer_k_is_the_model_cut_after_block_k(family_model, name):
     # The top is asked for as -1 (the last layer), as a user asks for it.
     for layer in (spec.layer, -1):
         encoder = load_encoder(folder, layer)
-        vectors = encode(encoder, [text], EncoderRequest()).vectors
+        vectors = encode_texts(encoder, [text], EncoderRequest()).vectors
         if layer == -1:
             assert encoder.layer == spec.n_layers
             expected = hidden_states[-1][0]  # the model's own output
@@ -400,7 +401,7 @@ def test_layer_0_is_the_embeddings(family_model, name):
                 with contextlib.suppress(AttributeError):
                     expected = model.get_submodule(where)(expected)
                     break
-    vectors = encode(load_encoder(folder, 0), [text], EncoderRequest()).vectors
+    vectors = encode_texts(load_encoder(folder, 0), [text], EncoderRequest()).vectors
     torch.testing.assert_close(vectors, expected, atol=1e-5, rtol=1e-5)
 
 
@@ -418,9 +419,9 @@ def test_a_texts_vectors_alone_equal_its_vectors_in_a_padded_batch(family_model,
     longest = max(predictions + references, key=len)
     texts = [longest, "the cat", predictions[0]]
     monkeypatch.delenv("MOVERKIT_PLAN", raising=False)
-    alone = [encode(encoder, [text], EncoderRequest()).vectors for text in texts]
+    alone = [encode_texts(encoder, [text], EncoderRequest()).vectors for text in texts]
     monkeypatch.setenv("MOVERKIT_PLAN", plan)
-    together = encode(encoder, texts, EncoderRequest())
+    together = encode_texts(encoder, texts, EncoderRequest())
     for i, vectors in enumerate(alone):
         rows = together.vectors[together.offsets[i] : together.offsets[i + 1]]
         torch.testing.assert_close(rows, vectors, atol=1e-5, rtol=1e-4, msg=lambda m, i=i: f"text {i}: {m}")

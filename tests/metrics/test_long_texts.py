@@ -10,8 +10,8 @@ import pytest
 
 from moverkit import functional
 from moverkit._core import get_encoder
+from moverkit._core.encoding import CallTokenizer
 from moverkit._core.encoding.sentences import SPLIT_WINDOW, pysbd_segments, split_sentences
-from moverkit._core.encoding.tokens import quiet_transformers
 
 TOKEN_LEVEL = {
     "centered_bertscore": ("precision", "recall", "f1"),
@@ -23,8 +23,7 @@ TOKEN_LEVEL = {
 
 def _n_tokens(*texts: str) -> list[int]:
     """Token counts, special tokens included."""
-    with quiet_transformers():  # no "longer than the maximum" log: these texts are long on purpose
-        return [len(ids) for ids in get_encoder().tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
+    return CallTokenizer.of(get_encoder(), long_texts="window").count(list(texts))  # whole: nothing cut
 
 
 def _document(segments: list[str], n_tokens: int) -> tuple[str, int]:

@@ -14,8 +14,11 @@ variables, so each case can be tested on one machine.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import torch
 
@@ -91,45 +94,95 @@ def resolve_device(device: str | int | torch.device | None) -> torch.device:
     return dev
 
 
+# ---------------------------------------------------------------------------------------------
+# The environment variables a metric call reads, read once, when the call opens.
+#
+# MOVERKIT_MEMORY_BUDGET (a call's memory budget, "1GB"), MOVERKIT_TOKENIZE_AHEAD (1 or 0: tokenize
+# the next part of a call in a thread) and MOVERKIT_PLAN (cuda: plan a CPU call as on a CUDA
+# device) are checked together when a call opens (read_environment), before any model loads, each
+# bad value a ValueError that names its variable; the call then runs with that snapshot
+# (call_environment), whatever the process sets meanwhile. Code outside a metric call (tuning,
+# the benches) reads the variables as they are.
+
+
+MEMORY_BUDGET_VARIABLE = "MOVERKIT_MEMORY_BUDGET"
+TOKENIZE_AHEAD_VARIABLE = "MOVERKIT_TOKENIZE_AHEAD"
 PLAN_VARIABLE = "MOVERKIT_PLAN"
-"""``MOVERKIT_PLAN=cuda`` plans a CPU call as on a CUDA device (:func:`cuda_plan`)."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """What the variables say: the ``memory_budget`` in bytes and ``tokenize_ahead`` (``None``:
+    unset, the defaults decide), and whether a CPU call runs under the ``cuda_plan``."""
+
+    memory_budget: int | None = None
+    tokenize_ahead: bool | None = None
+    cuda_plan: bool = False
+
+
+def read_environment() -> Environment:
+    """The variables, checked (see the module doc)."""
+    ahead = os.environ.get(TOKENIZE_AHEAD_VARIABLE, "").strip()
+    if ahead not in ("", "0", "1"):
+        raise ValueError(
+            f"the environment variable {TOKENIZE_AHEAD_VARIABLE} must be 1 or 0, got {ahead!r} (unset it for the default)"
+        )
+    plan = os.environ.get(PLAN_VARIABLE, "").strip().lower()
+    if plan not in ("", "cpu", "cuda"):
+        raise ValueError(
+            f"the environment variable {PLAN_VARIABLE} must be cuda or cpu, got {plan!r} (unset it for the default)"
+        )
+    budget = None
+    if os.environ.get(MEMORY_BUDGET_VARIABLE, "").strip():
+        from moverkit._core.base.sizes import size_from_env
+
+        budget = size_from_env(MEMORY_BUDGET_VARIABLE, 0)
+    return Environment(budget, None if ahead == "" else ahead == "1", plan == "cuda")
+
+
+_CALL: contextvars.ContextVar[Environment | None] = contextvars.ContextVar("moverkit_call_environment", default=None)
+
+
+@contextlib.contextmanager
+def call_environment(environment: Environment) -> Iterator[None]:
+    """Run the block (a metric call) with ``environment``, the snapshot its opening read."""
+    token = _CALL.set(environment)
+    try:
+        yield
+    finally:
+        _CALL.reset(token)
+
+
+def current_environment() -> Environment:
+    """The running call's snapshot; outside a call, the variables as they are now."""
+    return _CALL.get() or read_environment()
 
 
 def cuda_plan(device: torch.device) -> bool:
     """Whether work on ``device`` is planned as on a CUDA device: batches cut by padded tokens to a
     few widths, padding gathered without data-dependent shapes, lazy_emd's convergence read every
     few checks. True on a CUDA device, and on the CPU when the environment variable
-    :data:`PLAN_VARIABLE` is ``cuda``: a CUDA call differs from a CPU call only by these
-    parameters, so a CPU run under the CUDA plan dispatches the ops a GPU will launch and its host
+    :data:`PLAN_VARIABLE` is ``cuda`` (read when the call opened, :func:`read_environment`): a
+    CUDA call differs from a CPU call only by these parameters, so a CPU run under the CUDA plan dispatches the ops a GPU will launch and its host
     reads can be counted there (``moverkit bench host``). Under the CUDA plan a CPU's float32 scores
     move in the last bits (other batch shapes), as a GPU's do."""
     if device.type == "cuda":
         return True
-    return device.type == "cpu" and os.environ.get(PLAN_VARIABLE, "").strip().lower() == "cuda"
-
-
-TOKENIZE_AHEAD_VARIABLE = "MOVERKIT_TOKENIZE_AHEAD"
-"""``1`` or ``0``: whether a call cut into parts tokenizes ahead (:func:`tokenizes_ahead`), on any
-device."""
+    return device.type == "cpu" and current_environment().cuda_plan
 
 
 def tokenizes_ahead(device: torch.device) -> bool:
     """Whether a call cut into parts tokenizes the next part in a thread while this one encodes
-    (:func:`~moverkit._core.encoding.tokens.tokenized_ahead`). By default, where the forward
-    passes run on an accelerator, whose host only launches kernels meanwhile; not on a CPU, whose
-    cores run the forward, where the Rust tokenizer's pool (a thread per logical CPU) competes
-    with it. Measured on 2 cores (docs/speed.md), a chunked call with a tiny model took 1.12x its
-    time with 2 torch threads and 0.77x with one; with the embedded model, 0.98x (its forward
-    dwarfs tokenizing). Hyperthreads, CPU quotas and other processes make a free core unknowable from
-    inside. :data:`TOKENIZE_AHEAD_VARIABLE` set to ``1`` or ``0`` decides instead; another value
-    is an error that names it."""
-    value = os.environ.get(TOKENIZE_AHEAD_VARIABLE, "").strip()
-    if value not in ("", "0", "1"):
-        raise ValueError(
-            f"the environment variable {TOKENIZE_AHEAD_VARIABLE} must be 1 or 0, got {value!r} "
-            "(unset it for the default)"
-        )
-    return value == "1" if value else device.type != "cpu"
+    (:mod:`~moverkit._core.call.streaming`). By default, where the forward passes run on an
+    accelerator, whose host only launches kernels meanwhile; not on a CPU, whose cores run the
+    forward, where the Rust tokenizer's pool (a thread per logical CPU) competes with it. Measured
+    on 2 cores (docs/speed.md), a chunked call with a tiny model took 1.12x its time with 2 torch
+    threads and 0.77x with one; with the embedded model, 0.98x (its forward dwarfs tokenizing).
+    Hyperthreads, CPU quotas and other processes make a free core unknowable from inside.
+    :data:`TOKENIZE_AHEAD_VARIABLE` set to ``1`` or ``0`` decides
+    instead."""
+    ahead = current_environment().tokenize_ahead
+    return device.type != "cpu" if ahead is None else ahead
 
 
 def available_host_memory() -> int | None:
@@ -221,12 +274,6 @@ def auto_dtype(device: torch.device) -> str:
     if device.type == "cuda":
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     return "float32"
-
-
-def resolve_dtype(dtype: str, device: str | int | torch.device | None) -> str:
-    """``dtype`` (one of :data:`DTYPES`, checked) with ``auto`` made concrete for ``device``, so
-    that hashcodes and caches name the precision that ran."""
-    return auto_dtype(resolve_device(device)) if dtype == "auto" else dtype
 
 
 def check_dtype(dtype: str, device: torch.device) -> str:

@@ -8,7 +8,14 @@ the rescaling baselines.
 
 from moverkit._core.call.baseline import baseline_csv, score_columns, settings_key
 from moverkit._core.call.opening import MetricCall, Opening, PreparedChunk, get_hash, open_call, pair_hash
-from moverkit._core.call.pairs import PaddedClouds, PairData, PairOptions, check_aggregated_centering, prepare_pairs
+from moverkit._core.call.pair_options import (
+    PairOptions,
+    TokenDrop,
+    check_aggregated_centering,
+    power_means,
+    subword_marker,
+)
+from moverkit._core.call.pairs import PaddedClouds, PairData, prepare_pairs
 from moverkit._core.call.streaming import chunks, set_memory_budget, temporary_memory_budget
 
 __all__ = [
@@ -18,15 +25,18 @@ __all__ = [
     "PaddedClouds",
     "PairData",
     "PairOptions",
+    "TokenDrop",
     "baseline_csv",
     "check_aggregated_centering",
     "chunks",
     "get_hash",
     "open_call",
     "pair_hash",
+    "power_means",
     "prepare_pairs",
     "score_columns",
     "set_memory_budget",
     "settings_key",
+    "subword_marker",
     "temporary_memory_budget",
 ]

@@ -15,21 +15,25 @@ enough to reproduce a reported number.
 
 Every metric takes the same encoder, centering and output arguments (``model_type`` ...
 ``return_reference_index``). They are declared once, as the keyword parameters of
-:func:`open_call`, whose defaults are theirs; :func:`moverkit.functional.entry.metric_function`
+:func:`open_call`, whose defaults are theirs; :func:`moverkit.functional.signature.metric_function`
 puts them into each metric function's public signature and hands the function the
 :class:`MetricCall` they were checked into, so that the five functions hold only what is theirs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 
 import torch
 import transformers
 
 from moverkit._core.base import checks
+from moverkit._core.base.hardware import Environment, call_environment, read_environment
 from moverkit._core.base.inputs import CallTexts, best_per_group, reference_index
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.call.baseline import apply_baseline, check_rescaling
@@ -39,8 +43,8 @@ from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.encoder import Encoder
 from moverkit._core.encoding.idf import idf_tag
 from moverkit._core.encoding.request import EncoderRequest, check_lang
-from moverkit._core.encoding.tokens import Ahead
-from moverkit.leaves.version import __version__
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, Truncations
+from moverkit.facts.version import __version__
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,10 @@ class MetricCall:
     which extra outputs were asked for.
 
     It is opened, not yet prepared: :func:`~moverkit._core.call.streaming.chunks` prepares it into
-    the :class:`PreparedChunk` objects a metric scores, and :meth:`close` merges their results."""
+    the :class:`PreparedChunk` objects a metric scores, and :meth:`close` merges their results.
+    ``environment``: the environment variables a call reads, read and checked when it opened
+    (:mod:`~moverkit._core.base.hardware`); ``truncations``: the texts its tokenizer cut, which
+    :meth:`close` reports in one warning."""
 
     metric: str
     predictions: Sequence
@@ -63,12 +70,20 @@ class MetricCall:
     baseline_path: str | os.PathLike | None = None
     return_alignment: bool = False
     return_reference_index: bool = False
+    environment: Environment = field(default_factory=Environment)
+    truncations: Truncations = field(default_factory=Truncations, compare=False)
+
+    def running(self) -> contextlib.AbstractContextManager:
+        """The context of the call's work: the environment its opening read
+        (:func:`~moverkit._core.base.hardware.call_environment`)."""
+        return call_environment(self.environment)
 
     def close(self, chunk_results: Sequence[dict]) -> dict:
         """The call's result from its chunks' results (:meth:`PreparedChunk.results`, in order): lists
         concatenated, the hashcode (the same in every chunk) once; ``reference_index`` left out
         unless the call asked for it (it is computed always, chunk by chunk: one subtraction per
-        prediction)."""
+        prediction). The call's one truncation warning is given here, once every chunk is scored."""
+        self.truncations.close()
         merged = {}
         for key, value in chunk_results[0].items():
             if isinstance(value, list):
@@ -88,12 +103,12 @@ class PreparedChunk:
     scores: the opened ``call`` it belongs to, the chunk's ``predictions`` and ``references`` and
     what every later step reads, checked or resolved once: its ``texts``, the ``encoder``, the
     ``request`` and ``centering`` it runs with (a chunked call's carry the whole call's ``batch``
-    mean and a quiet bar), the token ``limit`` (``None`` for sentences) and, for ``idf=True``
+    mean and a quiet bar), the call's ``tokenizer`` (``None`` for sentences) and, for ``idf=True``
     past the memory budget, ``call_idf``, the table fitted on the whole call's references (and
     ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``), and ``tokens``, its
-    distinct texts' Rust encodings where they were made ahead (tokenized while the previous chunk
-    encoded, or counted when the call was planned), which :meth:`pairs` takes. Within the memory
-    budget a call is one chunk, itself."""
+    distinct texts tokenized where that was done ahead (in a thread while the previous chunk
+    encoded: a ``Future``; or when the call was planned). Within the memory budget a call is one
+    chunk, itself."""
 
     call: MetricCall
     predictions: Sequence
@@ -102,10 +117,10 @@ class PreparedChunk:
     encoder: Encoder
     request: EncoderRequest
     centering: Centering
-    limit: int | None = None
+    tokenizer: CallTokenizer | None = None
     call_idf: Mapping | None = None
     call_prediction_idf: Mapping | None = None
-    tokens: Ahead | None = None
+    tokens: TokenizedTexts | Future | None = None
 
     @property
     def rescaled(self) -> bool:
@@ -123,16 +138,17 @@ class PreparedChunk:
         (:func:`~moverkit._core.call.pairs.sentence_pair_data`; no option applies)."""
         if self.centering.level == "sentence":  # units are sentences (sbertscore)
             return sentence_pair_data(self.texts, self.encoder, self.request, self.centering)
+        tokens = self.tokens.result() if isinstance(self.tokens, Future) else self.tokens
         return pair_data(
             self.texts,
             self.encoder,
-            self.limit,
+            self.tokenizer,
             self.request,
             self.centering,
             options,
             call_idf=self.call_idf,
             call_prediction_idf=self.call_prediction_idf,
-            encodings=None if self.tokens is None else self.tokens.take(),
+            tokens=tokens,
         )
 
     def results(
@@ -141,16 +157,18 @@ class PreparedChunk:
         outputs: Sequence[str],
         data: PairData,
         *,
-        hashcode: Callable[..., str],
+        hash_params: Mapping[str, object] | None = None,
         lower_is_better: bool = False,
     ) -> tuple[dict, torch.Tensor]:
         """The result of the chunk from the pair scores of its ``data`` (one row per name of
         ``outputs``, or one vector for one output): each rescaled when asked
         (:func:`~moverkit._core.call.baseline.apply_baseline`), then each prediction's best over
         its references (``data.group``: the prediction of each pair),
-        the ``hashcode`` (``hashcode(**extra)``, with ``rescaled=<baseline>`` when rescaled) and
-        ``reference_index``, the position of the kept reference of the last output; and the kept
-        pairs (their indices), for alignments."""
+        the ``hashcode`` (:func:`pair_hash` of ``data`` and the metric's own ``hash_params``, with
+        ``rescaled=<baseline>`` when rescaled) and ``reference_index``, the position of the kept
+        reference of the last output; and the kept pairs (their indices), for alignments."""
+        params = dict(hash_params or {})
+        hashcode = functools.partial(pair_hash, self.call.metric, data, **params)
         extra = {}
         if self.call.rescaled:
             scores, extra["rescaled"] = apply_baseline(
@@ -233,6 +251,7 @@ def open_call(
             f"centering_stats is read only by centering='corpus'; with centering={plan.mode!r} it is ignored "
             "(pass centering='corpus' to subtract it)",
         )
+    environment = read_environment()  # every variable checked before any model loads
     rescaled = checks.boolean("rescale_with_baseline", rescale_with_baseline)
     if rescaled or baseline_path is not None:  # else there is no baseline to check
         rescaled = check_rescaling(metric, rescaled, baseline_path, lang=request.lang, centering=plan)
@@ -246,6 +265,7 @@ def open_call(
         baseline_path=baseline_path,
         return_alignment=checks.boolean("return_alignment", return_alignment),
         return_reference_index=checks.boolean("return_reference_index", return_reference_index),
+        environment=environment,
     )
 
 
@@ -273,15 +293,19 @@ def get_hash(
 
 def pair_hash(metric: str, data, **params) -> str:
     """:func:`get_hash` for a metric computed on :class:`~moverkit._core.PairData`: the encoder,
-    IDF, centering, statistic, token limit, long-text mode and dtype of ``data``, then the metric's own ``params``."""
+    IDF, centering and statistic of ``data``, its units (the token limit and long-text mode of
+    token clouds; the splitter of sentence clouds) and dtype, then the metric's own ``params``."""
+    if data.splitter is None:
+        units = {"max_length": data.max_length, "long_texts": data.long_texts}
+    else:
+        units = {"splitter": data.splitter}
     return get_hash(
         metric,
         data.encoder,
         idf=data.idf,
         centering_mode=data.centering_mode,
         stats=data.stats,
-        max_length=data.max_length,
-        long_texts=data.long_texts,
+        **units,
         dtype=data.dtype,
         **params,
     )

@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
-from moverkit._core.base import checks
 from moverkit._core.base.batching import offsets_from, pad, pair_buckets
 from moverkit._core.base.inputs import CallTexts, call_texts
+from moverkit._core.call.pair_options import (
+    LAYER_AGGREGATIONS,
+    NO_OPTIONS,
+    PairOptions,
+    aggregated_layers,
+    check_aggregated_centering,
+    kept_tokens,
+)
 from moverkit._core.centering.fit import default_corpus_stats
 from moverkit._core.centering.maths import Centering, center, center_rows
 from moverkit._core.centering.stats_file import CenteringStats
@@ -28,43 +35,17 @@ from moverkit._core.encoding.cache import cached_encode
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
 from moverkit._core.encoding.idf import IdfTable, check_idf, token_weights
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import SENTENCE_LAYER, SentenceEncoder, encode_sentences, split_texts
-from moverkit._core.encoding.tokens import check_max_length
+from moverkit._core.encoding.sentences import (
+    SENTENCE_LAYER,
+    SentenceEncoder,
+    encode_sentences,
+    split_texts,
+    splitter_tag,
+)
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""
-
-TokenFilter = Callable[[list[str], list[bool], object], Sequence[bool]]
-"""``drop_tokens(tokens, special, tokenizer)``: for the token strings of one text (special tokens
-included, ``special`` marking them), True for each token to leave out."""
-
-LayerAggregation = Callable[[torch.Tensor], torch.Tensor]
-"""``aggregate(layer_vectors)``: (n_layers, n_tokens, D) -> (n_tokens, D') token vectors."""
-
-
-@dataclass(frozen=True)
-class PairOptions:
-    """What a metric asks of its pairs, beside the call: ``idf`` (checked: ``True`` fits BERTScore's
-    IDF on the references, every pair's reference one document; a dict gives the weights),
-    ``prediction_idf`` (``None``: the references' weights, as BERTScore; ``True``: IDF fitted on the
-    predictions, MoverScore's; a dict; ``False``: 1), ``drop_tokens`` (a :data:`TokenFilter`:
-    tokens left out of scoring, weight 0 on both sides) and ``layers`` with ``layer_aggregation``
-    (token vectors aggregated over several layers of one forward pass, each layer centered on its
-    own; ``layers`` an int ``k``, the last ``k`` block outputs, or the block outputs themselves)."""
-
-    idf: bool | Mapping = False
-    prediction_idf: bool | Mapping | None = None
-    drop_tokens: TokenFilter | None = None
-    layers: int | Sequence[int] | None = None
-    layer_aggregation: LayerAggregation | None = None
-
-    def __post_init__(self):
-        if (self.layers is None) != (self.layer_aggregation is None):
-            raise ValueError("layers and layer_aggregation go together: give both or neither")
-
-
-NO_OPTIONS = PairOptions()
-"""A metric's pairs as they come: no IDF, every token, one layer."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +87,7 @@ class PairData:
         str | None
     )  # "truncate" or "window": what happened to texts over the limit (moverkit._core.base.windows)
     dtype: str = "float32"  # the forward pass's precision (moverkit._core.base.hardware.DTYPES, concrete)
+    splitter: str | None = None  # sentence clouds: the sentence splitter and its language (splitter_tag)
 
     def pad_pairs(self, pairs: torch.Tensor, with_special: bool = False) -> tuple[PaddedClouds, PaddedClouds]:
         """The padded prediction and reference clouds of the pairs ``pairs`` (pair indices; on the
@@ -230,14 +212,16 @@ def prepare_pairs(
         prediction_idf=None if prediction_idf is None else check_idf(prediction_idf, "prediction_idf"),
     )
     encoder = encoder_for(request) if encoder is None else encoder
-    limit = check_max_length(encoder, request.max_length)
-    return pair_data(texts, encoder, limit, request, centering, options, call_idf=call_idf, clouds=clouds)
+    tokenizer = CallTokenizer.of(encoder, request.max_length, request.long_texts)
+    data = pair_data(texts, encoder, tokenizer, request, centering, options, call_idf=call_idf, clouds=clouds)
+    tokenizer.close(len(texts.unique))
+    return data
 
 
 def pair_data(
     texts: CallTexts,
     encoder: Encoder,
-    limit: int,
+    tokenizer: CallTokenizer,
     request: EncoderRequest,
     centering: Centering,
     options: PairOptions = NO_OPTIONS,
@@ -245,20 +229,20 @@ def pair_data(
     call_idf: Mapping | None = None,
     call_prediction_idf: Mapping | None = None,
     clouds: TokenClouds | None = None,
-    encodings: list | None = None,
+    tokens: TokenizedTexts | None = None,
 ) -> PairData:
-    """:func:`prepare_pairs` of texts, IDF arguments and a token ``limit`` already checked, with
-    their ``encoder`` resolved: nothing here checks them again. ``call_prediction_idf``: for
-    ``prediction_idf=True``, the table a streamed call fitted on all its predictions (as
-    ``call_idf`` for the references). ``encodings``: the Rust encodings of ``texts.unique`` when
-    they were made ahead (:func:`~moverkit._core.encoding.tokens.token_ids`)."""
-    idf, prediction_idf, layers, layer_aggregation = (
+    """:func:`prepare_pairs` of texts and IDF arguments already checked, with their ``encoder``
+    resolved and the call's ``tokenizer`` made: nothing here checks them again.
+    ``call_prediction_idf``: for ``prediction_idf=True``, the table a streamed call fitted on all
+    its predictions (as ``call_idf`` for the references). ``tokens``: ``texts.unique`` tokenized
+    ahead of their turn."""
+    idf, prediction_idf, layers, aggregation = (
         options.idf,
         options.prediction_idf,
         options.layers,
         options.layer_aggregation,
     )
-    if layer_aggregation is not None and centering.call_mean is not None:
+    if aggregation is not None and centering.call_mean is not None:
         raise ValueError("a streamed call's batch mean is of one layer, not of an aggregation over layers")
     stats = centering.resolved(
         encoder.name,
@@ -268,24 +252,19 @@ def pair_data(
     )
     used_layers = (encoder.layer,) if layers is None else aggregated_layers(encoder, layers)
     if clouds is None:
-        clouds = cached_encode(
-            encoder,
-            texts.unique,
-            request,
-            layers=None if layers is None else used_layers,
-            limit=limit,
-            encodings=encodings,
-        )
+        kept_layers = None if layers is None else used_layers
+        clouds = cached_encode(encoder, texts.unique, tokenizer, request, layers=kept_layers, tokens=tokens)
+        used_layers = used_layers if layers is None else clouds.layers
     elif clouds.texts != texts.unique or (layers is not None and clouds.layers != used_layers):
         raise ValueError("the given clouds are not those of this call's distinct texts (and layers)")
-    kept = kept_tokens(clouds, options.drop_tokens)
+    kept = kept_tokens(clouds, options.drop)
     ref_idf = call_idf if idf is True and call_idf is not None else idf
     pred_idf = call_prediction_idf if prediction_idf is True and call_prediction_idf is not None else prediction_idf
     ref_table, pred_table = idf_tables(clouds, texts, ref_idf, pred_idf)
     counts = texts.counts()
     if centering.call_mean is not None:
         vectors = center(clouds, "corpus", stats=centering.call_mean).vectors  # the whole call's mean
-    elif layer_aggregation is None:
+    elif aggregation is None:
         vectors = center(clouds, centering.mode, counts=counts, stats=stats).vectors
     else:
         per_layer = torch.stack(
@@ -294,27 +273,41 @@ def pair_data(
                 for k, v in enumerate(clouds.layer_vectors)
             ]
         )
-        vectors = layer_aggregation(per_layer)
+        vectors = LAYER_AGGREGATIONS[aggregation](per_layer)
         del per_layer
-    pred_index, ref_index = texts.pair_indices(clouds.vectors.device)
-    return PairData(
-        encoder=encoder,
-        clouds=replace(clouds, vectors=vectors, layer_vectors=None, layers=None),
-        pred_weights=token_weights(clouds, pred_table).masked_fill(~kept, 0.0),
-        ref_weights=token_weights(clouds, ref_table).masked_fill(~kept, 0.0),
-        kept=kept,
-        pred_index=pred_index,
-        ref_index=ref_index,
-        group=texts.group,
-        n_predictions=len(texts.predictions),
+    return _pairs_of(
+        texts,
+        encoder,
+        replace(clouds, vectors=vectors, layer_vectors=None, layers=None),
+        token_weights(clouds, pred_table).masked_fill(~kept, 0.0),
+        token_weights(clouds, ref_table).masked_fill(~kept, 0.0),
+        kept,
         centering_mode=centering.mode,
         stats=stats,
         idf=idf,
         prediction_idf=prediction_idf,
         layers=used_layers,
-        max_length=limit,
+        max_length=tokenizer.limit,
         long_texts=request.long_texts,
         dtype=request.dtype,
+    )
+
+
+def _pairs_of(texts: CallTexts, encoder, clouds: TokenClouds, pred_weights, ref_weights, kept, **fields) -> PairData:
+    """The :class:`PairData` of the pairs of ``texts`` over ``clouds`` (their distinct texts, in
+    order): the one place one is made, for token and sentence clouds alike."""
+    pred_index, ref_index = texts.pair_indices(clouds.vectors.device)
+    return PairData(
+        encoder=encoder,
+        clouds=clouds,
+        pred_weights=pred_weights,
+        ref_weights=ref_weights,
+        kept=kept,
+        pred_index=pred_index,
+        ref_index=ref_index,
+        group=texts.group,
+        n_predictions=len(texts.predictions),
+        **fields,
     )
 
 
@@ -344,27 +337,16 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
     rows = torch.tensor([position[s] for text in texts.unique for s in split[text]], dtype=torch.long, device=on)
     units = [split[t] for t in texts.unique]
     offsets = offsets_of(map(len, units), len(units)).to(on)
-    clouds = TokenClouds(
-        texts.unique,
-        vectors[rows],
-        offsets,
-        [[] for _ in units],
-        torch.zeros_like(rows, dtype=torch.bool),
-        None,
-        units=units,
-    )
+    special = torch.zeros_like(rows, dtype=torch.bool)
+    clouds = TokenClouds(texts.unique, vectors[rows], offsets, [[] for _ in units], special, None, units=units)
     ones = torch.ones(len(rows), dtype=torch.float64, device=on)
-    pred_index, ref_index = texts.pair_indices(on)
-    return PairData(
-        encoder=encoder,
-        clouds=clouds,
-        pred_weights=ones,
-        ref_weights=ones,
-        kept=torch.ones_like(rows, dtype=torch.bool),
-        pred_index=pred_index,
-        ref_index=ref_index,
-        group=texts.group,
-        n_predictions=len(texts.predictions),
+    return _pairs_of(
+        texts,
+        encoder,
+        clouds,
+        ones,
+        ones,
+        ~special,
         centering_mode=centering.mode,
         stats=stats,
         idf=False,
@@ -373,25 +355,8 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
         max_length=None,
         long_texts=None,
         dtype=request.dtype,
+        splitter=splitter_tag(request.lang),
     )
-
-
-def check_aggregated_centering(centering: Centering) -> None:
-    """Refuse ``corpus`` centering of vectors aggregated over layers: its statistic is of one layer."""
-    if centering.mode == "corpus":
-        raise ValueError(
-            "centering='corpus' applies to one layer, not to an aggregation over layers (such as power means); "
-            "use 'none', 'dim', 'sentence' or 'batch'"
-        )
-
-
-def aggregated_layers(encoder: Encoder, layers: int | Sequence[int]) -> tuple[int, ...]:
-    """The block outputs ``layers`` names: an int ``k``, the last ``k`` up to ``encoder.layer``
-    (from block 1 on: all of them if there are fewer); a sequence, those (checked)."""
-    if isinstance(layers, Sequence):
-        return encoder.check_layers(layers)
-    k = checks.positive_int("layers", layers)
-    return tuple(range(max(1, encoder.layer - k + 1), encoder.layer + 1))
 
 
 def idf_tables(
@@ -405,19 +370,3 @@ def idf_tables(
     if prediction_idf is True:
         return ref_table, IdfTable(ids[position[p]] for p in texts.predictions)
     return ref_table, prediction_idf
-
-
-def kept_tokens(clouds: TokenClouds, drop_tokens: TokenFilter | None) -> torch.Tensor:
-    """Flat mask over all token rows (special tokens included) of the tokens ``drop_tokens`` keeps."""
-    if drop_tokens is None:
-        return torch.ones_like(clouds.special)
-    special = clouds.special.cpu().tolist()
-    offsets = clouds.offsets.cpu().tolist()
-    dropped = []
-    for i in range(len(clouds.texts)):
-        tokens = clouds.tokens(i)
-        row = list(drop_tokens(tokens, special[offsets[i] : offsets[i + 1]], clouds.tokenizer))
-        if len(row) != len(tokens):
-            raise ValueError(f"drop_tokens must return one flag per token: {len(tokens)} tokens, {len(row)} flags")
-        dropped += row
-    return ~torch.tensor(dropped, dtype=torch.bool, device=clouds.special.device)

@@ -30,44 +30,35 @@ usually share one).
 
 Tokenizing is out of the encoder's way: past the budget, on an accelerator, each chunk's distinct
 texts (and each slice of the first passes) are tokenized in a thread while the previous one
-encodes (:func:`~moverkit._core.encoding.tokens.tokenized_ahead`; on a CPU, in turn); a call
-planned as one chunk from its texts' real token counts encodes the tokens counted, not a second
-tokenization.
+encodes (:class:`Ahead`: one thread a call at most, closed when the call ends, however it ends;
+on a CPU, in turn); a call planned as one chunk from its texts' real token counts encodes the
+tokens counted, not a second tokenization.
 """
 
 from __future__ import annotations
 
 import contextlib
-import warnings
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import closing
-from dataclasses import replace
-from typing import NamedTuple
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import NamedTuple, TypeVar
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from moverkit._core.base.hardware import available_host_memory
+from moverkit._core.base.hardware import available_host_memory, current_environment, tokenizes_ahead
 from moverkit._core.base.heap import fix_mmap_threshold
 from moverkit._core.base.inputs import CallTexts, call_texts
-from moverkit._core.base.sizes import parse_size, size_from_env
+from moverkit._core.base.sizes import parse_size
 from moverkit._core.call.opening import MetricCall, PreparedChunk
-from moverkit._core.centering.maths import row_mean, warn_small_batch
+from moverkit._core.centering.maths import RowMean, warn_small_batch
 from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.cache import cached_encode
 from moverkit._core.encoding.encoder import Encoder, encoder_for
 from moverkit._core.encoding.idf import IdfTable
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import sentence_encoder_for
-from moverkit._core.encoding.tokens import (
-    Ahead,
-    check_max_length,
-    token_counts,
-    token_ids,
-    tokenized_ahead,
-    warn_truncated,
-)
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
 """Bytes of token vectors one chunk may hold on a CPU when neither :func:`set_memory_budget` nor
@@ -91,8 +82,6 @@ ones, and a margin for the padded batches and the encoder's own buffers."""
 CHARS_PER_TOKEN = 3.0
 """A low estimate of characters per token (English word pieces run at about 4), so that chunks
 are planned on the safe side before any text is tokenized."""
-
-MEMORY_BUDGET_VARIABLE = "MOVERKIT_MEMORY_BUDGET"
 
 _budget: int | None = None
 
@@ -129,16 +118,17 @@ from 0.47 s to 0.23 s). The other half is left to the forward passes and the pai
 
 
 def memory_budget(device: torch.device | None = None) -> int:
-    """The budget in bytes: :func:`set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s, else,
-    on a CUDA ``device``, :data:`CUDA_MEMORY_SHARE` of its free memory, else
-    :data:`HOST_MEMORY_SHARE` of the host's available memory (at least the default)."""
+    """The budget in bytes: :func:`set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s (read
+    when the call opened: :mod:`~moverkit._core.base.hardware`), else, on a CUDA ``device``,
+    :data:`CUDA_MEMORY_SHARE` of its free memory, else :data:`HOST_MEMORY_SHARE` of the host's
+    available memory (at least the default)."""
     if _budget is not None:
         return _budget
+    if current_environment().memory_budget is not None:
+        return current_environment().memory_budget
     if device is not None and device.type == "cuda":
-        default = max(int(CUDA_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]), 1)
-    else:
-        default = max(int(HOST_MEMORY_SHARE * (available_host_memory() or 0)), DEFAULT_MEMORY_BUDGET)
-    return size_from_env(MEMORY_BUDGET_VARIABLE, default)
+        return max(int(CUDA_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]), 1)
+    return max(int(HOST_MEMORY_SHARE * (available_host_memory() or 0)), DEFAULT_MEMORY_BUDGET)
 
 
 def chunks(
@@ -152,16 +142,18 @@ def chunks(
 ) -> Iterator[PreparedChunk]:
     """``call`` prepared once, as the chunks a metric scores: the texts checked
     (:func:`~moverkit._core.base.inputs.call_texts`), the encoder of ``call.request`` resolved and
-    its token limit checked (:func:`~moverkit._core.encoding.tokens.check_max_length`), each put
-    in the :class:`~moverkit._core.call.opening.PreparedChunk` every chunk is. Within the memory
-    budget the call is one chunk; past it, consecutive chunks of predictions (see the module doc), with the whole
-    call's ``batch`` mean in their centering and, for ``idf=True`` (the metric's ``idf``, checked),
-    the whole call's IDF table in ``call_idf`` (for ``prediction_idf=True``, the predictions' in
-    ``call_prediction_idf``). ``one_chunk``: the call is never cut (what its chunks could not take
-    from the whole call, such as a ``batch`` mean of several layers). ``vectors_per_token``: the
-    vectors a token holds when several layers are kept (moverscore v1's five), which the budget
-    counts. ``name`` labels the progress bar of a chunked call.
-    The metric scores each chunk and merges them with :meth:`MetricCall.close`."""
+    the call's tokenizer made (:class:`~moverkit._core.encoding.tokens.CallTokenizer`: its one
+    token limit checked), each put in the :class:`~moverkit._core.call.opening.PreparedChunk`
+    every chunk is. Within the memory budget the call is one chunk; past it, consecutive chunks of
+    predictions (see the module doc), with the whole call's ``batch`` mean in their centering and,
+    for ``idf=True`` (the metric's ``idf``, checked), the whole call's IDF table in ``call_idf``
+    (for ``prediction_idf=True``, the predictions' in ``call_prediction_idf``). ``one_chunk``: the
+    call is never cut (what its chunks could not take from the whole call, such as a ``batch``
+    mean of several layers). ``vectors_per_token``: the vectors a token holds when several layers
+    are kept (moverscore v1's five), which the budget counts. ``name`` labels the progress bar of
+    a chunked call. The metric scores each chunk and merges them with :meth:`MetricCall.close`;
+    it holds this generator in ``contextlib.closing``, so that a call that stops early or raises
+    ends the tokenizing thread at once."""
     texts = call_texts(call.predictions, call.references)
     request = call.request
     if call.centering.level == "sentence":
@@ -171,55 +163,101 @@ def chunks(
         yield PreparedChunk(call, call.predictions, call.references, texts, encoder, request, call.centering)
         return
     encoder = encoder_for(request)
-    limit = check_max_length(encoder, request.max_length)
+    tokenizer = CallTokenizer.of(encoder, request.max_length, request.long_texts, call.truncations)
+    call.truncations.n_texts = len(texts.unique)
     token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES * vectors_per_token
-    planned = None if request.long_texts == "window" else limit
     max_tokens = memory_budget(encoder.device) // token_bytes
-    # Within the budget (or never cut): one ordinary call, whose bar is the encoding's.
-    plan = None if one_chunk else plan_chunks(texts, max_tokens, planned, encoder)
-    if plan is None or (len(plan.ranges) == 1 and plan.encodings is None):  # tokenizes (and warns) itself
-        yield PreparedChunk(call, call.predictions, call.references, texts, encoder, request, call.centering, limit)
-        return
-    if plan.truncated:  # one warning for the call: encodings made ahead are not reported again
-        warn_truncated(encoder, plan.truncated, len(texts.unique), limit)
-    if len(plan.ranges) == 1:  # one chunk, tokenized when it was counted
-        tokens, plan = Ahead(plan.encodings), None  # the chunk takes them: not held while it is scored
+    plan = None if one_chunk else plan_chunks(texts, max_tokens, tokenizer)
+    if plan is None or len(plan.ranges) == 1:  # within the budget (or never cut): the bar is the encoding's
+        tokens = None if plan is None else plan.tokens
         yield PreparedChunk(
-            call, call.predictions, call.references, texts, encoder, request, call.centering, limit, tokens=tokens
+            call, call.predictions, call.references, texts, encoder, request, call.centering, tokenizer, tokens=tokens
         )
         return
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
-    centering = call.centering
-    if centering.mode == "batch":
-        centering = centering.within_call(batch_mean(encoder, texts, request, max_tokens, planned, limit))
-    call_idf = fit_idf(encoder, texts.pair_references, limit, request.long_texts) if idf is True else None
-    prediction_table = (
-        fit_idf(encoder, texts.predictions, limit, request.long_texts) if prediction_idf is True else None
-    )
-    # One bar, over pairs, instead of one per chunk. The request was checked at the opening, and
-    # warned then: checked again by replace, it would warn twice (a language, say).
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        quiet = replace(request, verbose=False)
-    bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
-    parts = ((start, end, texts.chunk(start, end)) for start, end in plan.ranges)
-    ahead = tokenized_ahead(encoder, parts, lambda part: part[2].unique, limit, request.long_texts)
-    with bar, closing(ahead):
-        for (start, end, part), tokens in ahead:
-            yield PreparedChunk(
-                call,
-                list(call.predictions[start:end]),
-                list(call.references[start:end]),
-                part,
-                encoder,
-                quiet,
-                centering,
-                limit,
-                call_idf,
-                prediction_table,
-                tokens,
-            )
-            bar.update(int((texts.group < end).sum()) - bar.n)
+    with Ahead(tokenizer, tokenizes_ahead(encoder.device)) as ahead:
+        centering = call.centering
+        if centering.mode == "batch":
+            centering = centering.within_call(batch_mean(encoder, texts, tokenizer, request, max_tokens, ahead))
+        call_idf = fit_idf(texts.pair_references, ahead) if idf is True else None
+        prediction_table = fit_idf(texts.predictions, ahead) if prediction_idf is True else None
+        quiet = request.quiet()  # one bar, over pairs, instead of one per chunk
+        bar = tqdm(total=len(texts.group), desc=name, unit="pair", disable=not request.verbose)
+        parts = ((start, end, texts.chunk(start, end)) for start, end in plan.ranges)
+        with bar:
+            for (start, end, part), tokens in ahead.parts(parts, lambda part: part[2].unique):
+                yield PreparedChunk(
+                    call,
+                    list(call.predictions[start:end]),
+                    list(call.references[start:end]),
+                    part,
+                    encoder,
+                    quiet,
+                    centering,
+                    tokenizer,
+                    call_idf,
+                    prediction_table,
+                    tokens,
+                )
+                bar.update(int((texts.group < end).sum()) - bar.n)
+
+
+Part = TypeVar("Part")
+
+TOKENIZER_THREAD = "moverkit-tokenize"
+
+
+class Ahead:
+    r"""The parts of a call (its chunks, or slices of its texts), each with its texts tokenized
+    by the call's ``tokenizer``: where ``enabled``
+    (:func:`~moverkit._core.base.hardware.tokenizes_ahead`: on an accelerator, by default), part
+    :math:`k+1` is tokenized in a thread while the caller encodes part :math:`k` (issue 45, item 7:
+    the Rust tokenizer releases the GIL, and the host would otherwise wait for the device), so a
+    call of :math:`K` parts costs about :math:`t_1 + \sum_k \max(t_{k+1}, f_k)` instead of
+    :math:`\sum_k (t_k + f_k)` for tokenizations :math:`t` and forward passes :math:`f`. Elsewhere
+    each part is tokenized in turn, when it is handed over.
+
+    One thread for the whole call (all its passes), made on first use and ended when the ``with``
+    block ends, however it ends (an error, a generator closed or dropped): nothing of the call
+    runs after it."""
+
+    def __init__(self, tokenizer: CallTokenizer, enabled: bool):
+        self.tokenizer = tokenizer
+        self.enabled = enabled
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._pool is not None:
+            # A generator left in a reference cycle may be collected on the pool's own thread,
+            # which cannot wait for itself.
+            own = threading.current_thread().name.startswith(TOKENIZER_THREAD)
+            self._pool.shutdown(wait=not own, cancel_futures=True)
+            self._pool = None
+
+    def parts(
+        self, parts: Iterable[Part], texts_of: Callable[[Part], Sequence[str]]
+    ) -> Iterator[tuple[Part, TokenizedTexts | Future]]:
+        """Each of ``parts`` with the tokens of ``texts_of(part)`` (a ``Future`` of them while
+        they are being made in the thread), in order; at most two parts' tokens held at once."""
+        if not self.enabled:
+            for part in parts:
+                yield part, self.tokenizer.tokenize(texts_of(part))
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=TOKENIZER_THREAD)
+        end = object()
+        parts = iter(parts)
+
+        def started(part):
+            return None if part is end else (part, self._pool.submit(self.tokenizer.tokenize, texts_of(part)))
+
+        ahead = started(next(parts, end))
+        while ahead is not None:
+            current, ahead = ahead, started(next(parts, end))
+            yield current
 
 
 def estimated_tokens(text: str, limit: int | None) -> int:
@@ -229,40 +267,61 @@ def estimated_tokens(text: str, limit: int | None) -> int:
 
 
 class ChunkPlan(NamedTuple):
-    """:func:`plan_chunks`' answer: the ``ranges`` of predictions of each chunk; where the texts'
-    real tokens were counted (:func:`~moverkit._core.encoding.tokens.token_counts`), how many of
-    the distinct texts were ``truncated`` (the call's one warning; ``None``: not counted, each
-    chunk warns of its own) and, where those counts planned one chunk, the distinct texts' Rust
-    ``encodings``, which that chunk encodes."""
+    """:func:`plan_chunks`' answer: the ``ranges`` of predictions of each chunk and, where the
+    texts' real tokens were counted and planned one chunk, the distinct texts' ``tokens``, which
+    that chunk encodes."""
 
     ranges: list[tuple[int, int]]
-    encodings: list | None = None
-    truncated: int | None = None
+    tokens: TokenizedTexts | None = None
 
 
-def plan_chunks(texts: CallTexts, max_tokens: int, limit: int | None, encoder: Encoder | None = None) -> ChunkPlan:
+def plan_chunks(texts: CallTexts, max_tokens: int, tokenizer: CallTokenizer | None = None) -> ChunkPlan:
     """Consecutive ranges of predictions, each with distinct texts of at most about ``max_tokens``
     tokens; a prediction with its references is never split. Tokens are estimated
-    (:func:`estimated_tokens`); where the estimate cuts the call and ``encoder`` is given, the
-    texts' real token counts (:func:`~moverkit._core.encoding.tokens.token_counts`) plan it.
+    (:func:`estimated_tokens`); where the estimate cuts the call and the call's ``tokenizer`` is
+    given, the texts' real token counts plan it.
 
     The estimate of 3 characters a token runs high on most text (WMT17's English has about 4.5),
     and a call cut into chunks pays for it: under ``batch`` centering every text is encoded twice
     (issue 45: 100,000 pairs on an 80 GB GPU were cut by the estimate, 6,109 pairs/s, where one
-    chunk fits them). Counting is one Rust batch call, made only when the estimate cuts; when the
-    counts make one chunk, its encodings are kept for it."""
+    chunk fits them). Counting tokenizes the texts, slice by slice (:data:`COUNT_SLICE`); while
+    they fit one chunk their tokens are kept for it, not made a second time (issue 45: on 100,000
+    pairs that second pass was about 1.2 s of an H100 call)."""
     one = [(0, len(texts.predictions))]
+    limit = None if tokenizer is None else tokenizer.truncating
     # A chunk counts its distinct texts, so a call whose distinct texts fit is one chunk: their
     # characters bound their estimates (sum of len / CHARS_PER_TOKEN + 3 each), with no Python
     # step per pair (the loop below was 11 ms of a 0.15 s GPU call on 2,800 pairs, issue 45).
     if sum(map(len, texts.unique)) / CHARS_PER_TOKEN + 3 * len(texts.unique) <= max_tokens:
         return ChunkPlan(one)
-    counted = None if encoder is None else token_counts(encoder, texts.unique, limit, keep_within=max_tokens)
-    if counted is None:
+    if tokenizer is None:
         return ChunkPlan(_cut(texts, max_tokens, lambda text: estimated_tokens(text, limit)))
-    if counted.encodings is not None:  # every text counted fits: one chunk, tokenized already
-        return ChunkPlan(one, counted.encodings, counted.truncated)
-    return ChunkPlan(_cut(texts, max_tokens, counted.counts.__getitem__), truncated=counted.truncated)
+    counts, kept, total = {}, [], 0
+    for start in range(0, len(texts.unique), COUNT_SLICE):
+        part = texts.unique[start : start + COUNT_SLICE]
+        tokens = tokenizer.tokenize(part) if kept is not None else None
+        lengths = list(map(len, tokens.ids)) if tokens is not None else tokenizer.count(part)
+        counts.update(zip(part, lengths))
+        total += sum(lengths)
+        kept = kept + [tokens] if kept is not None and total <= max_tokens else None
+    if kept is not None:  # every text counted fits: one chunk, tokenized already
+        return ChunkPlan(one, join_tokens(texts.unique, kept, tokenizer))
+    return ChunkPlan(_cut(texts, max_tokens, counts.__getitem__))
+
+
+COUNT_SLICE = 8192
+"""Texts :func:`plan_chunks` tokenizes at once: past the budget their tokens are dropped slice by
+slice, so counting a million texts holds a few thousand texts' tokens, not a million."""
+
+
+def join_tokens(texts: list[str], parts: list[TokenizedTexts], tokenizer: CallTokenizer) -> TokenizedTexts:
+    """The tokens of ``texts`` from those of its consecutive slices."""
+    if len(parts) == 1:
+        return parts[0]
+    ids = [row for part in parts for row in part.ids]
+    special = [row for part in parts for row in part.special]
+    truncated = sum(part.truncated for part in parts)
+    return TokenizedTexts(texts, ids, special, tokenizer.limit, tokenizer.long_texts, truncated)
 
 
 def _cut(texts: CallTexts, max_tokens: int, tokens: Callable[[str], int]) -> list[tuple[int, int]]:
@@ -301,55 +360,31 @@ def text_chunks(texts: list[str], max_tokens: int, limit: int | None) -> Iterato
 
 
 def batch_mean(
-    encoder, texts: CallTexts, request: EncoderRequest, max_tokens: int, planned: int | None, limit: int
+    encoder: Encoder, texts: CallTexts, tokenizer: CallTokenizer, request: EncoderRequest, max_tokens: int, ahead: Ahead
 ) -> CenteringStats | None:
     r"""First pass of ``batch`` centering: :math:`\mu` over every distinct text of the call, each
-    counted as often as it occurs, from float64 sums accumulated chunk by chunk (``None`` when the
-    call has no token to average: each chunk then subtracts its own zero mean, as one call would).
-    ``planned``: the token limit chunks are planned with (``None`` for windows); ``limit``: the
-    call's checked token limit."""
+    counted as often as it occurs (:class:`~moverkit._core.centering.maths.RowMean`, float64
+    sums gathered slice by slice; ``None`` when the call has no token to average: each chunk then
+    subtracts its own zero mean, as one call would)."""
     unique, counts = texts.unique, texts.counts()
-    total = torch.zeros(encoder.model.config.hidden_size, dtype=torch.float64)
-    n, sizes = 0, []
-    slices = tokenized_ahead(
-        encoder, text_chunks(unique, max_tokens, planned), lambda r: unique[r[0] : r[1]], limit, request.long_texts
-    )
-    with closing(slices):
-        for (start, end), tokens in slices:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # truncation is reported once for the call, by chunks
-                clouds = cached_encode(encoder, unique[start:end], request, limit=limit, encodings=tokens.take())
-            scored = ~clouds.special
-            mean, rows = row_mean(clouds.vectors, offsets=clouds.offsets, scored=scored, counts=counts[start:end])
-            total += mean.cpu() * rows
-            n += rows
-            per_text = torch.zeros(end - start, dtype=torch.long)
-            sizes.append(per_text.index_add_(0, clouds.text_index().cpu(), scored.long().cpu()))
-            del clouds
-    warn_small_batch(torch.cat(sizes), "texts")  # as an unchunked call warns (its chunks then do not)
-    if n == 0:
-        return None
-    return CenteringStats(
-        mean=(total / n).numpy().astype(np.float64),
-        model=encoder.name,
-        layer=encoder.layer,
-        n_texts=len(unique),
-        n_tokens=n,
-    )
+    mean = RowMean()
+    slices = text_chunks(unique, max_tokens, tokenizer.truncating)
+    for (start, end), tokens in ahead.parts(slices, lambda r: unique[r[0] : r[1]]):
+        clouds = cached_encode(encoder, unique[start:end], tokenizer, request, tokens=resolved(tokens))
+        mean.add(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts[start:end])
+        del clouds
+    warn_small_batch(mean.sizes(), "texts")  # as an unchunked call warns (its chunks then do not)
+    return mean.stats(encoder.name, encoder.layer, len(unique))
 
 
-def fit_idf(encoder, texts: list[str], limit: int, long_texts: str) -> IdfTable:
+def resolved(tokens: TokenizedTexts | Future | None) -> TokenizedTexts | None:
+    """Tokens made ahead: waited for where a thread is making them (raising what it raised)."""
+    return tokens.result() if isinstance(tokens, Future) else tokens
+
+
+def fit_idf(texts: list[str], ahead: Ahead) -> IdfTable:
     """First pass of ``idf=True``: the document frequencies of ``texts``, every reference of the
-    call (one document per pair; for ``prediction_idf=True``, every prediction), tokenized chunk by
-    chunk to the call's checked token ``limit``."""
-
-    def documents():
-        slices = (texts[start : start + 4096] for start in range(0, len(texts), 4096))
-        with closing(tokenized_ahead(encoder, slices, lambda part: part, limit, long_texts)) as ahead:
-            for part, tokens in ahead:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    ids, _ = token_ids(encoder, part, limit, long_texts, tokens.take())
-                yield from ids
-
-    return IdfTable(documents())
+    call (one document per pair; for ``prediction_idf=True``, every prediction), tokenized slice
+    by slice by the call's tokenizer."""
+    slices = (texts[start : start + 4096] for start in range(0, len(texts), 4096))
+    return IdfTable(row for _, tokens in ahead.parts(slices, lambda part: part) for row in resolved(tokens).ids)

@@ -18,12 +18,11 @@ from pathlib import Path
 import torch
 
 from moverkit._core.base import checks
-from moverkit._core.base.hardware import check_dtype
 from moverkit._core.base.inputs import check_texts
 from moverkit._core.base.user_warnings import warn_user
-from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, row_mean
+from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, RowMean, row_mean
 from moverkit._core.centering.stats_file import SENTENCE_LAYER, STATS_DIR, CenteringStats
-from moverkit._core.encoding.encoder import Encoder, encode, get_encoder
+from moverkit._core.encoding.encoder import Encoder, encode_texts, get_encoder
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import (
     SentenceEncoder,
@@ -103,12 +102,10 @@ def fit_centering(
     counts = torch.tensor([frequency[u] for u in unique], dtype=torch.float64)
     request = EncoderRequest(batch_size=batch_size, max_length=max_length, dtype=dtype, device=device, verbose=verbose)
     if level == "token":
-        encoder = get_encoder(model_type, num_layers, device)
-        check_dtype(request.dtype, encoder.device)
+        encoder = get_encoder(model_type, num_layers, request.device)
         stats = _token_mean(encoder, unique, counts, request, len(texts))
     else:
-        encoder = get_sentence_encoder(model_type, device)
-        check_dtype(request.dtype, encoder.device)
+        encoder = get_sentence_encoder(model_type, request.device)
         stats = _sentence_mean(encoder, unique, counts, request, len(texts))
     warn_small_fit(len(unique), "texts" if level == "token" else "sentences")  # once it is fitted, not before an error
     return stats
@@ -118,14 +115,16 @@ def _token_mean(
     encoder: Encoder, unique: list[str], counts: torch.Tensor, request: EncoderRequest, n_texts: int
 ) -> CenteringStats:
     """The mean non-special token vector of ``unique`` texts, each counted ``counts`` times."""
-    clouds = encode(encoder, unique, request)
-    mean, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts)
-    if n == 0:
+    clouds = encode_texts(encoder, unique, request)
+    mean = RowMean()
+    mean.add(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts)
+    stats = mean.stats(encoder.name, encoder.layer, n_texts)
+    if stats is None:
         raise ValueError(
             "texts hold no token once tokenized (only characters the tokenizer drops, such as zero-width "
             "spaces): the corpus mean needs at least one token"
         )
-    return CenteringStats(mean=mean.cpu().numpy(), model=encoder.name, layer=encoder.layer, n_texts=n_texts, n_tokens=n)
+    return stats
 
 
 def _sentence_mean(

@@ -104,18 +104,66 @@ def row_mean(
     counts: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int]:
     r"""The mean :math:`\mu` of the module doc (float64, shape (D,)) and the number of rows it
-    averages (each counted :math:`c_i` times).
+    averages (each counted :math:`c_i` times): :class:`RowMean` of one part.
 
     ``vectors`` (n_rows, D); ``offsets`` (n_texts + 1,): text ``i`` owns rows
     ``offsets[i]:offsets[i + 1]`` (``None``: one row per text); ``scored`` (n_rows,) bool: the rows
     that count (``None``: all); ``counts`` (n_texts,): how often each text occurs (``None``: once).
     """
-    sums, sizes, _ = _text_sums(vectors, offsets, scored)
-    weight = torch.ones(len(sizes), dtype=torch.float64, device=sums.device)
-    if counts is not None:
-        weight = counts.to(device=sums.device, dtype=torch.float64)
-    total = weight @ sizes
-    return (weight @ sums) / total.clamp_min(1.0), int(total.item())
+    mean = RowMean()
+    mean.add(vectors, offsets=offsets, scored=scored, counts=counts)
+    return mean.mean()
+
+
+class RowMean:
+    r""":math:`\mu = \sum_i c_i \sum_k w_{i,k} / \sum_i c_i N_i` gathered part by part (the
+    texts of a call, or of a corpus, given slice by slice): the float64 sum and count of each part
+    added up, so that no part's texts are held once it is added. The one computation of a mean of
+    token vectors: :func:`row_mean` (one part), a streamed call's ``batch`` mean and
+    :func:`~moverkit._core.centering.fit.fit_centering` (through :meth:`stats`)."""
+
+    def __init__(self) -> None:
+        self._sum: torch.Tensor | None = None
+        self._total: torch.Tensor | None = None
+        self._sizes: list[torch.Tensor] = []
+
+    def add(
+        self,
+        vectors: torch.Tensor,
+        *,
+        offsets: torch.Tensor | None = None,
+        scored: torch.Tensor | None = None,
+        counts: torch.Tensor | None = None,
+    ) -> None:
+        """One part's rows (the arguments of :func:`row_mean`)."""
+        sums, sizes, _ = _text_sums(vectors, offsets, scored)
+        weight = torch.ones(len(sizes), dtype=torch.float64, device=sums.device)
+        if counts is not None:
+            weight = counts.to(device=sums.device, dtype=torch.float64)
+        part_sum, part_total = weight @ sums, weight @ sizes
+        self._sum = part_sum if self._sum is None else self._sum + part_sum.to(self._sum.device)
+        self._total = part_total if self._total is None else self._total + part_total.to(self._total.device)
+        self._sizes.append(sizes.cpu())
+
+    def sizes(self) -> torch.Tensor:
+        """Each text's rows that count, over every part (float64, on the CPU)."""
+        return torch.cat(self._sizes) if self._sizes else torch.zeros(0, dtype=torch.float64)
+
+    def mean(self) -> tuple[torch.Tensor, int]:
+        r""":math:`\mu` (float64, shape (D,)) and the number of rows it averages."""
+        if self._sum is None:
+            raise ValueError("a mean of no part")
+        return self._sum / self._total.clamp_min(1.0), int(self._total.item())
+
+    def stats(self, model: str, layer: int, n_texts: int) -> CenteringStats | None:
+        """:meth:`mean` as the statistic of ``n_texts`` texts of ``model``'s ``layer``; ``None``
+        when no row counted."""
+        if self._sum is None:
+            return None
+        mean, n = self.mean()
+        if n == 0:
+            return None
+        return CenteringStats(mean=mean.cpu().numpy(), model=model, layer=layer, n_texts=n_texts, n_tokens=n)
 
 
 def center_rows(

@@ -61,9 +61,9 @@ class CenteringStats:
 
     def save(self, path: str | os.PathLike | BinaryIO) -> None:
         """Write to ``path`` (a NumPy ``.npz`` archive; the name is used as given) whole or not at
-        all (:func:`moverkit.leaves.lines.write_atomic`), or into a binary file object."""
+        all (:func:`moverkit.formats.lines.write_atomic`), or into a binary file object."""
         if isinstance(path, (str, os.PathLike)):
-            from moverkit.leaves.lines import write_atomic
+            from moverkit.formats.lines import write_atomic
 
             archive = io.BytesIO()
             self.save(archive)

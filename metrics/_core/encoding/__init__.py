@@ -11,6 +11,7 @@ from moverkit._core.encoding.encoder import (
     NonFiniteOutputs,
     TokenClouds,
     encode,
+    encode_texts,
     encoder_for,
     get_encoder,
     load_encoder,
@@ -46,9 +47,10 @@ from moverkit._core.encoding.sentences import (
     splitter_languages,
     splitter_tag,
 )
-from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, tokenize
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, tokenize
 
 __all__ = [
+    "CallTokenizer",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MODEL",
     "Encoder",
@@ -59,6 +61,7 @@ __all__ = [
     "SENTENCE_LAYER",
     "SentenceEncoder",
     "TokenClouds",
+    "TokenizedTexts",
     "cache_enabled",
     "check_idf",
     "check_lang",
@@ -67,6 +70,7 @@ __all__ = [
     "default_layer",
     "embedded_model_path",
     "encode",
+    "encode_texts",
     "encode_sentences",
     "encoder_for",
     "get_encoder",
@@ -74,8 +78,6 @@ __all__ = [
     "idf_tag",
     "load_encoder",
     "primary_language",
-    "quiet_transformers",
-    "rust_encode",
     "release",
     "resolve_layer",
     "resolve_model",

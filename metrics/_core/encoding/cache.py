@@ -44,7 +44,7 @@ from moverkit._core.base.heap import trim_heap
 from moverkit._core.base.sizes import parse_size, size_from_env
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encode
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.tokens import check_max_length
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
 
 DEFAULT_MAX_BYTES = 768 * 2**20
 """Bytes :func:`set_cache` keeps unless told otherwise: about 500,000 tokens of a 384-dimensional
@@ -178,33 +178,38 @@ def cache_info() -> dict:
 def cached_encode(
     encoder: Encoder,
     texts: Sequence[str],
+    tokenizer: CallTokenizer,
     request: EncoderRequest,
     *,
     layers: Sequence[int] | None = None,
-    limit: int | None = None,
-    encodings: list | None = None,
+    tokens: TokenizedTexts | None = None,
 ) -> TokenClouds:
-    """:func:`~moverkit._core.encoding.encoder.encode` (same arguments, same result), encoding only
-    the texts the cache does not hold and keeping the new ones."""
+    """The :func:`~moverkit._core.encoding.encoder.encode` of ``texts`` by the call's
+    ``tokenizer`` (``tokens``: those texts tokenized already, ahead of their turn), encoding only
+    the texts the cache does not hold, tokenized only then, and keeping the new ones. When every
+    text misses, ``encode``'s own result is returned."""
     if _CACHE.max_bytes == 0 or encoder.trainable or encoder.model.training:
-        return encode(encoder, texts, request, layers=layers, limit=limit, encodings=encodings)
-    layers = None if layers is None else encoder.check_layers(layers)
-    limit = check_max_length(encoder, request.max_length) if limit is None else limit
+        return encode(encoder, tokenizer.tokenize(texts) if tokens is None else tokens, request, layers=layers)
     with _CACHE._lock:
         model_id = _MODEL_IDS.setdefault(encoder.model, next(_NEXT_ID))
     config = (model_id, encoder.name, encoder.layer, str(encoder.device))
-    config += (limit, request.long_texts, request.dtype, layers)
+    config += (tokenizer.limit, tokenizer.long_texts, request.dtype, None if layers is None else tuple(layers))
     clouds = [_CACHE.get((config, text)) for text in texts]
     missing = [i for i, cloud in enumerate(clouds) if cloud is None]
-    if missing:
-        ahead = None if encodings is None else [encodings[i] for i in missing]
-        missing = [texts[i] for i in missing]
-        split = _split(encode(encoder, missing, request, layers=layers, limit=limit, encodings=ahead))
-        for text, cloud in zip(missing, split):
-            _CACHE.put((config, text), cloud)
-        new = iter(split)
-        clouds = [next(new) if cloud is None else cloud for cloud in clouds]
-    return _join(encoder, list(texts), clouds, layers)
+    if not missing:
+        return _join(encoder, list(texts), clouds, config[-1])
+    if tokens is not None:
+        tokens = tokens.subset(missing) if len(missing) < len(texts) else tokens
+    else:
+        tokens = tokenizer.tokenize([texts[i] for i in missing])
+    encoded = encode(encoder, tokens, request, layers=layers)
+    split = _split(encoded)
+    for text, cloud in zip(tokens.texts, split):
+        _CACHE.put((config, text), cloud)
+    if len(missing) == len(texts):
+        return encoded
+    new = iter(split)
+    return _join(encoder, list(texts), [next(new) if cloud is None else cloud for cloud in clouds], encoded.layers)
 
 
 def _split(clouds: TokenClouds) -> list[_Cloud]:

@@ -12,7 +12,6 @@ import itertools
 import logging
 import os
 import threading
-import types
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -31,11 +30,11 @@ from moverkit._core.base.batching import (
     offsets_from,
     pad,
 )
-from moverkit._core.base.hardware import check_dtype, cuda_plan, precision, resolve_device
+from moverkit._core.base.hardware import cuda_plan, precision, resolve_device
 from moverkit._core.base.windows import WindowPlan, plan_windows
 from moverkit._core.encoding.architecture import cut_after, model_max_length
 from moverkit._core.encoding.request import EncoderRequest, identify_model, resolve_layer, resolve_model
-from moverkit._core.encoding.tokens import check_max_length, quiet_transformers, token_ids
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +100,7 @@ class Encoder:
     max_length: int
     hidden_states_only: bool  # True when no block list was found and layer outputs are read instead
     trainable: bool = False  # fine-tuning (moverkit.finetune): forward keeps autograd instead of inference mode
-    square_mask: bool = False  # the model is given the (batch, 1, length, length) mask (attach_square_mask)
+    square_mask: bool = False  # the model takes the (batch, 1, length, length) mask (takes_square_mask)
 
     def region(self, dtype: str = "float32") -> contextlib.AbstractContextManager:
         """The one context of all of a call's forward passes (:func:`forward_region`)."""
@@ -112,7 +111,7 @@ class Encoder:
         :meth:`region`. ``attention_mask`` ``None``: no padding (transformers then skips the mask,
         and the read of whether it holds padding)."""
         out = self.model(
-            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=self.hidden_states_only
+            input_ids=input_ids, attention_mask=self.mask(attention_mask), output_hidden_states=self.hidden_states_only
         )
         vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
         return vectors.float()
@@ -122,10 +121,16 @@ class Encoder:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Token vectors of layer ``layer`` (as :meth:`forward`) and of each of ``layers`` from
         the same forward pass: shapes (batch, length, dim) and (len(layers), batch, length, dim)."""
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        out = self.model(input_ids=input_ids, attention_mask=self.mask(attention_mask), output_hidden_states=True)
         vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
         stacked = torch.stack([out.hidden_states[layer].float() for layer in layers])
         return vectors.float(), stacked
+
+    def mask(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """The mask the model is given: the (batch, 1, length, length) :func:`square_mask` of a
+        (batch, length) ``attention_mask`` where the model takes it, bit for bit the same vectors
+        without transformers' read, per batch, of whether the mask holds padding; else as it is."""
+        return square_mask(attention_mask) if self.square_mask and attention_mask is not None else attention_mask
 
     def check_layers(self, layers: Sequence[int]) -> tuple[int, ...]:
         """``layers`` as a tuple of block outputs this (truncated) encoder computes: 0 (the
@@ -172,17 +177,18 @@ def get_encoder(
     block, ``0`` the embedding layer, negative values count from the top (``-1`` is the last
     layer). ``None`` takes :data:`MODEL_LAYERS`, else the last layer.
     """
+    return _shared_encoder(model_type, num_layers, resolve_device(device))
+
+
+def _shared_encoder(model_type, num_layers: int | None, device: torch.device) -> Encoder:
     _, path = resolve_model(model_type)
-    dev = resolve_device(device)
-    return cached_model(("token", path, num_layers, str(dev)), lambda: load_encoder(model_type, num_layers, dev))
+    return cached_model(("token", path, num_layers, str(device)), lambda: load_encoder(model_type, num_layers, device))
 
 
 def encoder_for(request: EncoderRequest) -> Encoder:
-    """The process-wide encoder of ``request`` (:func:`get_encoder`), checked against the settings
-    that depend on the device (``float16`` is refused on a CPU: :func:`check_dtype`)."""
-    encoder = get_encoder(request.model_type, request.num_layers, request.device)
-    check_dtype(request.dtype, encoder.device)
-    return encoder
+    """The process-wide encoder of ``request`` (:func:`get_encoder`) on the device the request
+    resolved and checked when it was made."""
+    return _shared_encoder(request.model_type, request.num_layers, request.device)
 
 
 def load_encoder(
@@ -200,12 +206,11 @@ def load_encoder(
 
     local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        with quiet_transformers():
-            config = AutoConfig.from_pretrained(path, local_files_only=local_only)
-            prefix_space = config.model_type in _PREFIX_SPACE_MODEL_TYPES
-            tokenizer_kwargs = {"add_prefix_space": True} if prefix_space else {}
-            tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **tokenizer_kwargs)
-            model = AutoModel.from_pretrained(path, local_files_only=local_only)
+        config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+        prefix_space = config.model_type in _PREFIX_SPACE_MODEL_TYPES
+        tokenizer_kwargs = {"add_prefix_space": True} if prefix_space else {}
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **tokenizer_kwargs)
+        model = AutoModel.from_pretrained(path, local_files_only=local_only)
     except (OSError, ValueError) as err:
         where = (
             "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: it must be in the local cache)"
@@ -231,7 +236,7 @@ def load_encoder(
         max_length=max_length,
         hidden_states_only=hidden_states_only,
         trainable=trainable,
-        square_mask=attach_square_mask(model, device, max_length),
+        square_mask=takes_square_mask(model, device, max_length),
     )
 
 
@@ -287,28 +292,6 @@ def takes_square_mask(model: torch.nn.Module, device: torch.device, limit: int =
     except Exception:  # any refusal of the 4-D mask means: keep the (batch, length) one
         return False
     return flat.shape == square.shape and bool(torch.equal(flat[mask.bool()], square[mask.bool()]))
-
-
-def attach_square_mask(model: torch.nn.Module, device: torch.device, limit: int = SQUARE_MASK_PROBE_TOKENS) -> bool:
-    """Where ``model`` takes it (:func:`takes_square_mask`), give it from now on the boolean
-    (batch, 1, length, length) mask of every (batch, length) ``attention_mask`` it is called with;
-    whether it did. transformers >= 5 reads from the device, before each forward pass of its SDPA
-    attention, whether the batch holds any padding (``mask.all()``): a wait for the device per
-    batch, which a mask already square skips.
-
-    The model's own ``forward`` is wrapped, not hooked: sentence-transformers (6) calls
-    ``model.forward`` itself, past the module's hooks, and pools with the (batch, length) mask it
-    passes. The wrapper is a method of the model, so a deep copy (fine-tuning) wraps the copy."""
-    if not takes_square_mask(model, device, limit):
-        return False
-    model.forward = types.MethodType(_square_mask_forward, model)
-    return True
-
-
-def _square_mask_forward(self, *args, attention_mask=None, **kwargs):
-    if attention_mask is not None and attention_mask.dim() == 2:
-        attention_mask = square_mask(attention_mask)
-    return type(self).forward(self, *args, attention_mask=attention_mask, **kwargs)
 
 
 @dataclass(eq=False)
@@ -423,25 +406,29 @@ def encode_batches(
     return [(batch, lengths[batch[0]]) for batch in length_batches(lengths, batch_size, max_tokens)]
 
 
-def encode(
-    encoder: Encoder,
-    texts: Sequence[str],
-    request: EncoderRequest,
-    *,
-    layers: Sequence[int] | None = None,
-    limit: int | None = None,
-    encodings: list | None = None,
+def encode_texts(
+    encoder: Encoder, texts: Sequence[str], request: EncoderRequest, *, layers: Sequence[int] | None = None
 ) -> TokenClouds:
-    """Embed ``texts`` (expected unique) into :class:`TokenClouds`, in the given order, as
-    ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) says: its batch size,
-    token limit, long-text mode, dtype and progress bar. ``limit``: the token limit when the caller
-    has checked it already (a prepared call); else :func:`check_max_length` of the request's.
-    ``encodings``: the texts' Rust encodings when they were made ahead
-    (:func:`~moverkit._core.encoding.tokens.token_ids`).
+    """:func:`encode` of ``texts`` tokenized as a call of ``request`` tokenizes them
+    (:class:`~moverkit._core.encoding.tokens.CallTokenizer`: its token limit, its long-text mode,
+    one warning if some were cut): for callers outside a metric call (tuning, centering fits)."""
+    tokenizer = CallTokenizer.of(encoder, request.max_length, request.long_texts)
+    clouds = encode(encoder, tokenizer.tokenize(texts), request, layers=layers)
+    tokenizer.close(len(texts))
+    return clouds
 
-    ``long_texts="window"`` encodes a text longer than the limit whole, in overlapping windows
-    (:mod:`~moverkit._core.base.windows`); ``"truncate"`` cuts it at the limit. Texts within the limit
-    get the same vectors either way.
+
+def encode(
+    encoder: Encoder, tokens: TokenizedTexts, request: EncoderRequest, *, layers: Sequence[int] | None = None
+) -> TokenClouds:
+    """Embed the texts of ``tokens`` (expected unique, tokenized by the call's
+    :class:`~moverkit._core.encoding.tokens.CallTokenizer`) into :class:`TokenClouds`, in their
+    order, as ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) says: its
+    batch size, dtype and progress bar.
+
+    ``long_texts="window"`` (the tokens' mode) encodes a text longer than the limit whole, in
+    overlapping windows (:mod:`~moverkit._core.base.windows`); ``"truncate"`` has cut it at the
+    limit. Texts within the limit get the same vectors either way.
 
     Texts are sorted by token length, longest first (so a memory error shows up at once), and
     batched as :func:`encode_batches` says: ``batch_size`` at a time on a CPU, at most
@@ -452,16 +439,16 @@ def encode(
     forward pass, the vectors of each of those layers in ``layer_vectors`` (for aggregations over
     layers such as MoverScore's power means); ``vectors`` is unchanged.
 
-    ``dtype`` (:data:`~moverkit._core.base.hardware.DTYPES`, concrete) is the precision of the forward pass (:func:`~moverkit._core.base.hardware.precision`); the vectors
-    are float32 whatever it is.
+    ``request.dtype`` (:data:`~moverkit._core.base.hardware.DTYPES`, concrete) is the precision of
+    the forward pass (:func:`~moverkit._core.base.hardware.precision`); the vectors are float32
+    whatever it is.
     """
-    batch_size, long_texts, dtype = request.batch_size, request.long_texts, request.dtype
+    batch_size, dtype, limit = request.batch_size, request.dtype, tokens.limit
     if layers is not None:
         layers = encoder.check_layers(layers)
-    limit = check_max_length(encoder, request.max_length) if limit is None else limit
-    ids, special_mask = token_ids(encoder, texts, limit, long_texts, encodings)
+    ids, special_mask = tokens.ids, tokens.special
     # Truncated texts are within the limit already: only windows need planning.
-    plan = WindowPlan(ids, None) if long_texts == "truncate" else plan_windows(ids, special_mask, limit)
+    plan = WindowPlan(ids, None) if tokens.long_texts == "truncate" else plan_windows(ids, special_mask, limit)
     rows = plan.rows  # the texts themselves, unless some are cut into windows
     offsets = offsets_of(map(len, ids), len(ids))
     row_lengths = [len(row) for row in rows]
@@ -515,7 +502,7 @@ def encode(
     special = torch.from_numpy(np.fromiter(itertools.chain.from_iterable(special_mask), dtype=bool, count=n_tokens))
 
     return TokenClouds(
-        texts=list(texts),
+        texts=list(tokens.texts),
         vectors=vectors,
         offsets=offsets.to(encoder.device),
         token_ids=ids,

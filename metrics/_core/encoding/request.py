@@ -9,6 +9,7 @@ re-binds them by name.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 import torch
 
 from moverkit._core.base import checks
-from moverkit._core.base.hardware import DTYPES, resolve_dtype
+from moverkit._core.base.hardware import DTYPES, auto_dtype, check_dtype, resolve_device
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.base.windows import LONG_TEXT_MODES
 
@@ -251,9 +252,12 @@ def check_model_lang(lang, model_type) -> str:
 class EncoderRequest:
     """Which encoder a call uses and how it runs: the model and its layer, the device, the batch
     size, the token limit and what happens past it, the precision of the forward pass, the texts'
-    language and whether to show progress. Checked when made (``dtype="auto"`` is replaced by the
-    precision :func:`~moverkit._core.base.hardware.auto_dtype` picks for the device); the model and the
-    device are resolved where the encoder is loaded (:func:`~moverkit._core.encoding.encoder.encoder_for`,
+    language and whether to show progress. Checked when made, before any model loads: the device
+    resolved (:func:`~moverkit._core.base.hardware.resolve_device`: ``device`` is a
+    ``torch.device`` from then on), ``dtype="auto"`` replaced by the precision
+    :func:`~moverkit._core.base.hardware.auto_dtype` picks for it and the precision checked against
+    it (:func:`~moverkit._core.base.hardware.check_dtype`); the model is resolved where the encoder
+    is loaded (:func:`~moverkit._core.encoding.encoder.encoder_for`,
     :func:`~moverkit._core.encoding.sentences.sentence_encoder_for`)."""
 
     model_type: str | os.PathLike | None = None
@@ -273,10 +277,21 @@ class EncoderRequest:
         checks.optional_positive_int("max_length", self.max_length)
         checks.one_of("long_texts", self.long_texts, LONG_TEXT_MODES)
         checks.one_of("dtype", self.dtype, DTYPES)
+        device = resolve_device(self.device)
+        object.__setattr__(self, "device", device)
         # "auto" becomes the precision it picks here, so hashcodes and caches name what ran.
-        object.__setattr__(self, "dtype", resolve_dtype(self.dtype, self.device))
+        object.__setattr__(
+            self, "dtype", check_dtype(auto_dtype(device) if self.dtype == "auto" else self.dtype, device)
+        )
         checks.boolean("verbose", self.verbose)
         object.__setattr__(self, "lang", check_model_lang(self.lang, self.model_type))
+
+    def quiet(self) -> EncoderRequest:
+        """This request without its progress bar, not checked again (a chunked call's chunks, under
+        the call's one bar: checked again, its warnings would be given twice)."""
+        quiet = copy.copy(self)
+        object.__setattr__(quiet, "verbose", False)
+        return quiet
 
 
 __all__ = ["DEFAULT_MODEL", "EncoderRequest", "check_lang", "check_model_lang", "is_english", "primary_language"]

@@ -21,21 +21,21 @@ import torch
 from tqdm.auto import tqdm
 
 from moverkit._core.base.batching import pad
-from moverkit._core.base.hardware import check_dtype, precision, resolve_device
-from moverkit._core.base.user_warnings import warn_user
+from moverkit._core.base.hardware import precision, resolve_device
 from moverkit._core.encoding.architecture import position_limit
 from moverkit._core.encoding.encoder import (
     all_finite,
-    attach_square_mask,
     cached_model,
     check_finite,
     encode_batches,
     forward_region,
     non_finite_error,
     offsets_of,
+    square_mask,
+    takes_square_mask,
 )
 from moverkit._core.encoding.request import EncoderRequest, check_lang, identify_model, resolve_model
-from moverkit._core.encoding.tokens import quiet_transformers, rust_encode, text_only, truncated
+from moverkit._core.encoding.tokens import CallTokenizer, Truncations, rust_copy
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -283,6 +283,21 @@ class SentenceEncoder:
     device: torch.device
     model: object  # sentence_transformers.SentenceTransformer
     layer: int = SENTENCE_LAYER
+    square_mask: bool = False  # its transformer takes the (batch, 1, length, length) mask (takes_square_mask)
+
+    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The sentence embeddings of a padded batch: the model's modules in turn, its transformer
+        given :func:`~moverkit._core.encoding.encoder.square_mask`'s mask where it takes it (an
+        argument of the module's call, which overrides the features' mask for the transformer
+        alone: pooling reads the (batch, length) mask)."""
+        features = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if not self.square_mask:
+            return self.model(features)["sentence_embedding"]
+        modules = list(self.model)
+        features = modules[0](features, attention_mask=square_mask(attention_mask))
+        for module in modules[1:]:
+            features = module(features)
+        return features["sentence_embedding"]
 
     @property
     def dim(self) -> int:
@@ -298,18 +313,19 @@ def get_sentence_encoder(
     when offline, or a local folder; ``None`` is the embedded all-MiniLM-L6-v2), loaded once per
     (model, device) through the model registry. A plain transformers model (no
     sentence-transformers config) gets sentence-transformers' default, mean pooling."""
+    return _shared_sentence_encoder(model_type, resolve_device(device))
+
+
+def _shared_sentence_encoder(model_type, device: torch.device) -> SentenceEncoder:
     name, path = resolve_model(model_type)
-    dev = resolve_device(device)
-    return cached_model(("sentence", path, str(dev)), lambda: _load_sentence_encoder(name, path, dev))
+    return cached_model(("sentence", path, str(device)), lambda: _load_sentence_encoder(name, path, device))
 
 
 def sentence_encoder_for(request: EncoderRequest) -> SentenceEncoder:
     """The process-wide sentence encoder of ``request`` (:func:`get_sentence_encoder`; its
-    ``num_layers``, ``max_length`` and ``long_texts`` do not apply), checked against the device as
-    :func:`~moverkit._core.encoding.encoder.encoder_for` checks it."""
-    encoder = get_sentence_encoder(request.model_type, request.device)
-    check_dtype(request.dtype, encoder.device)
-    return encoder
+    ``num_layers``, ``max_length`` and ``long_texts`` do not apply), on the device the request
+    resolved and checked when it was made."""
+    return _shared_sentence_encoder(request.model_type, request.device)
 
 
 def _load_sentence_encoder(name: str, path: str, device: torch.device) -> SentenceEncoder:
@@ -317,14 +333,14 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
 
     local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        with quiet_transformers():
-            model = SentenceTransformer(path, device=str(device), local_files_only=local_only)
+        model = SentenceTransformer(path, device=str(device), local_files_only=local_only)
     except (OSError, ValueError) as err:
         where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: from the local cache)"
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
     if getattr(model, "tokenizer", None) is not None:
         model.tokenizer.split_special_tokens = True  # user text is text: "[CLS]" is not the [CLS] id
     transformer = getattr(model[0], "auto_model", None) if len(model) else None
+    square = False
     if isinstance(transformer, torch.nn.Module):
         name, _ = identify_model(name, path, transformer, transformer.config)  # a known model, wherever it is
         # sentence-transformers reads max_seq_length from its config or the tokenizer, past the
@@ -332,8 +348,25 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
         positions = position_limit(transformer, transformer.config)
         if None not in (positions, model.max_seq_length) and model.max_seq_length > positions:
             model.max_seq_length = positions
-        attach_square_mask(transformer, device)
-    return SentenceEncoder(name=name, path=path, device=device, model=model.eval())
+        square = takes_square_mask(transformer, device) and _module_takes_mask(model.eval(), device)
+    return SentenceEncoder(name=name, path=path, device=device, model=model.eval(), square_mask=square)
+
+
+def _module_takes_mask(model, device: torch.device) -> bool:
+    """Whether the model's first module, called with ``attention_mask=`` beside its features,
+    passes that mask to its transformer (sentence-transformers >= 5 lets a call's arguments
+    override the features), bit for bit as its own call: probed on two rows, one half padded."""
+    ids = torch.arange(16, device=device).reshape(2, 8) % 4 + 1
+    mask = torch.ones(2, 8, dtype=torch.long, device=device)
+    mask[1, 4:] = 0
+    try:
+        with torch.no_grad():
+            plain = model[0]({"input_ids": ids, "attention_mask": mask})["token_embeddings"]
+            square = model[0]({"input_ids": ids, "attention_mask": mask}, attention_mask=square_mask(mask))
+    except Exception:  # any refusal of the argument means: no square mask for this model
+        return False
+    kept = mask.bool()
+    return bool(torch.equal(plain[kept], square["token_embeddings"][kept]))
 
 
 def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest) -> torch.Tensor:
@@ -347,7 +380,7 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
     A model whose first module is a transformer with a fast tokenizer (sentence-transformers'
     ``Transformer``, as every sentence-transformers text model) runs as the token encoder does:
     its sentences tokenized in one Rust batch call
-    (:func:`~moverkit._core.encoding.tokens.rust_encode`, the ids sentence-transformers' own
+    (:class:`~moverkit._core.encoding.tokens.CallTokenizer`, the ids sentence-transformers' own
     tokenization gives: stripped, truncated at ``max_seq_length``), sorted by token length and cut
     into the shared batches (:func:`~moverkit._core.encoding.encoder.encode_batches`), each padded
     (:func:`~moverkit._core.base.batching.pad`) and run through the modules (transformer, pooling,
@@ -375,7 +408,7 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
             attention, input_ids = pad(offsets, torch.tensor(batch), flat_ids, width=width)
             input_ids = input_ids.masked_fill_(~attention, pad_id).to(encoder.device, non_blocking=True)
             attention = attention.long().to(encoder.device, non_blocking=True)
-            out = encoder.model({"input_ids": input_ids, "attention_mask": attention})["sentence_embedding"]
+            out = encoder.embed(input_ids, attention)
             finite &= all_finite(out)
             vectors[torch.tensor(batch, device=encoder.device)] = out.float()
             bar.update(len(batch))
@@ -395,13 +428,12 @@ def _sentence_ids(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[li
         return None
     limit = encoder.model.max_seq_length
     texts = [s.strip().lower() if getattr(first, "do_lower_case", False) else s.strip() for s in sentences]
-    encodings = rust_encode(first.tokenizer, texts, limit)
-    if encodings is None:
+    backend = rust_copy(first.tokenizer, limit)
+    if backend is None:
         return None
-    n_cut = truncated(encodings, limit)
-    if n_cut:
-        _warn_truncated(encoder, n_cut, len(sentences), limit)
-    ids, _ = text_only(first.tokenizer, texts, [e.ids for e in encodings], [e.special_tokens_mask for e in encodings])
+    tokenizer = CallTokenizer(first.tokenizer, limit, "truncate", backend, _truncations(encoder, limit))
+    ids = tokenizer.tokenize(texts).ids
+    tokenizer.close(len(sentences))
     return ids
 
 
@@ -430,17 +462,14 @@ def _token_lengths(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[i
     tokenizer = getattr(encoder.model, "tokenizer", None)
     if not sentences or not callable(tokenizer):
         return [len(s) for s in sentences]
-    with quiet_transformers():
-        lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
+    lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
     limit = getattr(encoder.model, "max_seq_length", None)
-    n_cut = sum(n > limit for n in lengths) if limit else 0
-    if n_cut:
-        _warn_truncated(encoder, n_cut, len(sentences), limit)
+    if limit:
+        truncations = _truncations(encoder, limit)
+        truncations.add(s for s, n in zip(sentences, lengths) if n > limit)
+        truncations.close(len(sentences))
     return lengths
 
 
-def _warn_truncated(encoder: SentenceEncoder, n_cut: int, n_sentences: int, limit: int) -> None:
-    warn_user(
-        f"{n_cut} of {n_sentences} sentences are longer than {limit} tokens and were truncated "
-        f"(the max_seq_length of {encoder.name}).",
-    )
+def _truncations(encoder: SentenceEncoder, limit: int) -> Truncations:
+    return Truncations("sentences", limit, f"and were truncated (the max_seq_length of {encoder.name}).")
