@@ -199,7 +199,7 @@ PAIR_ELEMENTS = 1 << 24
 def unmatched_arguments(arguments: dict) -> list[str]:
     """The arguments of ``arguments`` that the matching and aggregated paths do not take: they
     take the encoder's and the centering's, and ``idf`` (a table, or False)."""
-    from moverkit.functional.entry import SHARED
+    from moverkit.functional.signature import SHARED
 
     taken = {p.name for p in SHARED} - {"rescale_with_baseline", "baseline_path"}
     return sorted(set(arguments) - taken - {"idf"})
@@ -268,8 +268,7 @@ def matched_block(data, rows: list[int], columns: list[int], output: str) -> np.
     cosines of a block of candidates with every pseudo-reference in one product."""
     import torch
 
-    from moverkit._core import f_measure, greedy_match
-    from moverkit._core.base import self_cosine_one
+    from moverkit._core import f_measure, greedy_match, self_cosine_one
 
     rows_t, columns_t = torch.tensor(rows), torch.tensor(columns)
     pred = data.pad(rows_t, data.pred_weights, with_special=True)

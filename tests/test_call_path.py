@@ -65,6 +65,25 @@ def test_a_warm_call_goes_down_once(load_metric, centering):
     assert len(files) <= MAX_FILES, files
 
 
+@pytest.mark.parametrize("name", ["twmd", "moverscore", "lazy_emd", "sbertscore", "centered_bertscore"])
+@pytest.mark.parametrize("centering", ["batch", "corpus"])
+def test_core_never_calls_a_metric(load_metric, name, centering):
+    """Issue 52: whatever a metric gives the call (moverscore's token filter, power means and
+    hashcode parts, every metric's hashcode) goes down as data: no function of ``_core`` calls
+    one outside it, in a warm call of any metric (moverscore v1: its power means)."""
+    metric = load_metric(name)
+    text = "a cat sat on the mat while the dog barked at two birds in the old tree"
+    words = text.split(" ")
+    predictions = [" ".join(words[i : i + 5]) for i in range(12)]
+    references = [[" ".join(words[i + 1 : i + 6]), " ".join(words[i : i + 3])] for i in range(12)]
+    extra = {"version": "v1", "centering": "batch"} if name == "moverscore" and centering == "batch" else {}
+    kwargs = {"centering": centering, **extra}
+    call = lambda: metric.compute(predictions=predictions, references=references, **kwargs)  # noqa: E731
+    call()
+    _, upward = follow(call)
+    assert not upward, f"calls from _core up into the layers above it: {upward}"
+
+
 AT_MOST_ONCE = (
     "resolve_device",
     "check_layers",

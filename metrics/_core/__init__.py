@@ -1,6 +1,8 @@
-"""The shared core of moverkit, in four layers, each importing only those below it:
+"""The shared core of moverkit, in five layers, each importing only those below it:
 
-- ``base``: argument checks, warnings, hardware, sizes, padding and bucketing, matching, inputs;
+- ``base``: argument checks, warnings, hardware and the environment a call reads, sizes and the
+  heap, padding and bucketing, inputs;
+- ``maths``: the metric maths the metrics share (cosines, greedy matching, F-measure);
 - ``encoding``: encoders, token clouds, sentences, the cache, IDF;
 - ``centering``: the centering maths, the statistics file, its fitting;
 - ``call``: a metric call's opening, its pairs, streaming, baselines and the hashcode.
@@ -20,10 +22,7 @@ from moverkit._core.base import (
     check_inputs,
     check_texts,
     checks,
-    cosine_matrix,
-    f_measure,
     flatten_pairs,
-    greedy_match,
     reference_index,
     resolve_device,
 )
@@ -58,6 +57,7 @@ from moverkit._core.encoding import (
     token_weights,
     tokenize,
 )
+from moverkit._core.maths import cosine_matrix, f_measure, greedy_match, self_cosine_one
 
 __all__ = [
     "CENTERING_MODES",
@@ -101,6 +101,7 @@ __all__ = [
     "release",
     "resolve_device",
     "row_mean",
+    "self_cosine_one",
     "split_sentences",
     "token_weights",
     "tokenize",

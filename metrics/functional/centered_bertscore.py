@@ -23,9 +23,9 @@ from contextlib import closing
 import torch
 
 from moverkit._core import PairData, check_idf, checks, cosine_matrix, f_measure, greedy_match
-from moverkit._core.base import self_cosine_one
 from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, chunks
 from moverkit._core.encoding import count_zero_weight_texts, warn_zero_weights
+from moverkit._core.maths import self_cosine_one
 from moverkit.functional.signature import metric_function
 
 OUTPUTS = ("precision", "recall", "f1")

@@ -21,9 +21,10 @@ import torch
 import torch.nn.functional as F
 
 from moverkit._core import check_idf, checks
-from moverkit._core.base import ConvergenceWarning, cuda_plan, self_cosine_one, warn_user
+from moverkit._core.base import ConvergenceWarning, cuda_plan, warn_user
 from moverkit._core.call import MetricCall, PairOptions, PreparedChunk, chunks
 from moverkit._core.encoding import check_lang, count_zero_weight_texts, primary_language, warn_zero_weights
+from moverkit._core.maths import self_cosine_one
 from moverkit.functional.signature import metric_function
 from moverkit.ot import unbalanced_plan
 from moverkit.ot.unbalanced import SOLVER_TOLERANCE, unbalanced_sinkhorn_batches
@@ -150,7 +151,7 @@ def cosine_cost(pred, ref, same: torch.Tensor) -> torch.Tensor:
     """C_ij = 1 - cos(x_i, y_j) of padded unit vectors, float64, shape (B, n, m); in [0, 2] (a
     float32 dot product of unit vectors can pass 1 by a rounding error: cut back, so that C >= 0).
     A token's cost to itself is 0 in the pairs whose sides are the ``same`` text (B,), also where
-    centering made its vector zero (:func:`~moverkit._core.base.matching.self_cosine_one`)."""
+    centering made its vector zero (:func:`~moverkit._core.maths.matching.self_cosine_one`)."""
     # b = pairs, p = prediction tokens, r = reference tokens, d = embedding dimension
     cosine = torch.einsum("bpd,brd->bpr", pred.vectors, ref.vectors).double()
     return 1.0 - self_cosine_one(cosine.clamp(-1.0, 1.0), same, pred.mask)

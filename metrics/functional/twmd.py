@@ -23,8 +23,8 @@ from contextlib import closing
 import torch
 
 from moverkit._core import checks
-from moverkit._core.base import self_cosine_one
 from moverkit._core.call import MetricCall, PreparedChunk, chunks
+from moverkit._core.maths import self_cosine_one
 from moverkit.functional.signature import metric_function
 from moverkit.ot import sinkhorn_log_plan, trwmd_value
 from moverkit.ot.sinkhorn import MAX_TEMPERATURE, MIN_TEMPERATURE, tempered
@@ -167,7 +167,7 @@ def pair_values(data, params, batches: list[SimilarityBatch] | None = None) -> t
 
 def pair_similarity(data, pairs: torch.Tensor):
     """s_ij of the pairs ``pairs`` (with the cosine of a token with itself 1, see
-    :func:`~moverkit._core.base.matching.self_cosine_one`) and their padded reference and prediction clouds."""
+    :func:`~moverkit._core.maths.matching.self_cosine_one`) and their padded reference and prediction clouds."""
     device_pairs = pairs.to(data.pred_index.device, non_blocking=True)
     same = data.pred_index[device_pairs] == data.ref_index[device_pairs]
     pred, ref = data.pad_pairs(pairs)  # texts against themselves (Eq. 1's C(X, X)): padded once

@@ -206,7 +206,7 @@ def test_a_text_against_itself_scores_one(pairs, variant):
     if variant != "sbert":  # sentence centering empties mean-pooled vectors (the paper leaves it out too)
         result = twmd(predictions=texts, references=texts, variant=variant, centering="sentence")
         # A one-token text is its own mean: centering makes it the zero vector, whose cosine with
-        # itself is still 1 (moverkit._core.base.matching.self_cosine_one); with another text it is 0.
+        # itself is still 1 (moverkit._core.maths.matching.self_cosine_one); with another text it is 0.
         np.testing.assert_allclose(result[variant], [1.0] * len(texts), atol=1e-6)
         other = twmd(predictions=["one"], references=["two"], variant=variant, centering="sentence")
         assert other[variant] == [0.0]

@@ -1,8 +1,9 @@
 """The ground layer of the core: what every other layer uses and nothing of moverkit's own below it.
 
 Argument checks (``checks``, a namespace: ``checks.positive_int(...)``), moverkit's warnings, the
-hardware (devices, CPU flags), sizes and the heap, the padding and bucketing of token clouds, greedy
-matching and cosines, the inputs of a call (texts, references, groups) and long-text windows.
+hardware (devices, CPU flags, the environment a call reads), sizes and the heap, the padding and
+bucketing of token clouds, the inputs of a call (texts, references, groups) and long-text windows.
+The metric maths the metrics share (cosines, greedy matching) is the ``maths`` layer's.
 """
 
 from moverkit._core.base import checks
@@ -29,7 +30,6 @@ from moverkit._core.base.inputs import (
     is_missing,
     reference_index,
 )
-from moverkit._core.base.matching import cosine_matrix, f_measure, greedy_match, self_cosine_one
 from moverkit._core.base.sizes import parse_size
 from moverkit._core.base.user_warnings import ConvergenceWarning, MoverkitWarning, warn_user
 
@@ -46,14 +46,11 @@ __all__ = [
     "check_text",
     "check_texts",
     "checks",
-    "cosine_matrix",
     "cpu_flags",
     "cpuinfo_field",
     "cuda_plan",
-    "f_measure",
     "flatten_pairs",
     "from_numpy",
-    "greedy_match",
     "is_missing",
     "native_bfloat16_cpu",
     "offsets_from",
@@ -62,6 +59,5 @@ __all__ = [
     "parse_size",
     "reference_index",
     "resolve_device",
-    "self_cosine_one",
     "warn_user",
 ]

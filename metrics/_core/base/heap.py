@@ -36,8 +36,15 @@ def trim_heap() -> None:
         libc.malloc_trim(0)
 
 
+_FIXED = False
+"""Whether :func:`fix_mmap_threshold` has set the threshold in this process."""
+
+
 def fix_mmap_threshold() -> None:
-    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD` (unless ``MALLOC_MMAP_THRESHOLD_`` is set).
+    """Fix glibc's mmap threshold at :data:`MMAP_THRESHOLD`, once per process, when the first call
+    cut into chunks starts: the one process setting moverkit makes, because keeping a long chunked
+    call's heap from growing is its point (docs/scale.md). Setting glibc's own
+    ``MALLOC_MMAP_THRESHOLD_`` turns it off: the process's threshold is then the user's.
 
     glibc serves an allocation past the threshold (128 kB at start) from its own mapping, returned
     to the system when freed, but raises the threshold to the size of every such block freed, up to
@@ -46,8 +53,10 @@ def fix_mmap_threshold() -> None:
     resident size grew with the number of chunks (centered_bertscore, ``batch`` centering, 64 MB
     budget: peak RSS 887-996 MB for 3,000 pairs against 807 MB for 1,000). With the threshold fixed,
     large blocks always get their own mapping: 773 MB for the 3,000 pairs, in no more time."""
-    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    global _FIXED
+    if _FIXED or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         return
     libc = _libc()
     if libc is not None and hasattr(libc, "mallopt"):
         libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    _FIXED = True

@@ -7,15 +7,18 @@ the rescaling baselines.
 """
 
 from moverkit._core.call.baseline import baseline_csv, score_columns, settings_key
-from moverkit._core.call.opening import MetricCall, Opening, PreparedChunk, get_hash, open_call, pair_hash
-from moverkit._core.call.pair_options import (
+from moverkit._core.call.closing import get_hash, pair_hash
+from moverkit._core.call.opening import MetricCall, Opening, PreparedChunk, open_call
+from moverkit._core.call.pairs import (
+    PaddedClouds,
+    PairData,
     PairOptions,
     TokenDrop,
     check_aggregated_centering,
     power_means,
+    prepare_pairs,
     subword_marker,
 )
-from moverkit._core.call.pairs import PaddedClouds, PairData, prepare_pairs
 from moverkit._core.call.streaming import chunks, set_memory_budget, temporary_memory_budget
 
 __all__ = [

@@ -50,6 +50,7 @@ from pathlib import Path
 import torch
 
 from moverkit._core.encoding.request import is_english
+from moverkit.facts.specs import SPECS
 
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "baselines"
 """The shipped baselines: ``<model name, / as __>.<centering>.csv`` for centered_bertscore (bert-score's
@@ -100,7 +101,7 @@ def score_columns(outputs) -> tuple[str, ...]:
 def baseline_name(metric: str, model: str, mode: str) -> str:
     """The file name of a shipped baseline (:data:`BASELINE_DIR`) of centering ``mode``."""
     name = f"{model.replace('/', '__')}.{mode}.csv"
-    return name if metric == "centered_bertscore" else f"{metric}.{name}"
+    return name if metric == BERTSCORE_NAMED else f"{metric}.{name}"
 
 
 def fit_command(metric: str, mode: str | None = None, layer: int | None = None) -> str:
@@ -113,7 +114,10 @@ def fit_command(metric: str, mode: str | None = None, layer: int | None = None) 
     return f"`{command}` (add --arg KEY=VALUE for each other setting of the call)"
 
 
-PREFIXED = ("twmd", "moverscore", "lazy_emd", "sbertscore")
+BERTSCORE_NAMED = "centered_bertscore"
+"""The metric whose shipped files keep bert-score's names (no prefix: its files are bert-score's)."""
+
+PREFIXED = tuple(name for name in SPECS if name != BERTSCORE_NAMED)
 """The metrics whose shipped file names start with the metric's name (:func:`baseline_name`)."""
 
 

@@ -6,12 +6,11 @@
    (:class:`~moverkit._core.base.inputs.CallTexts`), the encoder resolved, the token limit checked,
    the IDF table of a chunked call fitted; it yields the call as one chunk, or as several under
    the memory budget, each a prepared :class:`MetricCall`;
-3. the metric scores each chunk from :meth:`MetricCall.pairs` (its padded token clouds) and turns
-   the pair scores into the chunk's result with :meth:`MetricCall.results`;
+3. the metric scores each chunk from :meth:`PreparedChunk.pairs` (its padded token clouds) and
+   turns the pair scores into the chunk's result with :meth:`PreparedChunk.results`;
 4. :meth:`MetricCall.close` merges the chunks' results into the call's.
 
-The ``hashcode`` every result carries (:func:`get_hash`, :func:`pair_hash`) is written here too:
-enough to reproduce a reported number.
+What closes a call (a chunk's result, the merge, the hashcode) is :mod:`~moverkit._core.call.closing`'s.
 
 Every metric takes the same encoder, centering and output arguments (``model_type`` ...
 ``return_reference_index``). They are declared once, as the keyword parameters of
@@ -23,28 +22,24 @@ puts them into each metric function's public signature and hands the function th
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import torch
-import transformers
 
 from moverkit._core.base import checks
 from moverkit._core.base.hardware import Environment, call_environment, read_environment
-from moverkit._core.base.inputs import CallTexts, best_per_group, reference_index
+from moverkit._core.base.inputs import CallTexts
 from moverkit._core.base.user_warnings import warn_user
-from moverkit._core.call.baseline import apply_baseline, check_rescaling
+from moverkit._core.call.baseline import check_rescaling
+from moverkit._core.call.closing import chunk_result, merge_results
 from moverkit._core.call.pairs import NO_OPTIONS, PairData, PairOptions, pair_data, sentence_pair_data
 from moverkit._core.centering.maths import Centering
-from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.encoder import Encoder
-from moverkit._core.encoding.idf import idf_tag
 from moverkit._core.encoding.request import EncoderRequest, check_lang
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, Truncations
-from moverkit.facts.version import __version__
 
 
 @dataclass(frozen=True)
@@ -84,17 +79,7 @@ class MetricCall:
         unless the call asked for it (it is computed always, chunk by chunk: one subtraction per
         prediction). The call's one truncation warning is given here, once every chunk is scored."""
         self.truncations.close()
-        merged = {}
-        for key, value in chunk_results[0].items():
-            if isinstance(value, list):
-                merged[key] = [item for result in chunk_results for item in result[key]]
-            else:
-                if any(result[key] != value for result in chunk_results):
-                    raise RuntimeError(f"chunks of one call disagree on {key!r}")
-                merged[key] = value
-        if not self.return_reference_index:
-            del merged["reference_index"]
-        return merged
+        return merge_results(chunk_results, self.return_reference_index)
 
 
 @dataclass(frozen=True)
@@ -160,35 +145,22 @@ class PreparedChunk:
         hash_params: Mapping[str, object] | None = None,
         lower_is_better: bool = False,
     ) -> tuple[dict, torch.Tensor]:
-        """The result of the chunk from the pair scores of its ``data`` (one row per name of
-        ``outputs``, or one vector for one output): each rescaled when asked
-        (:func:`~moverkit._core.call.baseline.apply_baseline`), then each prediction's best over
-        its references (``data.group``: the prediction of each pair),
-        the ``hashcode`` (:func:`pair_hash` of ``data`` and the metric's own ``hash_params``, with
-        ``rescaled=<baseline>`` when rescaled) and ``reference_index``, the position of the kept
-        reference of the last output; and the kept pairs (their indices), for alignments."""
-        params = dict(hash_params or {})
-        hashcode = functools.partial(pair_hash, self.call.metric, data, **params)
-        extra = {}
-        if self.call.rescaled:
-            scores, extra["rescaled"] = apply_baseline(
-                scores,
-                self.call.metric,
-                tuple(outputs),
-                encoder=data.encoder,
-                centering=self.centering,
-                lang=self.request.lang,
-                baseline_path=self.call.baseline_path,
-                hashcode=hashcode(),
-            )
-        rows = scores.reshape(len(outputs), -1)
-        results, best = {}, None
-        for name, values in zip(outputs, rows):
-            kept, best = best_per_group(values, data.group, data.n_predictions, lower_is_better=lower_is_better)
-            results[name] = kept.tolist()
-        results["hashcode"] = hashcode(**extra)
-        results["reference_index"] = reference_index(best, data.group)
-        return results, best
+        """The result of the chunk from the pair scores of its ``data``
+        (:func:`~moverkit._core.call.closing.chunk_result`, with the call's metric and rescaling
+        and the request's language); and the kept pairs (their indices), for alignments."""
+        call = self.call
+        return chunk_result(
+            scores,
+            outputs,
+            data,
+            metric=call.metric,
+            rescaled=call.rescaled,
+            baseline_path=call.baseline_path,
+            centering=self.centering,
+            lang=self.request.lang,
+            hash_params=hash_params,
+            lower_is_better=lower_is_better,
+        )
 
 
 @dataclass(frozen=True)
@@ -269,46 +241,4 @@ def open_call(
     )
 
 
-def get_hash(
-    metric: str,
-    encoder: Encoder,
-    *,
-    idf: bool | Mapping,
-    centering_mode: str,
-    stats: CenteringStats | None = None,
-    **params,
-) -> str:
-    """``{metric}:{model}_L{layer}_{idf}_center={mode}[:{stats digest}]_{param}={value}..._version=...``
-
-    Every value is resolved (no ``None``): the model name, the layer actually used, the IDF
-    source, the centering mode and the fitted statistic's digest, the metric's own parameters in
-    the order given, and the moverkit, transformers and torch versions.
-    """
-    center = centering_mode if stats is None else f"{centering_mode}:{stats.digest}"
-    parts = [f"{metric}:{encoder.name}_L{encoder.layer}", idf_tag(idf), f"center={center}"]
-    parts += [f"{key}={value}" for key, value in params.items()]
-    parts.append(f"version={__version__}(hug_trans={transformers.__version__},torch={torch.__version__.split('+')[0]})")
-    return "_".join(parts)
-
-
-def pair_hash(metric: str, data, **params) -> str:
-    """:func:`get_hash` for a metric computed on :class:`~moverkit._core.PairData`: the encoder,
-    IDF, centering and statistic of ``data``, its units (the token limit and long-text mode of
-    token clouds; the splitter of sentence clouds) and dtype, then the metric's own ``params``."""
-    if data.splitter is None:
-        units = {"max_length": data.max_length, "long_texts": data.long_texts}
-    else:
-        units = {"splitter": data.splitter}
-    return get_hash(
-        metric,
-        data.encoder,
-        idf=data.idf,
-        centering_mode=data.centering_mode,
-        stats=data.stats,
-        **units,
-        dtype=data.dtype,
-        **params,
-    )
-
-
-__all__ = ["MetricCall", "get_hash", "open_call", "pair_hash"]
+__all__ = ["MetricCall", "Opening", "PreparedChunk", "open_call"]
