@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 
 TRAINER_ARGUMENTS = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
 """What TRL passes a reward function beside the dataset's columns."""
@@ -62,6 +62,11 @@ class MetricReward:
     def __call__(self, completions, prompts=None, **columns) -> list[float]:
         from moverkit.registry import REGISTRY
 
+        if isinstance(completions, (str, bytes, Mapping)) or not isinstance(completions, Iterable):
+            raise TypeError(
+                f"{self.__name__}: completions must be a list with one completion per item, "
+                f"got {type(completions).__name__}"
+            )
         texts = [completion_text(c) for c in completions]
         references = self.references(columns, len(texts))
         with unchanged_random_state():
@@ -74,7 +79,7 @@ class MetricReward:
     def references(self, columns: Mapping, n: int) -> list:
         """The references column, one string or list of strings per completion, or an error naming
         the column (a missing column lists those TRL passed) and the row."""
-        from moverkit.mapping import MissingColumn, reference_row
+        from moverkit.dataset_map import MissingColumn, reference_row
 
         if self.reference_column not in columns:
             given = sorted(set(columns) - TRAINER_ARGUMENTS)
@@ -172,7 +177,8 @@ def reward_function(
     completion against its row's ``reference_column`` (one string or a list of strings, the best
     kept). Completions are strings or conversational (the last assistant message's content). An
     empty or whitespace completion earns the metric's empty score (0, or -1 for lazy_emd), and so
-    do ``None`` and other non-text items; a missing column is an error naming it, at the first call.
+    do ``None`` and other non-text items; ``completions`` that are not a list (``None``, one
+    string) and a missing column are errors naming them, at the first call.
 
     ``metric_arguments`` are those of ``moverkit.functional.<metric>`` (``model_type``,
     ``num_layers``, ``dtype="bfloat16"``, ``settings=PATH`` of a tuned settings file,

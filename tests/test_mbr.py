@@ -15,7 +15,7 @@ import pytest
 import moverkit
 from moverkit import functional
 from moverkit.cli import main
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 
 SOURCES = [
     ["the cat sat on the mat", "a cat sat on the mat", "the dog ran in the park"],
@@ -23,7 +23,14 @@ SOURCES = [
 ]
 
 
-@pytest.mark.parametrize("name", moverkit.METRICS)
+QUICK = ("centered_bertscore", "twmd")
+"""The plain loop of the quick test loop: the default metric (the block path) and one of the
+metrics scored through the function; the other three (3 to 10 s each on a busy 2-core CPU) are slow."""
+
+
+@pytest.mark.parametrize(
+    "name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in moverkit.METRICS]
+)
 def test_the_matrix_is_the_plain_loop_of_the_metric_over_all_pairs(name):
     result = moverkit.mbr_select(SOURCES, metric=name, return_matrix=True)
     arguments = {"idf": False} if name == "moverscore" else {}
@@ -105,6 +112,16 @@ def test_empty_and_bad_candidates():
         moverkit.mbr_select([["a"], []])
     with pytest.raises(ValueError, match=r"candidates\[0\]\[1\] is None"):
         moverkit.mbr_select([["a", None]])
+    for item in (3, b"bytes", ["a"]):
+        with pytest.raises(TypeError, match=r"candidates\[0\]\[1\] must be a string"):
+            moverkit.mbr_select([["a", item]])
+    with pytest.raises(ValueError, match=r"candidates\[0\]\[0\] holds a lone surrogate"):
+        moverkit.mbr_select([["broken \ud800", "a"]])
+    with pytest.raises(ValueError, match=r"pseudo_references\[0\] is None"):
+        moverkit.mbr_select([["a"]], pseudo_references=[None])
+    for given in (None, "a", 3):
+        with pytest.raises(TypeError, match="candidates must be a list with one list of texts per source"):
+            moverkit.mbr_select(given)
     with pytest.raises(TypeError, match=r"candidates\[0\] is a string"):
         moverkit.mbr_select(["a", "b"])
     with pytest.raises(ValueError, match="2 sources of candidates but 1 of pseudo_references"):
@@ -124,6 +141,18 @@ def test_a_thousand_candidates_and_hostile_texts(tiny_model_path):
         aggregated = moverkit.mbr_select([distinct], model_type=tiny_model_path, centering="none", aggregate=True)
     assert len(exact["expected_scores"][0]) == 1000 and np.isfinite(exact["expected_scores"][0]).all()
     assert len(aggregated["expected_scores"][0]) == 1000 and np.isfinite(aggregated["expected_scores"][0]).all()
+
+
+@pytest.mark.parametrize("name", moverkit.METRICS)
+def test_sources_of_empty_and_hostile_texts_get_finite_utilities(name, tiny_model_path):
+    blank = ["", "   ", "\n\t"]
+    hostile = ["word " * 2000, "🐈 sat 在垫子上 на коврике 🙂", "🙂🙂🙂", "a cat sat"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", moverkit.MoverkitWarning)  # truncation, empty texts
+        result = moverkit.mbr_select([blank, hostile], metric=name, model_type=tiny_model_path, centering="none")
+    empty = SPECS[name].empty  # an empty text against any text, itself included
+    assert result["expected_scores"][0] == [pytest.approx(empty)] * 3 and result["index"][0] == 0
+    assert len(result["expected_scores"][1]) == 4 and np.isfinite(result["expected_scores"][1]).all()
 
 
 def test_aggregation_is_exact_for_sentence_vectors_of_one_sentence():

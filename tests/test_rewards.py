@@ -15,7 +15,7 @@ import torch
 
 import moverkit
 from moverkit import functional
-from moverkit.leaves.specs import SPECS
+from moverkit.facts.specs import SPECS
 
 COMPLETIONS = ["the cat sat on the mat", "stocks fell sharply on monday", "he went home"]
 REFERENCES = ["a cat was sitting on the mat", ["shares dropped on monday", "the market fell"], "he went home early"]
@@ -95,6 +95,21 @@ def test_hostile_completions_earn_a_defined_finite_score(name):
     got = quiet(reward, hostile, references=["a cat sat on the mat"] * len(hostile))
     assert len(got) == len(hostile) and all(isinstance(v, float) and np.isfinite(v) for v in got)
     assert got[:7] == [empty] * 7  # empty, whitespace, None, a number, no assistant content, a lone surrogate
+
+
+def test_one_and_a_thousand_completions_and_batches_that_are_not_lists(tiny_model_path):
+    reward = moverkit.reward_function("twmd", model_type=tiny_model_path, centering="none")
+    assert reward(["a cat"], references=["a cat"]) == [pytest.approx(1.0)]
+    assert reward([], references=[]) == []
+    thousand = quiet(reward, [f"completion {i} " * (i % 8) for i in range(1000)], references=["a cat"] * 1000)
+    assert len(thousand) == 1000 and all(isinstance(v, float) and np.isfinite(v) for v in thousand)
+    odd = quiet(reward, [b"bytes", {"content": "a dict"}, ["a", "list"], float("nan")], references=["a cat"] * 4)
+    assert odd == [0.0] * 4  # not text: the empty score
+    references = ["word " * 2000, "🐈 sat 在垫子上 на коврике 🙂", "🙂🙂🙂", ""]  # hostile references
+    assert np.isfinite(quiet(reward, ["a cat sat"] * 4, references=references)).all()
+    for batch in (None, "one string", {"completion": "a"}):
+        with pytest.raises(TypeError, match="completions must be a list with one completion per item"):
+            reward(batch, references=["a"])
 
 
 def test_a_missing_column_is_named_at_the_first_call():

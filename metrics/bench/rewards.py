@@ -9,19 +9,20 @@
    kept loaded on the same encoder and layer (its ``score``, F1).
 2. MBR with ``--candidates`` candidates per source for ``--sources`` sources, BERTScore F1 on the
    embedded model at its layer 6 with no centering: seconds of :func:`moverkit.mbr_select`
-   exact, aggregated, and exact through the metric function's own paired batches (what its
-   ``use_fast_tokenizer``, a no-op argument, makes it take) against mbrs's ``DecoderMBR`` with
-   its ``MetricBERTScore`` (run in a subprocess of ``--mbrs-python``, an interpreter whose
-   environment imports mbrs: mbrs 0.1.8 needs transformers < 5), and how often they choose the
-   same candidate; then how often reference aggregation chooses what exact MBR chooses (and the
-   expected utility it gives up), for centered_bertscore with and without centering and for
-   sbertscore.
+   exact and aggregated against mbrs's ``DecoderMBR`` with its ``MetricBERTScore`` (run in a
+   subprocess of ``--mbrs-python``, an interpreter whose environment imports mbrs: mbrs 0.1.8
+   needs transformers < 5), and how often they choose the same candidate; then how often
+   reference aggregation chooses what exact MBR chooses (and the expected utility it gives up),
+   for centered_bertscore with and without centering and for sbertscore (those untimed calls
+   with moverkit's cache of token clouds on, so that the aggregated call reuses the exact one's).
 
 The candidates are synthetic samples (:func:`sampled_candidates`): word-level perturbations of a
 WMT17 segment's translation and reference, so that a source's candidates share most words as a
 model's samples do; no generator runs here. Every side is warm (models loaded, one call made)
-before it is timed. Run it with ``OMP_NUM_THREADS`` set for both sides; ``--avx2`` runs it again
-in a subprocess capped at AVX2.
+before it is timed. Each timing keeps wall and CPU seconds; the ratios are of CPU seconds, which
+other jobs on a shared machine do not inflate (with ``OMP_NUM_THREADS=1`` for every side, as
+advised, a side's CPU time is its wall time on an idle machine). ``--avx2`` runs it again in a
+subprocess capped at AVX2.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 
 from moverkit.bench._shared import AVX2_ENV, command_parser, interleaved, judgments, machine_isa, run_capped
-from moverkit.leaves.options import METRICS, emit, positive_int, progress, rounds
+from moverkit.formats.options import METRICS, emit, positive_int, progress, rounds
 
 HELP = "reward latency per GRPO step and MBR selection, against sentence-transformers, bert-score and mbrs"
 
@@ -53,12 +54,14 @@ sources = json.load(open(path, encoding="utf-8"))
 config = MetricBERTScore.Config(model_type=model, num_layers=layer, cpu=device == "cpu")
 decoder = DecoderMBR(DecoderMBR.Config(), MetricBERTScore(config))
 decoder.decode(sources[0], sources[0], nbest=1)
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 index = [decoder.decode(texts, texts, nbest=1).idx[0] for texts in sources]
-print(json.dumps({"seconds": time.perf_counter() - start, "index": index}))
+seconds = [time.perf_counter() - start, time.process_time() - cpu]
+print(json.dumps({"seconds": seconds, "index": index}))
 """
 """mbrs's BERTScore MBR on the sources of a JSON file, warm (one source decoded untimed), as its
-README's Python example runs it: the hypotheses are their own pseudo-references."""
+README's Python example runs it: the hypotheses are their own pseudo-references. It prints the
+wall and CPU seconds of the decoding and the chosen indices."""
 
 
 def register(which) -> None:
@@ -125,6 +128,13 @@ def grpo_step(segments, prompts: int, generations: int) -> tuple[list[str], list
     return completions, references
 
 
+SMALL_BATCHES = ("centered_bertscore", "twmd")
+"""The rewards timed again with ``batch_size=16`` on a CPU: the encoder's batches of 64 texts
+(sorted by length, each padded to its longest) pad a step's 135 distinct WMT17 texts from 3,417
+tokens to 5,396, batches of 16 to 3,844. The scores are the same to rounding (a text's vectors
+depend on its batch's shape in the last bits), not to the bit, so the default stays."""
+
+
 def reward_latency(args, segments) -> str:
     """The reward table: seconds per step, and each against the two peers."""
     import moverkit
@@ -136,21 +146,39 @@ def reward_latency(args, segments) -> str:
     for name in args.metrics or METRICS:
         reward = moverkit.reward_function(name, device=args.device)
         contenders[reward.__name__] = lambda reward=reward: reward(completions, references=references)
+    for name in [m for m in SMALL_BATCHES if m in (args.metrics or METRICS)] if args.device == "cpu" else []:
+        reward = moverkit.reward_function(name, device=args.device, batch_size=16)
+        contenders[f"{reward.__name__}, batch_size=16"] = lambda reward=reward: reward(
+            completions, references=references
+        )
     contenders["sentence-transformers cosine"] = sentence_cosine(model, completions, references, args.device)
     contenders["bert-score BERTScorer"] = bert_scorer(model, completions, references, args.device)
     for run in contenders.values():
         run()  # warm
-    times = {label: statistics.median(t) for label, t in interleaved(contenders, args.rounds).items()}
-    cosine, scorer = times["sentence-transformers cosine"], times["bert-score BERTScorer"]
+    rounds = interleaved(contenders, args.rounds, clock=both_clocks)
+    times = {label: [statistics.median(t[k] for t in ts) for k in (0, 1)] for label, ts in rounds.items()}
+    cosine, scorer = times["sentence-transformers cosine"][1], times["bert-score BERTScorer"][1]
     lines = [
         f"## Reward latency per GRPO step ({args.prompts} prompts x {args.generations} completions = "
-        f"{len(completions)}, device {args.device}, median of {args.rounds} interleaved rounds)",
+        f"{len(completions)}, device {args.device}, median of {args.rounds} interleaved rounds; "
+        "ratios of CPU seconds)",
         "",
-        "| reward | seconds per step | x sentence-transformers cosine | x BERTScorer |",
-        "|---|---:|---:|---:|",
+        "| reward | wall s per step | CPU s per step | x sentence-transformers cosine | x BERTScorer |",
+        "|---|---:|---:|---:|---:|",
     ]
-    lines += [f"| {label} | {t:.3f} | {t / cosine:.2f} | {t / scorer:.2f} |" for label, t in times.items()]
+    lines += [
+        f"| {label} | {w:.3f} | {c:.3f} | {c / cosine:.2f} | {c / scorer:.2f} |" for label, (w, c) in times.items()
+    ]
     return "\n".join(lines)
+
+
+def both_clocks():
+    """Wall and CPU seconds at once (their differences: a side's wall and CPU time). The CPU
+    time of a process on one thread (``OMP_NUM_THREADS=1``) is its wall time on an idle machine,
+    and is what other jobs on a shared one do not inflate: the ratios are of CPU seconds."""
+    import numpy as np
+
+    return np.array([time.perf_counter(), time.process_time()])
 
 
 def sentence_cosine(model: str, completions: list[str], references: list[str], device: str):
@@ -187,15 +215,16 @@ def mbr_comparison(args, segments) -> str:
     """The MBR tables: seconds and agreement with mbrs, then aggregated against exact."""
     import moverkit
     from moverkit._core import embedded_model_path
+    from moverkit._core.encoding import cache_enabled
 
     model = str(embedded_model_path())
     timing = [
         "## MBR: BERTScore F1, embedded model, layer 6, no centering "
         f"({args.sources} sources, device {args.device}; candidates are their own pseudo-references; "
-        f"every side in turn on chunks of {MBR_CHUNK} sources)",
+        f"every side in turn on chunks of {MBR_CHUNK} sources; wall / CPU seconds, ratios of CPU seconds)",
         "",
-        "| candidates per source | moverkit exact (s) | moverkit aggregated (s) | the function's paired batches (s) "
-        "| mbrs (s) | mbrs / moverkit exact | same choice as mbrs |",
+        "| candidates per source | moverkit exact (s) | moverkit aggregated (s) | mbrs (s) "
+        "| mbrs / moverkit exact | mbrs / moverkit aggregated | same choice as mbrs |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     agreement = [
@@ -208,46 +237,44 @@ def mbr_comparison(args, segments) -> str:
         rng = random.Random(n)
         sources = [sampled_candidates(h, r, n, rng) for h, r in segments[: args.sources]]
         settings = {"model_type": model, "num_layers": LAYER, "device": args.device, "centering": "none"}
-        sides = {  # use_fast_tokenizer, a no-op argument, takes the function's own paired batches
-            "exact": settings,
-            "aggregated": {**settings, "aggregate": True},
-            "paired": {**settings, "use_fast_tokenizer": False},
-        }
+        sides = {"exact": settings, "aggregated": {**settings, "aggregate": True}}
         seconds, results = timed_sides(sources, sides, args.mbrs_python, model, args.device)
         exact, theirs = results["exact"], results["mbrs"]
+        cells = " | ".join(f"{seconds[side][0]:.1f} / {seconds[side][1]:.1f}" for side in sides)
         if isinstance(theirs, str):
-            mbrs_cells = f"not run ({theirs}) | | "
+            cells += f" | not run ({theirs}) | | |"
         else:
             same = sum(a == b for a, b in zip(theirs, exact["text"]))  # ties among duplicates: the same text
-            mbrs_cells = f"{seconds['mbrs']:.2f} | {seconds['mbrs'] / seconds['exact']:.2f}x | {same}/{len(sources)}"
-        cells = " | ".join(f"{seconds[side]:.2f}" for side in sides)
-        timing.append(f"| {n} | {cells} | {mbrs_cells} |")
+            ratios = " | ".join(f"{seconds['mbrs'][1] / seconds[side][1]:.2f}x" for side in sides)
+            cells += f" | {seconds['mbrs'][0]:.1f} / {seconds['mbrs'][1]:.1f} | {ratios} | {same}/{len(sources)}"
+        timing.append(f"| {n} | {cells} |")
         agreement.append(agreement_row(n, "centered_bertscore, centering none", exact, results["aggregated"]))
-        for metric in ("centered_bertscore", "sbertscore"):
-            exact = moverkit.mbr_select(sources, metric=metric, device=args.device)
-            aggregated = moverkit.mbr_select(sources, metric=metric, aggregate=True, device=args.device)
-            agreement.append(agreement_row(n, f"{metric}, its default centering", exact, aggregated))
+        with cache_enabled():  # the encodings of exact MBR's call serve the aggregated one (untimed)
+            for metric in ("centered_bertscore", "sbertscore"):
+                exact = moverkit.mbr_select(sources, metric=metric, device=args.device)
+                aggregated = moverkit.mbr_select(sources, metric=metric, aggregate=True, device=args.device)
+                agreement.append(agreement_row(n, f"{metric}, its default centering", exact, aggregated))
         progress(f"mbr: {n} candidates per source done")
     return "\n".join([*timing, "", *agreement])
 
 
 def timed_sides(sources, sides: dict, mbrs_python: str | None, model: str, device: str) -> tuple[dict, dict]:
-    """Each side's seconds over all ``sources`` and its results: :func:`moverkit.mbr_select` under
-    each of ``sides`` (warm), and mbrs (its chosen texts, or why it did not run), chunk by chunk
-    in turn (:data:`MBR_CHUNK`)."""
+    """Each side's wall and CPU seconds over all ``sources`` and its results:
+    :func:`moverkit.mbr_select` under each of ``sides`` (warm), and mbrs (its chosen texts, or why
+    it did not run), chunk by chunk in turn (:data:`MBR_CHUNK`)."""
     import moverkit
 
     for arguments in sides.values():
         moverkit.mbr_select(sources[:1], **arguments)
-    seconds = dict.fromkeys([*sides, "mbrs"], 0.0)
+    seconds = {side: both_clocks() * 0 for side in [*sides, "mbrs"]}
     results = {side: {"text": [], "index": [], "expected_scores": []} for side in sides}
     results["mbrs"] = []
     for at in range(0, len(sources), MBR_CHUNK):
         chunk = sources[at : at + MBR_CHUNK]
         for side, arguments in sides.items():
-            start = time.perf_counter()
+            start = both_clocks()
             result = moverkit.mbr_select(chunk, **arguments)
-            seconds[side] += time.perf_counter() - start
+            seconds[side] += both_clocks() - start
             for key, values in results[side].items():
                 values += result[key]
         if not isinstance(results["mbrs"], str):

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from moverkit.leaves.options import DTYPES, METRICS, add_encoder_options, given_arguments, positive_int
+from moverkit.formats.options import DTYPES, METRICS, add_encoder_options, given_arguments, positive_int
 
 DIGITS = 6
 """Decimals of the expected scores written (the encoder runs in float32: about 7 significant digits)."""
@@ -59,7 +59,7 @@ def register(commands) -> None:
 
 
 def run(args) -> int:
-    from moverkit.leaves.lines import check_out, write_atomic
+    from moverkit.formats.lines import check_out, write_atomic
     from moverkit.mbr import mbr_select
 
     check_out(args.out, [args.candidates])
@@ -94,8 +94,8 @@ def read_sources(path: Path, num_candidates: int | None) -> tuple[list[list[str]
     """Each source's candidates and pseudo-references (the candidates where a line gives none), or
     an error naming the file and the line."""
     from moverkit._core.base import check_texts
-    from moverkit.leaves.jsonfile import loads
-    from moverkit.leaves.lines import read_texts
+    from moverkit.formats.jsonfile import loads
+    from moverkit.formats.lines import read_texts
 
     lines = read_texts(path)
     if num_candidates is not None:
