@@ -23,8 +23,10 @@ IDEs. Written by tests/functional_stubs.py from the functions themselves; do not
 
 import os
 from collections.abc import Mapping
+from typing import TypedDict
 
 import torch
+from typing_extensions import Unpack
 
 '''
 
@@ -37,19 +39,48 @@ def _parameter(p: inspect.Parameter) -> str:
     return f"{text} = {default}" if p.annotation is not inspect.Parameter.empty else f"{text}={default}"
 
 
+def _typed_dict(name: str, base: str, params, doc: str) -> str:
+    fields = [f"    {p.name}: {'object' if p.annotation is inspect.Parameter.empty else p.annotation}" for p in params]
+    return "\n".join([f"class {name}({base}, total=False):", f'    """{doc}"""', "", *fields]) + "\n\n"
+
+
 def stub_text() -> str:
-    """The stub, from the signatures of the functions ``moverkit.functional.__all__`` names."""
+    """The stub, from the signatures of the functions ``moverkit.functional.__all__`` names: each
+    function's own arguments, then the shared ones once, as typed keyword arguments
+    (``**shared: Unpack[...]``, PEP 692; their defaults are ``open_call``'s)."""
     from moverkit import functional
+    from moverkit.functional.signature import SHARED, TOKEN_ONLY
 
     parts = [HEADER]
+    parts.append(
+        _typed_dict(
+            "SharedArguments",
+            "TypedDict",
+            [p for p in SHARED if p.name not in TOKEN_ONLY],
+            "The arguments every metric takes (defaults: moverkit._core.call.opening.open_call's).",
+        )
+    )
+    parts.append(
+        _typed_dict(
+            "TokenArguments",
+            "SharedArguments",
+            [p for p in SHARED if p.name in TOKEN_ONLY],
+            "The shared arguments of the token-level metrics (all but sbertscore).",
+        )
+    )
+    shared_names = {p.name for p in SHARED}
     for name in functional.__all__:
         signature = inspect.signature(getattr(functional, name))
-        params, star = [], False
+        params, star, token = [], False, False
         for p in signature.parameters.values():
+            if p.name in shared_names:
+                token = token or p.name in TOKEN_ONLY
+                continue
             if p.kind is inspect.Parameter.KEYWORD_ONLY and not star:
                 params.append("*")
                 star = True
             params.append(_parameter(p))
+        params.append(f"**shared: Unpack[{'TokenArguments' if token else 'SharedArguments'}]")
         returns = "" if signature.return_annotation is inspect.Signature.empty else f" -> {signature.return_annotation}"
         lines = [f"def {name}(", *(f"    {p}," for p in params), f"){returns}: ..."]
         parts.append("\n".join(lines) + "\n")

@@ -3,8 +3,33 @@ IDEs. Written by tests/functional_stubs.py from the functions themselves; do not
 
 import os
 from collections.abc import Mapping
+from typing import TypedDict
 
 import torch
+from typing_extensions import Unpack
+
+class SharedArguments(TypedDict, total=False):
+    """The arguments every metric takes (defaults: moverkit._core.call.opening.open_call's)."""
+
+    model_type: str | os.PathLike | None
+    batch_size: int
+    device: str | int | torch.device | None
+    verbose: bool
+    centering: str
+    centering_stats: object
+    lang: str
+    dtype: str
+    rescale_with_baseline: bool
+    baseline_path: str | os.PathLike | None
+    return_alignment: bool
+    return_reference_index: bool
+
+class TokenArguments(SharedArguments, total=False):
+    """The shared arguments of the token-level metrics (all but sbertscore)."""
+
+    num_layers: int | None
+    max_length: int | None
+    long_texts: str
 
 def centered_bertscore(
     predictions,
@@ -14,22 +39,8 @@ def centered_bertscore(
     use_fast_tokenizer: bool = False,
     nthreads: int = 4,
     all_layers: bool = False,
-    model_type: str | os.PathLike | None = None,
-    num_layers: int | None = None,
-    batch_size: int = 64,
-    device: str | int | torch.device | None = None,
-    verbose: bool = False,
-    centering: str = "corpus",
-    centering_stats=None,
-    max_length: int | None = None,
-    lang: str = "en",
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | os.PathLike | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
     settings=None,
+    **shared: Unpack[TokenArguments],
 ) -> dict: ...
 def lazy_emd(
     predictions,
@@ -40,22 +51,8 @@ def lazy_emd(
     epsilon: float = 0.009,
     max_iter: int = 10000,
     idf: bool | dict = False,
-    model_type: str | os.PathLike | None = None,
-    num_layers: int | None = None,
-    batch_size: int = 64,
-    device: str | int | torch.device | None = None,
-    verbose: bool = False,
-    centering: str = "none",
-    centering_stats=None,
-    max_length: int | None = None,
-    lang: str = "en",
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | os.PathLike | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
     settings=None,
+    **shared: Unpack[TokenArguments],
 ) -> dict: ...
 def moverscore(
     predictions,
@@ -72,40 +69,15 @@ def moverscore(
     remove_punctuation: bool | None = None,
     cost: str | None = None,
     score_form: str | None = None,
-    model_type: str | os.PathLike | None = None,
-    num_layers: int | None = None,
-    batch_size: int = 64,
-    device: str | int | torch.device | None = None,
-    verbose: bool = False,
-    centering: str = "none",
-    centering_stats=None,
-    max_length: int | None = None,
-    lang: str = "en",
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | os.PathLike | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
     settings=None,
+    **shared: Unpack[TokenArguments],
 ) -> dict: ...
 def sbertscore(
     predictions,
     references,
     *,
-    model_type: str | os.PathLike | None = None,
-    batch_size: int = 64,
-    device: str | int | torch.device | None = None,
-    verbose: bool = False,
-    centering: str = "none",
-    centering_stats=None,
-    lang: str = "en",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | os.PathLike | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
     settings=None,
+    **shared: Unpack[SharedArguments],
 ) -> dict: ...
 def twmd(
     predictions,
@@ -115,22 +87,8 @@ def twmd(
     temperature: float | None = None,
     sinkhorn_iterations: int = 1,
     normalize: bool = True,
-    model_type: str | os.PathLike | None = None,
-    num_layers: int | None = None,
-    batch_size: int = 64,
-    device: str | int | torch.device | None = None,
-    verbose: bool = False,
-    centering: str = "corpus",
-    centering_stats=None,
-    max_length: int | None = None,
-    lang: str = "en",
-    long_texts: str = "truncate",
-    dtype: str = "float32",
-    rescale_with_baseline: bool = False,
-    baseline_path: str | os.PathLike | None = None,
-    return_alignment: bool = False,
-    return_reference_index: bool = False,
     settings=None,
+    **shared: Unpack[TokenArguments],
 ) -> dict: ...
 
 __all__ = ["centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd"]
