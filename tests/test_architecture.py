@@ -194,3 +194,58 @@ def test_no_internal_function_takes_more_than_10_parameters():
 def test_the_registry_does_not_import_tuning(edges):
     """docs/architecture.md: tuning reads the registry, never the other way (tuning is a feature)."""
     assert ("registry", "tuning") not in edges
+
+
+def _lists_of_every_metric(tree: ast.AST, names: set[str]):
+    """Line numbers of the literal lists, tuples and sets that name every metric (an ``__all__``,
+    which exports objects named after them, left aside)."""
+    exported = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and id(node) not in exported:
+            if names <= {e.value for e in node.elts if isinstance(e, ast.Constant)}:
+                yield node.lineno
+
+
+def test_the_metrics_are_listed_once():
+    """Issue 52: the list of the metrics is spelled out in one place, the specs table; everything
+    else reads it (no literal list, tuple or set of every metric's name elsewhere in the package).
+    A table of per-metric data keyed by name (the registry's class names, tuning's targets) and a
+    selection of some metrics with its reason are not the list."""
+    from moverkit.facts.specs import SPECS
+
+    names = set(SPECS)
+    home = SOURCE / "facts" / "specs.py"
+    spelled = {
+        str(path.relative_to(SOURCE)): list(_lists_of_every_metric(ast.parse(path.read_text(encoding="utf-8")), names))
+        for path in SOURCE.rglob("*.py")
+        if path != home
+    }
+    assert not {path: lines for path, lines in spelled.items() if lines}, "metric names listed outside facts/specs.py"
+
+
+@pytest.mark.parametrize("name", ["centered_bertscore", "lazy_emd", "moverscore", "sbertscore", "twmd"])
+def test_each_evaluate_module_computes_with_the_registry_s_function(load_metric, name):
+    """docs/architecture.md: the registry's ``function`` is the very function each evaluate
+    module's ``_compute`` calls."""
+    from moverkit.registry import REGISTRY
+
+    compute = type(load_metric(name))._compute
+    called = {c.cell_contents for c in compute.__closure__ or () if callable(c.cell_contents)}
+    assert REGISTRY[name].function in called
+
+
+def test_the_encoder_request_holds_the_device_resolved():
+    """docs/architecture.md: the device is resolved (and the dtype checked against it) when an
+    EncoderRequest is made, before any model loads."""
+    import torch
+
+    from moverkit._core.encoding import EncoderRequest
+
+    assert EncoderRequest().device == torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    assert EncoderRequest(device="cpu").device == torch.device("cpu")
+    with pytest.raises(ValueError, match="float16"):
+        EncoderRequest(device="cpu", dtype="float16")
