@@ -6,6 +6,7 @@ import abc
 import contextlib
 import inspect
 import os
+import re
 import threading
 
 import datasets
@@ -81,9 +82,25 @@ ARGUMENT_DOCS = {
         'return_reference_index (bool, default False): also return "reference_index", per prediction the\n'
         "        position (from 0) of the reference among its references that gave the kept score."
     ),
+    "return_reference_index_by_f1": (
+        'return_reference_index (bool, default False): also return "reference_index", per prediction the\n'
+        "        position (from 0) of the reference among its references that gave the kept score (by F1)."
+    ),
+    "precision_recall_f1": (
+        "precision (list of float): per prediction, in [-1, 1]; higher is better.\n"
+        "    recall (list of float): per prediction, in [-1, 1]; higher is better.\n"
+        "    f1 (list of float): per prediction, in [min(precision, recall), max(precision, recall)]; higher is better."
+    ),
     "reference_index": (
         "reference_index (list of int, only with return_reference_index): per prediction, the position of\n"
         "        the reference whose score was kept (0 with a single reference)."
+    ),
+    "centering": (
+        'centering (str, default "corpus"): "none", "dim" (each vector\'s own mean over dimensions),\n'
+        '        "sentence" (the mean of the text\'s tokens), "batch" (the mean of all tokens of all texts of\n'
+        '        this compute call: the paper\'s method) or "corpus" (a mean fitted once on a corpus, so a\n'
+        "        pair scores the same in any call: the statistic shipped for the embedded model, or\n"
+        "        centering_stats; any other model needs centering_stats or another mode)."
     ),
     "settings": (
         "settings (str, optional): the path of a settings file written by `moverkit tune` for this metric:\n"
@@ -92,8 +109,33 @@ ARGUMENT_DOCS = {
     ),
 }
 """The documentation of the encoder arguments that several modules share, word for word: each
-module's ``_KWARGS_DESCRIPTION`` takes them with ``str.format`` (``{dtype}`` on a line of its own,
-indented as an argument), so the modules cannot drift apart."""
+module's ``_KWARGS_DESCRIPTION`` takes them through :func:`inputs_description` (``{dtype}``, or
+``{batch_size, device, verbose}`` for several in a row, on a line of its own, indented as an
+argument), so the modules cannot drift apart."""
+
+IDENTICAL_PAIRS_EXAMPLE = (
+    '>>> metric = evaluate.load("metrics/{name}")\n'
+    '    >>> results = metric.compute(predictions=["hello there", "general kenobi"],\n'
+    '    ...                          references=["hello there", "general kenobi"])\n'
+    '    >>> print([round(v, 2) for v in results["{key}"]])\n'
+    "    [{score}, {score}]"
+)
+"""The examples' opening that the token-level modules share: the module loaded, two pairs of
+identical texts scored (``{identical_pairs}`` in a module's ``_KWARGS_DESCRIPTION``)."""
+
+
+def inputs_description(text: str, name: str, key: str | None = None, score: str = "1.0") -> str:
+    """A module's ``_KWARGS_DESCRIPTION``: ``text`` with each line ``{argument, ...}`` replaced by
+    those arguments' :data:`ARGUMENT_DOCS` one after the other at that line's indentation, and
+    ``{identical_pairs}`` by :data:`IDENTICAL_PAIRS_EXAMPLE` for module ``name`` (its scores under
+    ``key``, default ``name``, each ``score``)."""
+    example = IDENTICAL_PAIRS_EXAMPLE.format(name=name, key=key or name, score=score)
+    docs = {**ARGUMENT_DOCS, "identical_pairs": example}
+
+    def fill(line: re.Match) -> str:
+        return "\n".join(line[1] + docs[argument] for argument in line[2].split(", "))
+
+    return re.sub(r"^( +)\{([\w, ]+)\}$", fill, text, flags=re.M)
 
 
 def evaluate_module(class_name: str, function, module: str, texts: tuple[str, str, str], links: dict):

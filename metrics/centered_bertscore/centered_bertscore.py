@@ -2,15 +2,15 @@
 # Licensed under the Apache License, Version 2.0.
 """Centered BERTScore: BERTScore on batch-, corpus-, sentence- or dimension-centered token vectors."""
 
+import importlib.util
+
 import evaluate  # noqa: F401  (the examples' evaluate.load)
 
-try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit.evaluate_modules import ARGUMENT_DOCS, BATCH_CENTERING_CITATION, evaluate_module
+if importlib.util.find_spec("moverkit") is None:  # evaluate.load then names the exact release to install
+    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0")
+else:  # indented, so that evaluate.load's own check of the imports (and its generic hint) passes them by
+    from moverkit.evaluate_modules import BATCH_CENTERING_CITATION, evaluate_module, inputs_description
     from moverkit.functional.centered_bertscore import centered_bertscore
-except ModuleNotFoundError as err:
-    if err.name != "moverkit":
-        raise
-    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
 _CITATION = (
     BATCH_CENTERING_CITATION
@@ -24,6 +24,12 @@ _CITATION = (
 }
 """
 )
+
+_LINKS = {
+    "homepage": "https://aclanthology.org/2020.eval4nlp-1.6",
+    "codebase_urls": ["https://github.com/Tiiiger/bert_score"],
+    "reference_urls": ["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1904.09675"],
+}
 
 _DESCRIPTION = """\
 BERTScore (Zhang et al., 2020) matches every token of a prediction to its most similar token of
@@ -44,26 +50,17 @@ min(P, R) is its continuous extension, always between P and R. Where both are po
 BERTScore's.
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = inputs_description(
+    """
 Args:
     predictions (list of str): the texts to score.
     references (list of str, or list of list of str): one reference per prediction, or a list of
         references per prediction; each prediction is then scored against each of its references
         and the best precision, recall and F1 are kept (each maximised on its own, as bert-score).
-    {model_type}
-    {num_layers}
+    {model_type, num_layers}
     idf (bool or dict, default False): weight tokens by IDF fitted on the references (BERTScore's
         log((N+1)/(df+1))), or by a given dict from token id (or token string) to weight.
-    {batch_size}
-    {device}
-    {verbose}
-    centering (str, default "corpus"): "none", "dim" (each vector's own mean over dimensions),
-        "sentence" (the mean of the text's tokens), "batch" (the mean of all tokens of all texts of
-        this compute call: the paper's method) or "corpus" (a mean fitted once on a corpus, so a
-        pair scores the same in any call: the statistic shipped for the embedded model, or
-        centering_stats; any other model needs centering_stats or another mode).
-    {centering_stats}
-    {max_length}
+    {batch_size, device, verbose, centering, centering_stats, max_length}
     lang (str, default "en"): the language of the texts, as in evaluate's bertscore: a language
         code, ISO 639-1 or 639-3 ("en", "de", "zh", "yue"), any case (bertscore lower-cases it too),
         optionally with subtags as bert-score's "en-sci" or "pt-br"; a name that is no code
@@ -71,26 +68,20 @@ Args:
         (not in the hashcode): bertscore picks a default model per language, moverkit always
         defaults to the English embedded model, so any other language with model_type None warns:
         pass a multilingual model_type.
-    {rescale_with_baseline}
-    {baseline_path}
+    {rescale_with_baseline, baseline_path}
     use_fast_tokenizer (bool, default False): accepted for bertscore compatibility and ignored:
         moverkit always tokenizes with the model's fast (Rust) tokenizer.
     nthreads (int, default 4): accepted for bertscore compatibility and ignored (bertscore's
         threads for IDF counting; moverkit counts in one pass).
     all_layers (bool, default False): only False: True (bertscore's scores of every layer) is a
         ValueError; score one layer per call with num_layers.
-    {long_texts}
-    {dtype}
+    {long_texts, dtype}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference and their cosine similarity matrix.
-    return_reference_index (bool, default False): also return "reference_index", per prediction the
-        position (from 0) of the reference among its references that gave the kept score (by F1).
-    {settings}
+    {return_reference_index_by_f1, settings}
 
 Returns:
-    precision (list of float): per prediction, in [-1, 1]; higher is better.
-    recall (list of float): per prediction, in [-1, 1]; higher is better.
-    f1 (list of float): per prediction, in [min(precision, recall), max(precision, recall)]; higher is better.
+    {precision_recall_f1}
     hashcode (str): model, layer, idf, centering, token limit and versions, to reproduce the numbers.
     alignment (list of dict, only with return_alignment): "prediction_tokens", "reference_tokens",
         "similarity" (rows: prediction tokens; columns: reference tokens).
@@ -98,21 +89,14 @@ Returns:
     An empty (or whitespace-only) prediction or reference scores 0.0 for all three.
 
 Examples:
-    >>> metric = evaluate.load("metrics/centered_bertscore")
-    >>> results = metric.compute(predictions=["hello there", "general kenobi"],
-    ...                          references=["hello there", "general kenobi"])
-    >>> print([round(v, 2) for v in results["f1"]])
-    [1.0, 1.0]
+    {identical_pairs}
     >>> print(results["hashcode"].split("_L")[0])
     centered_bertscore:sentence-transformers/all-MiniLM-L6-v2
-""".format(**ARGUMENT_DOCS)
+""",
+    "centered_bertscore",
+    "f1",
+)
 
-
-_LINKS = {
-    "homepage": "https://aclanthology.org/2020.eval4nlp-1.6",
-    "codebase_urls": ["https://github.com/Tiiiger/bert_score"],
-    "reference_urls": ["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1904.09675"],
-}
 CenteredBertscore = evaluate_module(
     "CenteredBertscore", centered_bertscore, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS
 )

@@ -2,15 +2,15 @@
 # Licensed under the Apache License, Version 2.0.
 """Lazy Earth Mover's Distance: unbalanced optimal transport between contextual token clouds."""
 
+import importlib.util
+
 import evaluate  # noqa: F401  (the examples' evaluate.load)
 
-try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit.evaluate_modules import ARGUMENT_DOCS, evaluate_module
+if importlib.util.find_spec("moverkit") is None:  # evaluate.load then names the exact release to install
+    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0")
+else:  # indented, so that evaluate.load's own check of the imports (and its generic hint) passes them by
+    from moverkit.evaluate_modules import evaluate_module, inputs_description
     from moverkit.functional.lazy_emd import lazy_emd
-except ModuleNotFoundError as err:
-    if err.name != "moverkit":
-        raise
-    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
 _CITATION = """\
 @inproceedings{chen-etal-2020-lazy-emd,
@@ -23,6 +23,12 @@ _CITATION = """\
     url       = {https://doi.org/10.24963/ijcai.2020/516},
 }
 """
+
+_LINKS = {
+    "homepage": "https://doi.org/10.24963/ijcai.2020/516",
+    "codebase_urls": ["https://github.com/Beastlyprime/lazy_emd"],
+    "reference_urls": ["https://doi.org/10.24963/ijcai.2020/516", "https://arxiv.org/abs/1607.05816"],
+}
 
 _DESCRIPTION = """\
 Lazy-EMD (Chen et al., IJCAI 2020) is the cost of the optimal *unbalanced* transport plan between
@@ -42,7 +48,8 @@ EMD = lazy_emd(reg_c=inf, reg_r=inf), precision = 1 - lazy_emd(reg_c=inf, reg_r=
 recall = 1 - lazy_emd(reg_c=0, reg_r=inf).
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = inputs_description(
+    """
 Args:
     predictions (list of str): the texts to score (the candidates).
     {references}
@@ -64,28 +71,20 @@ Args:
     max_iter (int, default 10000, at most 100,000): the most Sinkhorn iterations per pair; a pair
         that has not converged by then keeps its last plan and a warning says how many there were
         (a score above the plan's bound is an error naming epsilon and max_iter).
-    {model_type}
-    {num_layers}
+    {model_type, num_layers}
     idf (bool or dict, default False): token masses from IDF fitted on the references
         (log((N+1)/(df+1)), for both sides), or from a given dict from token id (or token string)
         to weight; then normalized to sum 1 per text. False: uniform masses (the paper's setting).
-    {batch_size}
-    {device}
-    {verbose}
+    {batch_size, device, verbose}
     centering (str, default "none"): "none" (the paper's raw cosines, for which the lang presets
         were tuned), "dim", "sentence", "batch" (the mean of all tokens of this compute call) or
         "corpus" (a mean fitted once on a corpus: needs centering_stats).
     centering_stats (CenteringStats or path, optional): the corpus statistic for centering="corpus",
         from moverkit.fit_centering(texts, model_type=..., num_layers=...) (or the file it was saved to).
-    {max_length}
-    {long_texts}
-    {dtype}
-    {rescale_with_baseline}
-    {baseline_path}
+    {max_length, long_texts, dtype, rescale_with_baseline, baseline_path}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cost matrix and the optimal plan P*.
-    {return_reference_index}
-    {settings}
+    {return_reference_index, settings}
 
 Returns:
     lazy_emd (list of float): per prediction, <C, P*> >= 0; a distance: LOWER is closer. With
@@ -100,21 +99,14 @@ Returns:
     {reference_index}
 
 Examples:
-    >>> metric = evaluate.load("metrics/lazy_emd")
-    >>> results = metric.compute(predictions=["hello there", "general kenobi"],
-    ...                          references=["hello there", "general kenobi"])
-    >>> print([round(v, 2) for v in results["lazy_emd"]])
-    [0.0, 0.0]
+    {identical_pairs}
     >>> results = metric.compute(predictions=["the cat sat on the mat"],
     ...                          references=["a cat was sitting on the mat"], lang="en")
     >>> print(sorted(results), results["lazy_emd"][0] > 0.0)
     ['hashcode', 'lazy_emd'] True
-""".format(**ARGUMENT_DOCS)
+""",
+    "lazy_emd",
+    score="0.0",
+)
 
-
-_LINKS = {
-    "homepage": "https://doi.org/10.24963/ijcai.2020/516",
-    "codebase_urls": ["https://github.com/Beastlyprime/lazy_emd"],
-    "reference_urls": ["https://doi.org/10.24963/ijcai.2020/516", "https://arxiv.org/abs/1607.05816"],
-}
 LazyEmd = evaluate_module("LazyEmd", lazy_emd, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)

@@ -2,15 +2,15 @@
 # Licensed under the Apache License, Version 2.0.
 """MoverScore: word mover (n-grams) and sentence mover distances on contextual embeddings."""
 
+import importlib.util
+
 import evaluate  # noqa: F401  (the examples' evaluate.load)
 
-try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit.evaluate_modules import ARGUMENT_DOCS, evaluate_module
+if importlib.util.find_spec("moverkit") is None:  # evaluate.load then names the exact release to install
+    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0")
+else:  # indented, so that evaluate.load's own check of the imports (and its generic hint) passes them by
+    from moverkit.evaluate_modules import evaluate_module, inputs_description
     from moverkit.functional.moverscore import moverscore
-except ModuleNotFoundError as err:
-    if err.name != "moverkit":
-        raise
-    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
 _CITATION = """\
 @inproceedings{zhao-etal-2019-moverscore,
@@ -24,6 +24,12 @@ _CITATION = """\
     pages = "563--578",
 }
 """
+
+_LINKS = {
+    "homepage": "https://github.com/AIPHES/emnlp19-moverscore",
+    "codebase_urls": ["https://github.com/AIPHES/emnlp19-moverscore"],
+    "reference_urls": ["https://aclanthology.org/D19-1053", "https://aclanthology.org/2020.eval4nlp-1.6"],
+}
 
 _DESCRIPTION = """\
 MoverScore (Zhao et al., 2019) is the Earth Mover's Distance between the IDF-weighted
@@ -44,7 +50,8 @@ Every EMD is solved exactly (POT's network simplex, float64). ``centering="batch
 MoverScore-b of Chen et al. (2020).
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = inputs_description(
+    """
 Args:
     predictions (list of str): the texts to score.
     {references}
@@ -83,20 +90,12 @@ Args:
         aggregation="layer" only); vectors are L2-normalised after centering.
     centering_stats (CenteringStats or path, optional): the statistic for centering="corpus", from
         moverkit.fit_centering(texts, model_type=..., num_layers=...).
-    {batch_size}
-    {device}
-    {verbose}
-    {max_length}
-    {lang}
-    {long_texts}
-    {dtype}
-    {rescale_with_baseline}
+    {batch_size, device, verbose, max_length, lang, long_texts, dtype, rescale_with_baseline}
     {baseline_path}
     return_alignment (bool, default False): also return, per prediction, the transport units
         (tokens or n-grams with positive weight) of the prediction and of its best reference,
         the optimal plan (the release's "flow") and the cost matrix (the release's plot_example picture).
-    {return_reference_index}
-    {settings}
+    {return_reference_index, settings}
 
 Returns:
     moverscore (list of float): per prediction; higher is better. In (0, 1] for "1/(1+wmd)";
@@ -110,23 +109,15 @@ Returns:
     {reference_index}
 
 Examples:
-    >>> metric = evaluate.load("metrics/moverscore")
-    >>> results = metric.compute(predictions=["hello there", "general kenobi"],
-    ...                          references=["hello there", "general kenobi"])
-    >>> print([round(v, 2) for v in results["moverscore"]])
-    [1.0, 1.0]
+    {identical_pairs}
     >>> print(results["hashcode"].split("_")[0])
     moverscore:sentence-transformers/all-MiniLM-L6-v2
     >>> results = metric.compute(predictions=["?!", "hello there"], references=["general kenobi", "hello there"],
     ...                          version="v1")
     >>> print([round(v, 2) for v in results["moverscore"]])
     [0.0, 1.0]
-""".format(**ARGUMENT_DOCS)
+""",
+    "moverscore",
+)
 
-
-_LINKS = {
-    "homepage": "https://github.com/AIPHES/emnlp19-moverscore",
-    "codebase_urls": ["https://github.com/AIPHES/emnlp19-moverscore"],
-    "reference_urls": ["https://aclanthology.org/D19-1053", "https://aclanthology.org/2020.eval4nlp-1.6"],
-}
 Moverscore = evaluate_module("Moverscore", moverscore, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)

@@ -2,15 +2,15 @@
 # Licensed under the Apache License, Version 2.0.
 """sBERTScore: BERTScore's greedy matching over sentence embeddings instead of token embeddings."""
 
+import importlib.util
+
 import evaluate  # noqa: F401  (the examples' evaluate.load)
 
-try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit.evaluate_modules import ARGUMENT_DOCS, BATCH_CENTERING_CITATION, evaluate_module
+if importlib.util.find_spec("moverkit") is None:  # evaluate.load then names the exact release to install
+    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0")
+else:  # indented, so that evaluate.load's own check of the imports (and its generic hint) passes them by
+    from moverkit.evaluate_modules import BATCH_CENTERING_CITATION, evaluate_module, inputs_description
     from moverkit.functional.sbertscore import sbertscore
-except ModuleNotFoundError as err:
-    if err.name != "moverkit":
-        raise
-    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
 _CITATION = (
     """\
@@ -33,6 +33,15 @@ _CITATION = (
     + BATCH_CENTERING_CITATION
 )
 
+_LINKS = {
+    "homepage": "https://github.com/multitude00999/MSAI_337_project",
+    "codebase_urls": [
+        "https://github.com/multitude00999/MSAI_337_project",
+        "https://github.com/nipunsadvilkar/pySBD",
+    ],
+    "reference_urls": ["https://aclanthology.org/D19-1410", "https://aclanthology.org/2020.eval4nlp-1.6"],
+}
+
 _DESCRIPTION = """\
 sBERTScore (Sharma et al., 2023, Section 3 and Figure 1) is BERTScore with sentences in place of
 tokens: prediction and reference are split into sentences, each sentence is embedded once by a
@@ -53,7 +62,8 @@ signs the harmonic mean leaves [min(P, R), max(P, R)] and even [-1, 1]; min(P, R
 continuous extension, always between P and R. Where both are positive F1 is BERTScore's.
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = inputs_description(
+    """
 Args:
     predictions (list of str): the texts to score (one or several sentences each).
     references (list of str, or list of list of str): one reference per prediction, or a list of
@@ -63,8 +73,7 @@ Args:
         offline) or a local folder; a plain transformers model gets mean pooling. Default: the
         embedded sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
     batch_size (int, default 64): sentences per forward pass.
-    {device}
-    {verbose}
+    {device, verbose}
     centering (str, default "none"): centering of the sentence vectors before cosines: "none" (the
         paper's metric), "dim" (each vector's own mean over dimensions), "batch" (the mean sentence
         vector of all texts of this compute call: SBERT-b) or "corpus" (a mean fitted once on a
@@ -77,19 +86,13 @@ Args:
         "de", "fr", "es", "it", "ru", "zh", "ja", ...; another code is a ValueError listing them, and a
         name that is no code, "klingon", one naming lang). With another language than English,
         rescale_with_baseline needs baseline_path (the shipped baseline is English).
-    {dtype}
-    {rescale_with_baseline}
-    {baseline_path}
+    {dtype, rescale_with_baseline, baseline_path}
     return_alignment (bool, default False): also return, per prediction, the sentences of the
         prediction and of its best reference (by F1) and their cosine similarity matrix.
-    return_reference_index (bool, default False): also return "reference_index", per prediction the
-        position (from 0) of the reference among its references that gave the kept score (by F1).
-    {settings}
+    {return_reference_index_by_f1, settings}
 
 Returns:
-    precision (list of float): per prediction, in [-1, 1]; higher is better.
-    recall (list of float): per prediction, in [-1, 1]; higher is better.
-    f1 (list of float): per prediction, in [min(precision, recall), max(precision, recall)]; higher is better.
+    {precision_recall_f1}
     hashcode (str): model, sentence layer tag (L-1), centering, splitter and versions.
     alignment (list of dict, only with return_alignment): "prediction_sentences",
         "reference_sentences", "similarity" (rows: prediction sentences; columns: reference sentences).
@@ -109,15 +112,8 @@ Examples:
     ['Dr. Smith paid $3.50.', 'He left.']
     >>> print(round(results["recall"][0], 2))
     1.0
-""".format(**ARGUMENT_DOCS)
+""",
+    "sbertscore",
+)
 
-
-_LINKS = {
-    "homepage": "https://github.com/multitude00999/MSAI_337_project",
-    "codebase_urls": [
-        "https://github.com/multitude00999/MSAI_337_project",
-        "https://github.com/nipunsadvilkar/pySBD",
-    ],
-    "reference_urls": ["https://aclanthology.org/D19-1410", "https://aclanthology.org/2020.eval4nlp-1.6"],
-}
 Sbertscore = evaluate_module("Sbertscore", sbertscore, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)

@@ -2,17 +2,23 @@
 # Licensed under the Apache License, Version 2.0.
 """Tempered Word Mover Distance (TWMD, TRWMD) and its family (SBERT, Wordset-CKA) on centered token vectors."""
 
+import importlib.util
+
 import evaluate  # noqa: F401  (the examples' evaluate.load)
 
-try:  # indented, so that evaluate.load names the exact release to install instead of its generic hint
-    from moverkit.evaluate_modules import ARGUMENT_DOCS, BATCH_CENTERING_CITATION, evaluate_module
+if importlib.util.find_spec("moverkit") is None:  # evaluate.load then names the exact release to install
+    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0")
+else:  # indented, so that evaluate.load's own check of the imports (and its generic hint) passes them by
+    from moverkit.evaluate_modules import BATCH_CENTERING_CITATION, evaluate_module, inputs_description
     from moverkit.functional.twmd import twmd
-except ModuleNotFoundError as err:
-    if err.name != "moverkit":
-        raise
-    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.1.0") from err
 
 _CITATION = BATCH_CENTERING_CITATION
+
+_LINKS = {
+    "homepage": "https://aclanthology.org/2020.eval4nlp-1.6",
+    "codebase_urls": ["https://github.com/PythonOT/POT"],
+    "reference_urls": ["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1306.0895"],
+}
 
 _DESCRIPTION = """\
 Tempered Word Mover Distance (Chen et al., 2020) compares a prediction with a reference through the
@@ -33,7 +39,8 @@ shipped corpus mean instead, within 0.2 Pearson of it on WMT17)
 and scaled to unit length. Only word tokens take part: the tokenizer's [CLS]/[SEP] are left out.
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = inputs_description(
+    """
 Args:
     predictions (list of str): the texts to score.
     {references}
@@ -48,27 +55,11 @@ Args:
         to about 1e-5, and the time grows with the count). Ignored by the other variants.
     normalize (bool, default True): divide by sqrt(C(X1, X1) C(X2, X2)) (Eq. 1), so that a text
         scores 1 against itself; False returns the raw C(X1, X2).
-    {model_type}
-    {num_layers}
-    {batch_size}
-    {device}
-    {verbose}
-    centering (str, default "corpus"): "none", "dim" (each vector's own mean over dimensions),
-        "sentence" (the mean of the text's tokens), "batch" (the mean of all tokens of all texts of
-        this compute call: the paper's method) or "corpus" (a mean fitted once on a corpus, so a
-        pair scores the same in any call: the statistic shipped for the embedded model, or
-        centering_stats; any other model needs centering_stats or another mode).
-    {centering_stats}
-    {max_length}
-    {lang}
-    {long_texts}
-    {dtype}
-    {rescale_with_baseline}
-    {baseline_path}
+    {model_type, num_layers, batch_size, device, verbose, centering, centering_stats, max_length}
+    {lang, long_texts, dtype, rescale_with_baseline, baseline_path}
     return_alignment (bool, default False): also return, per prediction, the tokens of the
         prediction and of its best reference, their cosine similarity matrix and the transport plan.
-    {return_reference_index}
-    {settings}
+    {return_reference_index, settings}
 
 Returns:
     twmd | trwmd | sbert | cka (list of float): per prediction, the score of the chosen variant;
@@ -85,21 +76,13 @@ Returns:
     {reference_index}
 
 Examples:
-    >>> metric = evaluate.load("metrics/twmd")
-    >>> results = metric.compute(predictions=["hello there", "general kenobi"],
-    ...                          references=["hello there", "general kenobi"])
-    >>> print([round(v, 2) for v in results["twmd"]])
-    [1.0, 1.0]
+    {identical_pairs}
     >>> results = metric.compute(predictions=["the cat sat on the mat"],
     ...                          references=["a cat was sitting on the mat"], variant="trwmd")
     >>> print(sorted(results), results["trwmd"][0] < 1.0)
     ['hashcode', 'trwmd'] True
-""".format(**ARGUMENT_DOCS)
+""",
+    "twmd",
+)
 
-
-_LINKS = {
-    "homepage": "https://aclanthology.org/2020.eval4nlp-1.6",
-    "codebase_urls": ["https://github.com/PythonOT/POT"],
-    "reference_urls": ["https://aclanthology.org/2020.eval4nlp-1.6", "https://arxiv.org/abs/1306.0895"],
-}
 Twmd = evaluate_module("Twmd", twmd, __name__, (_DESCRIPTION, _KWARGS_DESCRIPTION, _CITATION), _LINKS)
