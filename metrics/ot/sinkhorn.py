@@ -111,12 +111,9 @@ def trwmd_value(sim: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, tempe
 
     Parameters
     ----------
-    sim : Tensor, shape (B, L1, L2)
-        Similarities :math:`s_{ij}`, any finite value at padding.
-    rows, cols : Tensor (bool), shapes (B, L1) and (B, L2)
-        True at the real tokens of X1 and X2.
-    temperature : float
-        :math:`T > 0`.
+    sim, rows, cols, temperature
+        As in :func:`sinkhorn_log_plan`: the similarities (B, L1, L2), the masks of the real tokens
+        of X1 and X2, :math:`T > 0`.
 
     Returns
     -------
