@@ -524,8 +524,7 @@ def register(which) -> None:
     )
     parser.add_argument(
         "--model",
-        action="append",
-        default=[],
+        action="repeat",
         help="a local model folder or Hugging Face id, beside the embedded model (repeatable)",
     )
     parser.add_argument("--no-embedded", action="store_true", help="leave the embedded all-MiniLM-L6-v2 out")

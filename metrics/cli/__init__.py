@@ -56,14 +56,24 @@ class StoreOnce(argparse._StoreAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+class Repeat(argparse._AppendAction):
+    """``action="repeat"``: an option given once per value (``--arg a=1 --arg b=2``), its values
+    in a list that is empty when it is not given (argparse's ``append`` with ``default=[]``)."""
+
+    def __init__(self, *args, default=None, **kwargs):
+        super().__init__(*args, default=[] if default is None else default, **kwargs)
+
+
 class Parser(argparse.ArgumentParser):
     """The parser of ``moverkit`` and of each subcommand (``add_subparsers`` makes its own class):
-    an option that takes a value takes it once (:class:`StoreOnce`)."""
+    an option that takes a value takes it once (:class:`StoreOnce`), or any number of times with
+    ``action="repeat"`` (:class:`Repeat`)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.register("action", None, StoreOnce)
         self.register("action", "store", StoreOnce)
+        self.register("action", "repeat", Repeat)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -41,8 +41,7 @@ def register(commands) -> None:
     )
     combine.add_argument(
         "--arg",
-        action="append",
-        default=[],
+        action="repeat",
         metavar="METRIC:KEY=VALUE",
         help="an argument of one moverkit component, kept in the file (repeat: --arg twmd:temperature=0.1)",
     )

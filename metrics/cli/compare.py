@@ -32,8 +32,7 @@ def register(commands) -> None:
     compare.add_argument(
         "--settings",
         type=Path,
-        action="append",
-        default=[],
+        action="repeat",
         help="a settings file from 'moverkit tune': its metric is compared under its arguments "
         "(repeat, one file per metric)",
     )

@@ -30,8 +30,7 @@ def register(commands) -> None:
     base.add_argument("--centering-stats", type=Path, help="with --centering corpus: your statistic (.npz)")
     base.add_argument(
         "--arg",
-        action="append",
-        default=[],
+        action="repeat",
         metavar="KEY=VALUE",
         help="any other argument of the metric, as your calls pass it (repeat: --arg variant=trwmd "
         "--arg temperature=0.2; --arg idf=true; --arg lang=de)",

@@ -58,8 +58,7 @@ def register(commands) -> None:
     )
     score.add_argument(
         "--arg",
-        action="append",
-        default=[],
+        action="repeat",
         metavar="KEY=VALUE",
         help="any other compute argument of the metric (VALUE read as JSON when it parses, e.g. temperature=0.1)",
     )
