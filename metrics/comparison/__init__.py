@@ -40,13 +40,7 @@ class Comparison:
 
     def to_dict(self) -> dict:
         """The JSON object: ``systems``, ``pairs``, ``ranking``, ``settings``, ``hashcodes``."""
-        return {
-            "systems": self.systems,
-            "pairs": self.pairs,
-            "ranking": self.ranking,
-            "settings": self.settings,
-            "hashcodes": self.hashcodes,
-        }
+        return {name: getattr(self, name) for name in ("systems", "pairs", "ranking", "settings", "hashcodes")}
 
     def to_markdown(self) -> str:
         from moverkit.comparison.report import markdown
