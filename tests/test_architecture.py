@@ -205,9 +205,9 @@ def _lists_of_every_metric(tree: ast.AST, names: set[str]):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
     }
     for node in ast.walk(tree):
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and id(node) not in exported:
-            if names <= {e.value for e in node.elts if isinstance(e, ast.Constant)}:
-                yield node.lineno
+        listed = isinstance(node, (ast.List, ast.Tuple, ast.Set)) and id(node) not in exported
+        if listed and names <= {e.value for e in node.elts if isinstance(e, ast.Constant)}:
+            yield node.lineno
 
 
 def test_the_metrics_are_listed_once():
