@@ -31,7 +31,7 @@ def quiet(reward, *args, **kwargs):
 @pytest.mark.parametrize("name", moverkit.METRICS)
 def test_the_reward_is_the_metric_on_the_same_pairs(name):
     reward = moverkit.reward_function(name)
-    expected = getattr(functional, name)(COMPLETIONS, REFERENCES, **reward.arguments)[SPECS[name].main]
+    expected = getattr(functional, name)(COMPLETIONS, REFERENCES, **reward.call_arguments())[SPECS[name].main]
     sign = 1.0 if SPECS[name].higher_is_better else -1.0
     got = reward(completions=COMPLETIONS, prompts=["p"] * 3, references=REFERENCES, trainer_state=None)
     assert got == [sign * v for v in expected]
@@ -154,6 +154,9 @@ def test_the_reward_pickles_and_runs_on_the_trainers_device():
     expected = "cuda:0" if torch.cuda.is_available() else "cpu"
     assert reward.call_arguments()["device"] == expected
     assert moverkit.reward_function("twmd", device="cpu").call_arguments()["device"] == "cpu"
+    # On a CPU a reward's encoder batches 16 texts (less padding), unless told otherwise.
+    assert moverkit.reward_function("twmd", device="cpu").call_arguments()["batch_size"] == 16
+    assert moverkit.reward_function("twmd", device="cpu", batch_size=64).call_arguments()["batch_size"] == 64
 
 
 @pytest.mark.integration
