@@ -42,6 +42,13 @@ def test_no_cycle_between_rooms(edges):
     assert not found, f"import cycles between rooms (imports inside functions included): {detail}"
 
 
+def test_no_cycle_between_modules():
+    """Issue 52: no two modules import each other, in a function or under TYPE_CHECKING included
+    (before it, encoder.py and tokens.py did; a package's ``__init__`` is a module of its own)."""
+    found = cycles({(imp.source, imp.target) for imp in package_imports() if imp.source != imp.target})
+    assert not found, f"import cycles between modules: {found}"
+
+
 def test_only_front_ends_import_the_package_root(edges):
     bad = {a: _where(found) for (a, b), found in edges.items() if b == ROOT and a not in ROOT_IMPORTERS}
     assert not bad, f"rooms other than {sorted(ROOT_IMPORTERS)} import the package root (metrics/__init__.py): {bad}"

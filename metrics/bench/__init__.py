@@ -100,18 +100,6 @@ class SpeedSuite:
     ratios: list[tuple[str, str, str | None]]
     inputs: Callable | None = None
 
-    @classmethod
-    def over_the_encoder(
-        cls, key: str, name: str, contenders: dict[str, Callable], ratios: list, fastest: str, target: str | None = None
-    ) -> SpeedSuite:
-        """A suite that times the encoder alone first (the floor no embedding metric can beat,
-        ``_shared.encoder_floor``), then ``contenders``, and reports last ``fastest`` over the
-        encoder alone (``target``), after ``ratios``."""
-        from moverkit.bench._shared import encoder_floor
-
-        floor = "encoder alone"
-        return cls(key, name, {floor: encoder_floor, **contenders}, [*ratios, (fastest, floor, target)])
-
 
 def benchmark(name: str) -> types.ModuleType:
     """The module of benchmark ``name`` (one of :data:`COMMANDS` or :data:`ROW_MODULES`)."""

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from moverkit.bench import CorrelationRow
+from moverkit.bench import CorrelationRow, SpeedSuite
 from moverkit.formats.lines import check_out
 from moverkit.formats.options import METRICS, positive_int, require_data, rounds
 from moverkit.judgments import Judgments, TestSet, read_judgments
@@ -189,6 +189,16 @@ def encoder_floor(predictions, references, model_type=None, num_layers=None):
     texts = distinct(predictions, references)
     encode_texts(encoder, texts[:2], request)
     return lambda: encode_texts(encoder, texts, request)
+
+
+def over_the_encoder(
+    key: str, name: str, contenders: dict[str, Callable], ratios: list, fastest: str, target: str | None = None
+) -> SpeedSuite:
+    """A speed suite that times the encoder alone first (:func:`encoder_floor`, the floor no
+    embedding metric can beat), then ``contenders``, and reports last ``fastest`` over the encoder
+    alone (``target``), after ``ratios``."""
+    floor = "encoder alone"
+    return SpeedSuite(key, name, {floor: encoder_floor, **contenders}, [*ratios, (fastest, floor, target)])
 
 
 def sentence_encoder_floor(predictions, references):

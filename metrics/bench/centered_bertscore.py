@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from moverkit.bench import CorrelationRow, SpeedSuite
-from moverkit.bench._shared import metric_run
+from moverkit.bench import CorrelationRow
+from moverkit.bench._shared import metric_run, over_the_encoder
 
 CORRELATION_ROWS = [
     CorrelationRow("BERTScore-R", "centered_bertscore", "recall", {"centering": "none"}),
@@ -25,7 +25,7 @@ def bert_score_package(predictions, references):
 
 
 SPEED_SUITES = [
-    SpeedSuite.over_the_encoder(
+    over_the_encoder(
         "bert-score",
         "centered_bertscore vs the bert-score package",
         {

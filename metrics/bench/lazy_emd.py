@@ -20,7 +20,7 @@ from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, embedded_model_path, pre
 from moverkit._core.centering import Centering
 from moverkit._core.encoding import EncoderRequest
 from moverkit.bench import CorrelationRow, SpeedSuite
-from moverkit.bench._shared import PeerUnavailable, metric_run
+from moverkit.bench._shared import PeerUnavailable, metric_run, over_the_encoder
 from moverkit.functional.lazy_emd import pair_scores, pairs_with_mass
 
 CORRELATION_ROWS = [
@@ -248,7 +248,7 @@ SPEED_SUITES = [
         inputs=release_inputs,
     ),
     solver_suite(Agreement()),
-    SpeedSuite.over_the_encoder(
+    over_the_encoder(
         "lazy_emd",
         "lazy_emd compute vs centered_bertscore compute",
         {

@@ -14,8 +14,8 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import embedded_model_path
-from moverkit.bench import CorrelationRow, SpeedSuite
-from moverkit.bench._shared import PeerUnavailable, metric_run
+from moverkit.bench import CorrelationRow
+from moverkit.bench._shared import PeerUnavailable, metric_run, over_the_encoder
 
 CORRELATION_ROWS = [
     CorrelationRow("MoverScore v2", "moverscore", "moverscore", {"version": "v2"}),
@@ -191,7 +191,7 @@ def release_way(predictions, references):
 
 
 SPEED_SUITES = [
-    SpeedSuite.over_the_encoder(
+    over_the_encoder(
         "moverscore",
         "moverscore vs the release (moverscore_v2.py)",
         {

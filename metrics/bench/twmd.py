@@ -4,8 +4,8 @@ against the encoder alone."""
 
 from __future__ import annotations
 
-from moverkit.bench import CorrelationRow, SpeedSuite
-from moverkit.bench._shared import metric_run
+from moverkit.bench import CorrelationRow
+from moverkit.bench._shared import metric_run, over_the_encoder
 
 # Temperatures are the module's defaults, the paper's: 0.02 without centering, 0.10 (TWMD) and
 # 0.15 (TRWMD) with batch centering; one Sinkhorn step.
@@ -16,7 +16,7 @@ CORRELATION_ROWS = [
 ]
 
 SPEED_SUITES = [
-    SpeedSuite.over_the_encoder(
+    over_the_encoder(
         "twmd",
         "twmd vs the encoder alone",
         {"twmd (batch centering, 1 Sinkhorn step)": metric_run("twmd")},

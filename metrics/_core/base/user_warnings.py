@@ -44,8 +44,9 @@ def stack_level() -> int:
 
 class MoverkitWarning(UserWarning):
     """Every warning moverkit gives (a ``UserWarning``): filter on it to silence, or to turn into
-    errors, moverkit's warnings alone (``warnings.simplefilter("error", moverkit.MoverkitWarning)``,
-    or ``filterwarnings = ["error::moverkit.MoverkitWarning"]`` in pytest's configuration)."""
+    errors, moverkit's warnings alone (``python -W error::moverkit.MoverkitWarning``, or
+    ``filterwarnings = ["error::moverkit.MoverkitWarning"]`` in pytest's configuration). moverkit
+    itself never changes the process's warnings filters."""
 
 
 class ConvergenceWarning(MoverkitWarning, RuntimeWarning):
