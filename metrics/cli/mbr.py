@@ -16,7 +16,14 @@ import json
 import sys
 from pathlib import Path
 
-from moverkit.formats.options import DTYPES, METRICS, add_encoder_options, given_arguments, positive_int
+from moverkit.formats.options import (
+    DTYPES,
+    METRICS,
+    add_encoder_options,
+    encoder_options,
+    given_arguments,
+    positive_int,
+)
 
 DIGITS = 6
 """Decimals of the expected scores written (the encoder runs in float32: about 7 significant digits)."""
@@ -64,15 +71,7 @@ def run(args) -> int:
 
     check_out(args.out, [args.candidates])
     sources, references = read_sources(args.candidates, args.num_candidates)
-    options = {
-        "model_type": ("--model", args.model),
-        "num_layers": ("--num-layers", args.num_layers),
-        "batch_size": ("--batch-size", args.batch_size),
-        "device": ("--device", args.device),
-        "dtype": ("--dtype", args.dtype),
-        "centering": ("--centering", args.centering),
-    }
-    kwargs = given_arguments(options, args.arg)
+    kwargs = given_arguments(encoder_options(args), args.arg)
     result = mbr_select(sources, metric=args.metric, pseudo_references=references, aggregate=args.aggregate, **kwargs)
     lines = [
         json.dumps(

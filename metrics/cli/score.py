@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from moverkit.formats.options import DTYPES, METRICS, add_encoder_options, given_arguments
+from moverkit.formats.options import DTYPES, METRICS, add_encoder_options, encoder_options, given_arguments
 
 PROGRESS_LINES = 1000
 """Files longer than this get a progress bar without --verbose."""
@@ -171,14 +171,9 @@ def compute_kwargs(args, verbose: bool) -> dict:
     defaults = REGISTRY[args.metric].defaults
     accepted = set(defaults)
     options = {
-        "model_type": ("--model", args.model),
-        "num_layers": ("--num-layers", args.num_layers),
-        "batch_size": ("--batch-size", args.batch_size),
-        "device": ("--device", args.device),
-        "centering": ("--centering", args.centering),
+        **encoder_options(args),
         "centering_stats": ("--centering-stats", str(args.centering_stats) if args.centering_stats else None),
         "idf": ("--idf", True if args.idf else None),
-        "dtype": ("--dtype", args.dtype),
         "long_texts": ("--long-texts", args.long_texts),
     }
     kwargs = given_arguments(options, args.arg)

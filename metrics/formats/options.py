@@ -90,6 +90,22 @@ def add_encoder_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
 
 
+def encoder_options(args) -> dict[str, tuple[str, object]]:
+    """The options of :func:`add_encoder_options` (and ``--dtype``, ``--centering`` where the
+    command has them) as ``{argument: (option, value)}``, the form a command's ``given_arguments``
+    reads: the metric's argument, the option that gave it, and its value (``None``: not given)."""
+    options = {
+        "model_type": ("--model", args.model),
+        "num_layers": ("--num-layers", args.num_layers),
+        "batch_size": ("--batch-size", args.batch_size),
+        "device": ("--device", args.device),
+    }
+    for argument, option in (("dtype", "--dtype"), ("centering", "--centering")):
+        if hasattr(args, argument):
+            options[argument] = (option, getattr(args, argument))
+    return options
+
+
 def require_data(args) -> None:
     if args.data is None:
         raise ValueError(
