@@ -4,12 +4,14 @@ the layers and never back up, checks each argument once, and touches few files."
 from __future__ import annotations
 
 import collections
+import contextlib
 import sys
 from pathlib import Path
 
 import pytest
 
 import moverkit
+from moverkit._core.encoding import cache_enabled
 
 PACKAGE = str(Path(moverkit.__file__).resolve().parent) + "/"
 MAX_FILES = 20  # issue 45: tokenizing left encoder.py for its own room, tokens.py; issue 52: the Rust copy of
@@ -111,6 +113,8 @@ IDF_ARGUMENTS = {"centered_bertscore": 1, "moverscore": 2}
         ("moverscore", {"centering": "corpus"}),
         ("moverscore", {"centering": "batch"}),
         ("moverscore", {"version": "v1", "centering": "batch"}),
+        ("centered_bertscore", {"centering": "corpus", "dtype": "auto"}),  # issue 52: the device resolved once
+        ("moverscore", {"version": "v1", "centering": "batch", "cache": True}),  # and the layers checked once
     ],
 )
 def test_each_check_runs_at_most_once_in_a_call(name, arguments):
@@ -121,8 +125,11 @@ def test_each_check_runs_at_most_once_in_a_call(name, arguments):
     words = text.split(" ")
     predictions = [" ".join(words[i : i + 5]) for i in range(12)]
     references = [[" ".join(words[i + 1 : i + 6]), " ".join(words[i : i + 3])] for i in range(12)]
-    score(predictions, references, **arguments)  # warm
-    ran, _ = follow(lambda: score(predictions, references, **arguments))
+    arguments = dict(arguments)
+    cached = cache_enabled() if arguments.pop("cache", False) else contextlib.nullcontext()
+    with cached:
+        score(predictions, references, **arguments)  # warm: the texts in the cache, when it is on
+        ran, _ = follow(lambda: score(predictions, references, **arguments))
     counts = collections.Counter()
     for (_, function), n in ran.items():
         counts[function] += n

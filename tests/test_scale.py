@@ -123,7 +123,7 @@ def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):
     expected, n = row_mean(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=texts.counts())
     tiny_budget()
     tokenizer = CallTokenizer.of(encoder)
-    with streaming.Ahead(tokenizer, enabled=False) as ahead:
+    with streaming.TokenizingThread(tokenizer, enabled=False) as ahead:
         stats = streaming.batch_mean(encoder, texts, tokenizer, EncoderRequest(), 200, ahead)
     assert stats.n_tokens == n
     assert stats.mean == pytest.approx(expected.numpy(), abs=1e-6)  # texts batch differently: float32 noise

@@ -30,7 +30,7 @@ usually share one).
 
 Tokenizing is out of the encoder's way: past the budget, on an accelerator, each chunk's distinct
 texts (and each slice of the first passes) are tokenized in a thread while the previous one
-encodes (:class:`Ahead`: one thread a call at most, closed when the call ends, however it ends;
+encodes (:class:`TokenizingThread`: one thread a call at most, closed when the call ends, however it ends;
 on a CPU, in turn); a call planned as one chunk from its texts' real token counts encodes the
 tokens counted, not a second tokenization.
 """
@@ -175,7 +175,7 @@ def chunks(
         )
         return
     fix_mmap_threshold()  # else the heap grows with the number of chunks (see its doc)
-    with Ahead(tokenizer, tokenizes_ahead(encoder.device)) as ahead:
+    with TokenizingThread(tokenizer, tokenizes_ahead(encoder.device)) as ahead:
         centering = call.centering
         if centering.mode == "batch":
             centering = centering.within_call(batch_mean(encoder, texts, tokenizer, request, max_tokens, ahead))
@@ -207,7 +207,7 @@ Part = TypeVar("Part")
 TOKENIZER_THREAD = "moverkit-tokenize"
 
 
-class Ahead:
+class TokenizingThread:
     r"""The parts of a call (its chunks, or slices of its texts), each with its texts tokenized
     by the call's ``tokenizer``: where ``enabled``
     (:func:`~moverkit._core.base.hardware.tokenizes_ahead`: on an accelerator, by default), part
@@ -226,7 +226,7 @@ class Ahead:
         self.enabled = enabled
         self._pool: ThreadPoolExecutor | None = None
 
-    def __enter__(self) -> Ahead:
+    def __enter__(self) -> TokenizingThread:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -360,7 +360,12 @@ def text_chunks(texts: list[str], max_tokens: int, limit: int | None) -> Iterato
 
 
 def batch_mean(
-    encoder: Encoder, texts: CallTexts, tokenizer: CallTokenizer, request: EncoderRequest, max_tokens: int, ahead: Ahead
+    encoder: Encoder,
+    texts: CallTexts,
+    tokenizer: CallTokenizer,
+    request: EncoderRequest,
+    max_tokens: int,
+    ahead: TokenizingThread,
 ) -> CenteringStats | None:
     r"""First pass of ``batch`` centering: :math:`\mu` over every distinct text of the call, each
     counted as often as it occurs (:class:`~moverkit._core.centering.maths.RowMean`, float64
@@ -382,7 +387,7 @@ def resolved(tokens: TokenizedTexts | Future | None) -> TokenizedTexts | None:
     return tokens.result() if isinstance(tokens, Future) else tokens
 
 
-def fit_idf(texts: list[str], ahead: Ahead) -> IdfTable:
+def fit_idf(texts: list[str], ahead: TokenizingThread) -> IdfTable:
     """First pass of ``idf=True``: the document frequencies of ``texts``, every reference of the
     call (one document per pair; for ``prediction_idf=True``, every prediction), tokenized slice
     by slice by the call's tokenizer."""
