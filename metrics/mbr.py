@@ -223,9 +223,8 @@ def source_groups(sources, references) -> Iterator[tuple[list[int], list[str]]]:
 def prepared_clouds(metric: str, texts: list[str], arguments: dict):
     """The prepared unit clouds of ``texts`` (a :class:`~moverkit._core.PairData`: the metric's
     encoder, centering and weights, each text embedded once) and the hashcode of its scores."""
-    from moverkit._core import PairOptions, check_idf, get_hash, pair_hash
+    from moverkit._core import PairOptions, check_idf, pair_hash
     from moverkit._core.call import Opening, chunks, open_call
-    from moverkit._core.encoding import splitter_tag
     from moverkit.registry import REGISTRY
 
     shared = dict(arguments)
@@ -234,15 +233,11 @@ def prepared_clouds(metric: str, texts: list[str], arguments: dict):
     call = open_call(
         Opening(metric, level), texts, texts, **{"centering": REGISTRY[metric].defaults["centering"], **shared}
     )
-    (chunk,) = chunks(call, idf=idf, one_chunk=True)
-    data = chunk.pairs(PairOptions(idf=idf))
-    if level == "token":
-        return data, pair_hash(metric, data)
-    splitter = splitter_tag(chunk.request.lang)  # as sbertscore's own hashcode
-    mode, stats = data.centering_mode, data.stats
-    return data, get_hash(
-        metric, data.encoder, idf=False, centering_mode=mode, stats=stats, splitter=splitter, dtype=data.dtype
-    )
+    with call.running():
+        (chunk,) = chunks(call, idf=idf, one_chunk=True)
+        data = chunk.pairs(PairOptions(idf=idf))
+    call.truncations.close()  # the call's one truncation warning, as a metric's close gives it
+    return data, pair_hash(metric, data)
 
 
 def matched_matrices(metric: str, sources, references, output: str, arguments: dict) -> tuple[list[np.ndarray], str]:

@@ -190,7 +190,7 @@ def tokenize(
     encoder: Encoder, texts: Sequence[str], max_length: int | None = None, long_texts: str = "truncate"
 ) -> tuple[list[list[int]], list[list[int]]]:
     """The ids and special masks of ``texts`` as a call with ``max_length`` and ``long_texts``
-    tokenizes them (:class:`CallTokenizer`; one warning if some were cut)."""
+    tokenizes them (:class:`CallTokenizer`; one warning if some were cut, each distinct text once)."""
     tokenizer = CallTokenizer.of(encoder, max_length, long_texts)
     tokens = tokenizer.tokenize(texts)
     tokenizer.close(len(texts))
