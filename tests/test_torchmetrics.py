@@ -373,7 +373,7 @@ def test_merge_state_changes_nothing_when_refused_and_takes_gathered_tensors(pai
 def test_a_saved_state_loads_under_other_versions(tiny_model_path, monkeypatch):
     """The state that keeps settings apart in a collection is named by the settings, not by the
     versions the hashcode also names: a state_dict saved before an upgrade still loads."""
-    import moverkit._core.call.opening as hashing
+    import moverkit._core.call.closing as hashing
 
     arguments = {"model_type": tiny_model_path, "centering": "none"}
     saved = TWMD(**arguments)
