@@ -94,17 +94,14 @@ def mbr_select(
     score against each pseudo-reference); one candidate is chosen, with its expected utility.
     """
     from moverkit._core import checks
-    from moverkit.registry import get
-    from moverkit.rewards import checked_output
+    from moverkit.rewards import checked_output, independent_arguments
 
-    entry = get(metric)
-    arguments = entry.scoring_arguments({**MBR_DEFAULTS.get(metric, {}), **metric_arguments}, "mbr_select")
-    dependence = entry.batch_dependence(arguments)
-    if dependence is not None:
-        raise ValueError(
-            f"mbr_select({metric!r}): {dependence}, so a candidate's utility would depend on the other sources "
-            "of the call; use centering='corpus' or 'none', and idf=False or an IDF table"
-        )
+    entry, arguments = independent_arguments(
+        metric,
+        {**MBR_DEFAULTS.get(metric, {}), **metric_arguments},
+        "mbr_select",
+        "a candidate's utility would depend on the other sources of the call",
+    )
     output = checked_output(entry.spec, output)
     sources = checked_lists(candidates, "candidates")
     references = sources if pseudo_references is None else checked_lists(pseudo_references, "pseudo_references")

@@ -164,6 +164,23 @@ def unchanged_random_state():
             np.random.set_state(numpy_state)
 
 
+def independent_arguments(metric: str, arguments: dict, caller: str, consequence: str):
+    """The registry's entry of ``metric`` and its checked ``arguments`` for ``caller``, refusing a
+    setting under which a text's score depends on the other texts of the call (``consequence``
+    says what that would mean there): what rewards and MBR selection both need."""
+    from moverkit.registry import get
+
+    entry = get(metric)
+    arguments = entry.scoring_arguments(arguments, caller)
+    dependence = entry.batch_dependence(arguments)
+    if dependence is not None:
+        raise ValueError(
+            f"{caller}({metric!r}): {dependence}, so {consequence}; use centering='corpus' or 'none', and "
+            "idf=False or an IDF table"
+        )
+    return entry, arguments
+
+
 CPU_BATCH_SIZE = 16
 """Texts a batch of a reward's encoder holds on a CPU unless ``batch_size`` says otherwise (the
 metrics' default is 64). A CPU's forward pass costs what its batch is padded to, and a GRPO step's
@@ -204,17 +221,12 @@ def reward_function(
     refused; moverscore's IDF is off unless a table is given. Each call leaves the random
     states (Python, numpy, torch) and autograd's mode as they were.
     """
-    from moverkit.registry import get
-
-    entry = get(metric)
-    arguments = entry.scoring_arguments({**REWARD_DEFAULTS.get(metric, {}), **metric_arguments}, "reward_function")
-    dependence = entry.batch_dependence(arguments)
-    if dependence is not None:
-        raise ValueError(
-            f"reward_function({metric!r}): {dependence}, so a completion's reward would depend on the other "
-            "completions of the step (and on how DDP splits them); use centering='corpus' or 'none', and idf=False "
-            "or an IDF table"
-        )
+    entry, arguments = independent_arguments(
+        metric,
+        {**REWARD_DEFAULTS.get(metric, {}), **metric_arguments},
+        "reward_function",
+        "a completion's reward would depend on the other completions of the step (and on how DDP splits them)",
+    )
     output = checked_output(entry.spec, output)
     if not isinstance(reference_column, str):
         raise TypeError(f"reference_column must be a column name (a string), got {reference_column!r}")
