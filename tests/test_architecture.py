@@ -92,6 +92,7 @@ def test_core_is_its_five_layers():
     assert [p.name for p in core.glob("*.py")] == ["__init__.py"], "a module file of _core outside its layers"
 
 
+@pytest.mark.slow
 def test_each_core_layer_imports_only_the_layers_below():
     bad = []
     for imp in package_imports():
@@ -217,6 +218,7 @@ def _lists_of_every_metric(tree: ast.AST, names: set[str]):
             yield node.lineno
 
 
+@pytest.mark.slow
 def test_the_metrics_are_listed_once():
     """Issue 52: the list of the metrics is spelled out in one place, the specs table; everything
     else reads it (no literal list, tuple or set of every metric's name elsewhere in the package).

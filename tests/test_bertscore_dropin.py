@@ -55,6 +55,7 @@ def test_rescaled_scores_equal_bert_score_with_the_same_baseline_file(pairs, idf
     assert _max_diff(plain, theirs) > 0.01  # the rescaling is not a no-op on these pairs
 
 
+@pytest.mark.slow
 def test_drop_in_call_takes_bertscore_arguments_unchanged(pairs, load_metric):
     predictions, references = pairs
     args = dict(
@@ -78,6 +79,7 @@ def test_drop_in_call_takes_bertscore_arguments_unchanged(pairs, load_metric):
     assert _max_diff(ours, theirs) <= TOL
 
 
+@pytest.mark.slow
 def test_fit_baseline_is_the_mean_bert_score_of_random_pairs(tiny_model_path, pairs, tmp_path):
     texts = pairs[1]
     rows = fit_baseline(texts, model_type=tiny_model_path, n_pairs=40, seed=3)
@@ -168,6 +170,7 @@ def test_every_centering_rescales_with_its_shipped_baseline(pairs, centering):
         assert centered_bertscore(predictions, references, rescale_with_baseline=True) == rescaled
 
 
+@pytest.mark.slow
 def test_an_own_corpus_statistic_rescales_only_with_its_own_baseline_file(pairs, tmp_path):
     # The shipped corpus baseline holds for the shipped statistic only.
     predictions, references = pairs[0][:4], pairs[1][:4]

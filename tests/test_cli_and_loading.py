@@ -40,6 +40,7 @@ def test_unknown_metric_name_is_a_clear_error():
         moverkit.load("bleu")
 
 
+@pytest.mark.slow
 def test_add_batch_then_compute_equals_one_compute(load_metric, wmt_pairs):
     metric = load_metric("centered_bertscore")
     predictions, references = wmt_pairs
@@ -50,6 +51,7 @@ def test_add_batch_then_compute_equals_one_compute(load_metric, wmt_pairs):
     np.testing.assert_allclose(streamed["f1"], direct["f1"], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_datasets_map_batched_with_a_corpus_statistic(load_metric, wmt_pairs):
     datasets = pytest.importorskip("datasets")
     metric = load_metric("centered_bertscore")
@@ -97,6 +99,7 @@ def test_a_failed_compute_leaves_another_objects_batches_alone(tmp_path):
     assert second.compute()["lazy_emd"] == moverkit.functional.lazy_emd(["the dog runs"], ["a dog ran"])["lazy_emd"]
 
 
+@pytest.mark.slow
 def test_threads_sharing_one_metric_object_each_get_their_own_result():
     """evaluate's cache file cannot be shared: four threads computing on one object gave
     ArrowInvalid/FileNotFoundError, then None. Calls now take turns."""
@@ -145,6 +148,7 @@ def test_batches_added_by_one_thread_are_not_taken_by_another():
     assert metric.compute(predictions=["hello"], references=["hi"], centering="none")["f1"][0] > 0  # usable again
 
 
+@pytest.mark.slow
 def test_cli_scores_the_example_files(tmp_path, capsys):
     out = tmp_path / "scores.jsonl"
     code = main(
@@ -352,6 +356,7 @@ def test_cli_errors_name_the_problem(tmp_path, capsys):
     assert "takes no argument temperature" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_fit_centering_then_score_with_it(tmp_path, capsys):
     stats = tmp_path / "stats.npz"
     assert main(["fit-centering", "--texts", str(EXAMPLES / "references.txt"), "--out", str(stats)]) == 0
@@ -376,6 +381,7 @@ def test_cli_fit_centering_then_score_with_it(tmp_path, capsys):
     assert "center=corpus:" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_sentence_statistic_for_sbertscore(tmp_path, capsys):
     stats = tmp_path / "sentences.npz"
     fit = ["fit-centering", "--level", "sentence", "--texts", str(EXAMPLES / "references.txt"), "--out", str(stats)]

@@ -339,6 +339,7 @@ def test_cli_combine_names_a_group_it_cannot_hold_out(tmp_path, capsys, rows, me
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_cli_combine_system_level_never_fits_on_the_unseen_pairs(tmp_path, capsys, monkeypatch):
     from moverkit import judgments
 

@@ -104,6 +104,7 @@ REFS = [
 ]
 
 
+@pytest.mark.slow
 def test_compare_scores_every_system_once_and_reports(tmp_path):
     systems = {
         "copy": list(REFS),

@@ -145,6 +145,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_format", FORMATS)
 @pytest.mark.parametrize("case", list(HOSTILE))
 def test_ray_batches_are_checked_not_stringified(scorer, case, batch_format):

@@ -157,6 +157,7 @@ def test_bad_arguments(tiny_model_path, tmp_path):
         finetune(SAMPLE, tmp_path, model_type=tiny_model_path, score_column="z")
 
 
+@pytest.mark.slow
 def test_dataset_input_is_seeded_and_trains(tiny_model_path, tmp_path):
     """A datasets.Dataset without a group column, no validation split: the same seed gives the
     same weights, and they differ from the base model's (training happened)."""
@@ -211,6 +212,7 @@ def finetuned(tiny_model_path, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_cli_writes_a_model_folder_with_a_card(finetuned):
     files = {p.name for p in finetuned.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= files
@@ -319,6 +321,7 @@ def test_a_foreign_folder_is_refused_before_loading(tmp_path, no_loading, capsys
     assert (empty / "config.json").read_text() == "{}"
 
 
+@pytest.mark.slow
 def test_overwrite_keeps_what_the_run_did_not_write(tiny_model_path, tmp_path, capsys):
     """--overwrite writes the model's files over a foreign folder but deletes nothing else: the
     user's files in it and in checkpoints/ stay, only the Trainer's checkpoint-N folders go. The
@@ -361,6 +364,7 @@ def test_overwrite_keeps_what_the_run_did_not_write(tiny_model_path, tmp_path, c
     assert not (fresh / "checkpoints").exists() and (fresh / ".moverkit-finetune.json").is_file()
 
 
+@pytest.mark.slow
 def test_resume_continues_our_run_and_the_card_counts_epochs_trained(tiny_model_path, tmp_path):
     """--resume continues from the last checkpoint of a run of ours; the card and the marker
     report the epochs trained (from the Trainer's state), not the resumed run's --epochs."""
@@ -410,6 +414,7 @@ def test_constant_human_scores_are_refused(tmp_path, no_loading):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_constant_group_is_excluded(tiny_model_path, tmp_path):
     """With standardize="group", a group whose scores are all equal teaches nothing: it is left
     out (with a warning, and said in the card), the other groups train."""
@@ -586,6 +591,7 @@ def nan_labels(monkeypatch):
     monkeypatch.setattr(moverkit.finetune.trainer, "_collate", with_nan)
 
 
+@pytest.mark.slow
 def test_a_diverged_run_writes_no_model_into_a_new_folder(tiny_model_path, tmp_path, nan_labels):
     """Training that turns the weights NaN is refused ("training diverged"): no model folder, no
     checkpoint, no marker, and a folder the run made is removed again."""
@@ -609,6 +615,7 @@ def test_a_diverged_run_writes_no_model_into_a_new_folder(tiny_model_path, tmp_p
         assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_diverged_run_leaves_an_earlier_model_as_it_was(tiny_model_path, tmp_path, monkeypatch, capsys):
     """A run into the folder of an earlier run that diverges leaves that run's model, card and
     marker as they were, and removes its own checkpoints; the CLI says so with exit status 2."""

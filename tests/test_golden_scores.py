@@ -96,8 +96,7 @@ def pairs():
 
 
 def keys() -> list[str]:
-    settings = [f"{n} {json.dumps(k, sort_keys=True)}" for n, s in SETTINGS.items() for k in s]
-    return settings + [f"contract {n}" for n in SETTINGS]
+    return list(runs())
 
 
 def numeric_outputs(result: dict) -> dict[str, list[str]]:
@@ -110,24 +109,33 @@ def numeric_outputs(result: dict) -> dict[str, list[str]]:
     }
 
 
-def compute_all() -> dict:
+def runs() -> dict[str, tuple]:
+    """Each key's metric, arguments and pairs (a function that gives them)."""
+    table = {f"{n} {json.dumps(k, sort_keys=True)}": (n, k, pairs) for n, s in SETTINGS.items() for k in s}
+    table.update({f"contract {n}": (n, {}, lambda: CONTRACT_PAIRS) for n in SETTINGS})
+    return table
+
+
+def compute(key: str) -> dict[str, list[str]]:
+    """The numeric outputs of ``key``'s run, on one thread, as when the file was written: how a
+    product is split between threads changes its last bits (the contract pairs moved by 1e-7
+    with two threads)."""
     import torch
 
     from moverkit import functional
 
-    runs = [(n, k, pairs(), f"{n} {json.dumps(k, sort_keys=True)}") for n, s in SETTINGS.items() for k in s]
-    runs += [(n, {}, CONTRACT_PAIRS, f"contract {n}") for n in SETTINGS]
-    scores = {}
-    # One thread, as when the file was written: how a product is split between threads changes
-    # its last bits (the contract pairs moved by 1e-7 with two threads).
+    name, kwargs, given = runs()[key]
+    predictions, references = given()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        for name, kwargs, (predictions, references), key in runs:
-            scores[key] = _scores(functional, name, kwargs, predictions, references)
+        return _scores(functional, name, kwargs, predictions, references)
     finally:
         torch.set_num_threads(threads)
-    return scores
+
+
+def compute_all() -> dict:
+    return {key: compute(key) for key in runs()}
 
 
 def _scores(functional, name, kwargs, predictions, references) -> dict[str, list[str]]:
@@ -146,11 +154,6 @@ def saved():
     return json.loads(GOLDEN.read_text(encoding="utf-8"))
 
 
-@pytest.fixture(scope="module")
-def computed():
-    return compute_all()
-
-
 def test_the_contract_pairs_are_the_contract_tables():
     from test_metric_common import PAIRS
 
@@ -166,14 +169,15 @@ def test_every_saved_key_holds_scores():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", keys())
-def test_scores_are_as_saved(key, saved, computed):
+def test_scores_are_as_saved(key, saved):
     same_machine = saved["machine"] == machine()
     if not same_machine and "bfloat16" in key:
         pytest.skip(f"bfloat16 rounding depends on the CPU's units; saved on {saved['machine']}")
-    assert sorted(computed[key]) == sorted(saved["scores"][key]), key
+    computed = compute(key)
+    assert sorted(computed) == sorted(saved["scores"][key]), key
     for output, values in saved["scores"][key].items():
         want = [float.fromhex(v) for v in values]
-        got = [float.fromhex(v) for v in computed[key][output]]
+        got = [float.fromhex(v) for v in computed[output]]
         if same_machine:
             assert got == want, (key, output)
         else:

@@ -54,6 +54,7 @@ def test_bad_arguments_are_refused_by_name(bad, capsys):
     assert bad[0] in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_whole_path_runs_and_reports_every_figure(monkeypatch, capsys, tiny_model_path, tmp_path):
     """The real scoring, timing and report on the CPU (the device named "cpu"), the device's facts faked."""
     fake = FakeCuda()

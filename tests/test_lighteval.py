@@ -102,6 +102,7 @@ def test_the_batched_metrics_equal_the_per_sample_ones(name, task):
         assert np.allclose(batched, expected[output], atol=1e-9, rtol=0)
 
 
+@pytest.mark.slow
 def test_lightevals_apply_metric_runs_the_outputs_of_one_metric_in_one_call(task, monkeypatch):
     """lighteval's own batched path (``apply_metric``) over precision, recall and F1 of
     centered_bertscore beside twmd: every name in every sample's output, one function call each."""
@@ -135,6 +136,7 @@ def test_lightevals_apply_metric_runs_the_outputs_of_one_metric_in_one_call(task
         assert output["centered_bertscore_recall"] == expected["recall"][i]
 
 
+@pytest.mark.slow
 def test_batch_dependent_settings_score_the_task_at_once_and_are_refused_per_sample(task):
     predictions, references, docs, responses = task
     for name, arguments in (("twmd", {"centering": "batch"}), ("moverscore", {})):
@@ -145,6 +147,7 @@ def test_batch_dependent_settings_score_the_task_at_once_and_are_refused_per_sam
             metric.compute_sample(doc=docs[0], model_response=responses[0])
 
 
+@pytest.mark.slow
 def test_a_metric_whose_output_is_named_by_its_arguments(task):
     """twmd's one score is keyed by its variant (``trwmd`` here); the lighteval metric keeps its name."""
     predictions, references, docs, responses = task
@@ -153,6 +156,7 @@ def test_a_metric_whose_output_is_named_by_its_arguments(task):
     assert np.allclose(metric.compute_sample(docs=docs, responses=responses)["twmd"], expected, atol=1e-9, rtol=0)
 
 
+@pytest.mark.slow
 def test_two_metrics_of_one_name_are_named_apart_in_a_task(task):
     """lighteval keeps one score per name: a second twmd with other arguments takes a metric_name."""
     predictions, references, docs, responses = task

@@ -92,6 +92,7 @@ def test_fingerprint_is_stable_and_the_function_pickles():
     )
 
 
+@pytest.mark.slow
 def test_rows_and_ranks(wmt_pairs):
     """batched=False gives one value per row; with_rank=True runs (on the CPU here) and agrees."""
     predictions, references = wmt_pairs

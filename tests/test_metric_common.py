@@ -355,6 +355,7 @@ def test_best_reference_is_kept(name):
         assert both[key] == pytest.approx(expected, abs=1e-6), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_same_numbers_for_any_batch_size_and_pair_order(name):
     contract = CONTRACTS[name]
@@ -377,6 +378,7 @@ def test_same_numbers_for_any_batch_size_and_pair_order(name):
         assert small["hashcode"] == base["hashcode"] == shuffled["hashcode"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_hashcode_changes_with_every_scoring_argument(name, load_metric, tiny_model_path, tmp_path):
     contract = CONTRACTS[name]
@@ -439,6 +441,7 @@ EXACT_BEST = [name for name in MODULES if SPECS[name].identical == SPECS[name].b
 entropic plan costs a little above 0 (pinned to POT's in tests/metrics/test_lazy_emd.py)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "kwargs"),
     [(name, {}) for name in EXACT_BEST]

@@ -116,6 +116,7 @@ def _check(name, kwargs, result):
             _in([value], 0.0, max(1.0, score_bound(*sizes, kwargs["epsilon"], **params)), "lazy_emd")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ARGUMENTS))
 def test_no_nan_no_inf_and_every_output_in_its_documented_range(name, tiny_model_path, tiny_centering_stats):
     function = getattr(functional, name)

@@ -132,6 +132,7 @@ def test_another_model_without_baseline_path_is_refused(name, tiny_model_path):
         getattr(functional, name)(*PAIRS, model_type=tiny_model_path, centering="none", rescale_with_baseline=True)
 
 
+@pytest.mark.slow
 def test_a_baseline_of_another_metric_is_refused():
     twmd_file = _shipped("twmd")[0]
     for name in ("lazy_emd", "moverscore", "sbertscore", "centered_bertscore"):

@@ -76,6 +76,7 @@ def test_conversational_completions_take_the_last_assistant_message():
     assert reward(conversations, references=REFERENCES) == reward(COMPLETIONS, references=REFERENCES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", moverkit.METRICS)
 def test_hostile_completions_earn_a_defined_finite_score(name):
     reward = moverkit.reward_function(name)

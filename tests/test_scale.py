@@ -68,6 +68,7 @@ def test_chunked_equals_unchunked(pairs, tiny_budget, metric, centering):
             assert chunked[key] == pytest.approx(values, abs=1e-6), key
 
 
+@pytest.mark.slow
 def test_chunked_idf_and_lazy_emd(pairs, tiny_budget):
     """idf=True is fitted on every reference of the call, not per chunk; lazy_emd streams too."""
     predictions, references = pairs
@@ -101,6 +102,7 @@ def test_moverscore_streams_with_its_idf_on_both_sides_of_the_whole_call(pairs, 
     assert chunked["moverscore"] == pytest.approx(whole["moverscore"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_moverscore_v1_with_batch_centering_is_one_chunk(pairs, tiny_budget, monkeypatch):
     """v1 averages power means of five layers, each centered on the call's mean: what a chunk
     cannot take from the whole call, so that call is never cut (scores as unchunked)."""
@@ -111,6 +113,7 @@ def test_moverscore_v1_with_batch_centering_is_one_chunk(pairs, tiny_budget, mon
     assert moverscore(predictions, references, version="v1", centering="batch")["moverscore"] == whole["moverscore"]
 
 
+@pytest.mark.slow
 def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):
     """Independent check of the first pass: the mean of every text's non-special token vectors,
     each text counted as often as it occurs, as centering.row_mean computes it over the whole call."""
@@ -201,6 +204,7 @@ def test_bad_budget_in_the_environment_names_the_variable(monkeypatch, value):
         twmd(["a cat"], ["a dog"], centering="none")
 
 
+@pytest.mark.slow
 def test_a_chunked_call_warns_of_a_small_batch_as_an_unchunked_one(tiny_budget):
     predictions = ["word " * 300 + str(i) for i in range(3)]  # 3 long texts: a chunk each under 1MB
     references = ["text " * 300 + str(i) for i in range(3)]
@@ -256,6 +260,7 @@ class _FakeLibc:
         return 1
 
 
+@pytest.mark.slow
 def test_a_chunked_call_fixes_glibcs_mmap_threshold_and_an_unchunked_one_does_not(pairs, tiny_budget, monkeypatch):
     # glibc raises its mmap threshold to every large block freed (up to 32 MB), so a chunked call's
     # encoder activations came from the heap, whose holes grew with the chunks: peak RSS 887-996 MB
@@ -329,6 +334,7 @@ def test_counted_tokens_are_kept_only_while_they_fit(monkeypatch):
     assert streaming.plan_chunks(texts, total - 1, tokenizer).tokens is None
 
 
+@pytest.mark.slow
 def test_a_call_counted_as_one_chunk_tokenizes_once(wmt_pairs, monkeypatch):
     """The tokens the plan counted are the ones the chunk encodes: one tokenization of the call's
     texts, and the scores of a call that tokenized twice."""
@@ -352,6 +358,7 @@ def test_a_call_counted_as_one_chunk_tokenizes_once(wmt_pairs, monkeypatch):
     assert counted["f1"] == whole["f1"]
 
 
+@pytest.mark.slow
 def test_chunks_are_tokenized_while_the_one_before_encodes(pairs, tiny_budget, monkeypatch):
     """Issue 45, item 7: past the budget, the next chunk's texts are tokenized in a thread while
     the current chunk's forward passes run. The first chunk's first forward waits (up to 60 s) for
@@ -392,6 +399,7 @@ def test_chunks_are_tokenized_while_the_one_before_encodes(pairs, tiny_budget, m
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_on_a_cpu_chunks_are_tokenized_in_turn(pairs, tiny_budget, monkeypatch):
     """Where no thread tokenizes ahead (a CPU, by default: its cores run the forward), each chunk is
     tokenized on the calling thread when it is handed over, the same scores."""
@@ -424,6 +432,7 @@ def truncation_warned(long_texts: str, seen: list | None = None):
         seen.extend(messages)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ahead", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
 @pytest.mark.parametrize(
     "kwargs",
@@ -451,6 +460,7 @@ def test_chunked_long_texts_and_idf_equal_unchunked(pairs, tiny_budget, monkeypa
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("long_texts", ["window", "truncate"])
 def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pairs, monkeypatch, long_texts):
     """The counted encodings are made at the chunk's limit: whole for windows, cut at 16 tokens for
@@ -483,6 +493,7 @@ def test_a_call_counted_as_one_chunk_encodes_its_long_texts_as_one_call(wmt_pair
     assert counted["f1"] == whole["f1"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ahead", [True, False], ids=["tokenized-ahead", "tokenized-in-turn"])
 def test_a_tokenizer_without_a_rust_backend_streams_as_before(pairs, tiny_budget, monkeypatch, ahead):
     """Where no Rust tokenizer is there (a Python BERT tokenizer of the same vocabulary, the same
@@ -512,6 +523,7 @@ def test_a_tokenizer_without_a_rust_backend_streams_as_before(pairs, tiny_budget
     assert chunked["f1"] == pytest.approx(whole["f1"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_lone_prediction_past_the_budget_warns_of_truncation_once(monkeypatch):
     """A call its counts cut but whose one prediction (with all its references) cannot be cut runs
     as one chunk that tokenizes itself: the truncation warning comes once, from that chunk, not

@@ -42,6 +42,7 @@ def test_sample_pairs_draws_rows_with_distinct_references():
         sample_pairs(data, len(set(data.references)) + 1)
 
 
+@pytest.mark.slow
 def test_identical_predictions_always_beat_the_shuffled_reference():
     """A prediction equal to its reference scores best against it for a similarity and a distance
     alike, so every share is 1.0: a sign error in a direction would give 0.0."""

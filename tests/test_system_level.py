@@ -181,6 +181,7 @@ def test_the_bench_reads_the_shipped_extract_by_default(monkeypatch, capsys):
 # --- per-system batch centering ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_per_system_batch_scores_each_system_alone_and_all_together(wmt17, monkeypatch):
     import dataclasses
 

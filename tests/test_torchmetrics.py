@@ -74,6 +74,7 @@ def test_three_updates_give_the_function_on_all_pairs(name, path, pairs, tiny_mo
         assert metric.scores[0].shape == (len(SPECS[name].outputs),) and not hasattr(metric, "pred_bytes")
 
 
+@pytest.mark.slow
 def test_scores_are_batch_invariant(pairs):
     """The embedded model at the defaults: a pair scores the same alone, in any update and in one
     call of the function over all pairs (bert-score 0.3.13 does not: WMT17 pair 1812 scores

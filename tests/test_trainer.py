@@ -24,6 +24,7 @@ def _readme_block(marker):
     return block
 
 
+@pytest.mark.slow
 def test_readme_compute_metrics_logs_one_float_per_score_in_a_seq2seq_trainer(tmp_path):
     import datasets
     import torch

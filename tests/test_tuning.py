@@ -47,6 +47,7 @@ GRIDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", sorted(REGISTRY))
 def test_every_setting_scores_what_the_metric_gives(small, metric):
     """One forward pass for all layers, one preparation per layer and centering: the same numbers
@@ -63,6 +64,7 @@ def test_every_setting_scores_what_the_metric_gives(small, metric):
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6, err_msg=str(setting))
 
 
+@pytest.mark.slow
 def test_tune_cross_validates_by_group(small):
     predictions, references, human, groups = small
     result = tune(predictions, references, human, groups, "twmd", GRIDS["twmd"])
@@ -92,6 +94,7 @@ def test_tune_cross_validates_by_group(small):
     assert result.correlations[result.best, 1] == pytest.approx(r, abs=1e-9)
 
 
+@pytest.mark.slow
 def test_a_distance_is_sign_flipped(small):
     predictions, references, human, groups = small
     result = tune(predictions, references, human, groups, "lazy_emd", GRIDS["lazy_emd"])
@@ -296,6 +299,7 @@ def test_settings_of_another_metric_are_refused(settings_file):
         functional.lazy_emd(["a"], ["b"], settings=str(settings_file))
 
 
+@pytest.mark.slow
 def test_the_cli_tunes_and_scores_with_the_file(tmp_path, capsys):
     data = read_judgments(DATA)
     rows = [i for g, ix in data.by_group().items() if g in ("cs-en", "de-en") for i in ix[:6]]
@@ -354,6 +358,7 @@ def test_a_constant_setting_is_never_chosen_and_constant_humans_are_refused(smal
         tune(predictions, references, flat, groups, "twmd", {"num_layers": [6]})
 
 
+@pytest.mark.slow
 def test_a_layer_counted_from_the_top_is_the_same_setting(small):
     predictions, references, human, groups = small
     result = tune(predictions, references, human, groups, "centered_bertscore", {"num_layers": [-1, 6, 5]})

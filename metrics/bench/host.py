@@ -171,15 +171,16 @@ class DispatchCounter:
                 hook.remove()
 
 
-def count(name: str, predictions: list[str], references: list[str], device: str, dtype: str) -> dict:
-    """One warm call of ``name`` counted (see the module doc); ``weights``: how many weights the
-    encoders it ran hold."""
+def count(name: str, predictions: list[str], references: list[str], device: str, dtype: str, **arguments) -> dict:
+    """One warm call of ``name`` counted (see the module doc), with the run's arguments and
+    ``arguments`` (a smaller ``batch_size``: as many batches from fewer pairs); ``weights``: how
+    many weights the encoders it ran hold."""
     import torch
 
     from moverkit.registry import REGISTRY
 
     score = REGISTRY[name].function
-    kwargs = {**RUNS[name], "device": device, "dtype": dtype}
+    kwargs = {**RUNS[name], "device": device, "dtype": dtype, **arguments}
     score(predictions[:8], references[:8], **kwargs)  # loads the models: counted calls are warm
     counter = DispatchCounter()
     synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)

@@ -98,6 +98,7 @@ def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name, tiny, tiny_mo
     assert cached == uncached
 
 
+@pytest.mark.slow
 def test_default_batches_agree_to_rounding(cache_on):
     cached = [functional.centered_bertscore(p, REFERENCES)["f1"] for p in PREDICTIONS]
     set_cache(0)
@@ -122,6 +123,7 @@ def test_cached_encode_is_encode(cache_on):
     assert torch.equal(layered.layer_vectors, want.layer_vectors)
 
 
+@pytest.mark.slow
 def test_tokens_made_ahead_are_taken_for_the_texts_the_cache_lacks(cache_on, tiny_model_path):
     """A chunk tokenized ahead hands its tokens (of every distinct text) to cached_encode, which
     encodes only the texts it does not hold: those take their own tokens, not the first ones."""
@@ -136,6 +138,7 @@ def test_tokens_made_ahead_are_taken_for_the_texts_the_cache_lacks(cache_on, tin
     assert torch.equal(got.vectors, want.vectors)
 
 
+@pytest.mark.slow
 def test_a_call_whose_texts_all_miss_gets_encodes_own_clouds(cache_on, tiny_model_path, monkeypatch):
     """Nothing held: the cache keeps each text's copy and returns encode's result itself (not the
     copies joined back); only the texts it misses are tokenized."""
@@ -171,6 +174,7 @@ def test_everything_that_changes_vectors_is_in_the_key(cache_on, change):
         assert torch.equal(got.layer_vectors, want.layer_vectors)
 
 
+@pytest.mark.slow
 def test_another_model_never_reuses(cache_on, tiny_model_path):
     cached(get_encoder(), REFERENCES, EncoderRequest())
     tiny = get_encoder(tiny_model_path)
@@ -179,6 +183,7 @@ def test_another_model_never_reuses(cache_on, tiny_model_path):
     )
 
 
+@pytest.mark.slow
 def test_budget_evicts_least_recently_used(cache_on):
     encoder = get_encoder()
     cached(encoder, REFERENCES[:1], EncoderRequest())
@@ -193,6 +198,7 @@ def test_budget_evicts_least_recently_used(cache_on):
     assert cache_info()["texts"] == 0  # off: nothing kept
 
 
+@pytest.mark.slow
 def test_release_clears_it(cache_on):
     cached(get_encoder(), REFERENCES, EncoderRequest())
     assert cache_info()["texts"] == len(REFERENCES)

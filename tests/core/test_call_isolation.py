@@ -33,6 +33,7 @@ def _tokenizer_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(streaming.TOKENIZER_THREAD)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(METRICS))
 def test_a_call_leaves_the_warnings_filters_the_log_level_and_the_models_as_they_were(name):
     """A call that truncates (its one warning) and loads its model on the way (after a first call:
@@ -130,6 +131,7 @@ def test_the_tokenizing_thread_ends_with_a_dropped_generator(chunked_and_ahead):
     assert _tokenizer_threads() == before
 
 
+@pytest.mark.slow
 def test_a_chunked_call_tokenizing_ahead_uses_one_thread_for_all_its_passes(chunked_and_ahead, monkeypatch):
     """batch centering's pass, the IDF pass and the chunks: one thread, started once."""
     started = []

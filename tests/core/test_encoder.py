@@ -103,6 +103,7 @@ def test_unknown_local_path_or_type_is_a_clear_error(tmp_path):
         get_encoder(str(tmp_path))  # an empty folder is no model
 
 
+@pytest.mark.slow
 def test_one_registry_for_token_and_sentence_encoders_and_one_release(tiny_model_path):
     import moverkit
     from moverkit._core import get_sentence_encoder, release
@@ -146,6 +147,7 @@ def test_a_model_whose_outputs_are_not_finite_is_refused_by_name(nan_model_path,
         )
 
 
+@pytest.mark.slow
 def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
     from moverkit._core.encoding.encoder import NonFiniteOutputs
 
@@ -160,6 +162,7 @@ def test_non_finite_outputs_are_found_in_any_batch_and_layer(nan_model_path):
     assert issubclass(NonFiniteOutputs, ValueError)
 
 
+@pytest.mark.slow
 def test_a_folder_is_identified_by_what_it_holds_not_by_its_name(tmp_path, tiny_model_path):
     """Issue 51, defect 7: the layer table was matched against a folder's name, so the same weights
     in a folder named ``all_mpnet_base_v2`` got the last layer and in one named
@@ -248,6 +251,7 @@ def _rust_and_transformers_agree(tokenizer, texts, encoder_like):
         assert (tokens.ids, tokens.special) == expected, limit
 
 
+@pytest.mark.slow
 def test_rust_tokenization_equals_transformers_call_on_every_wmt17_text_and_fuzz(wmt17_full):
     """Issue 45: the Rust batch call gives the ids and special-token masks of transformers' call
     (split_special_tokens=True, truncation at the limit) on the 4,982 distinct WMT17 texts and on
@@ -291,6 +295,7 @@ def test_truncation_is_counted_once_from_the_rust_encodings():
         tokenizer.close(3)  # given once
 
 
+@pytest.mark.slow
 def test_the_square_mask_gives_the_model_s_own_vectors_without_a_host_read(wmt_pairs):
     """Issue 45: a padded batch's mask goes in as the (batch, 1, length, length) mask transformers
     would build, so its SDPA attention does not read whether the batch holds padding; the

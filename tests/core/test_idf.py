@@ -19,6 +19,7 @@ def test_formula_on_a_toy_corpus():
     assert table[9] == pytest.approx(math.log(4))  # unseen: log(N + 1)
 
 
+@pytest.mark.slow
 def test_equals_bert_score_get_idf_dict(wmt_pairs):
     bert_score = pytest.importorskip("bert_score")
     encoder = get_encoder()

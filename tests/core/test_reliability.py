@@ -278,6 +278,7 @@ def test_roberta_like_text_spelling_s_and_mask_is_tokenized_as_text(tiny_roberta
         tokenize(encoder, ["hello"], max_length=2)
 
 
+@pytest.mark.slow
 def test_sentence_encoder_tokenizes_spelled_special_tokens_as_text():
     from moverkit._core import encode_sentences, get_sentence_encoder
 

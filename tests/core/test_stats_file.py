@@ -59,6 +59,7 @@ def _refused(path, message):
     return str(refused.value)
 
 
+@pytest.mark.slow
 def test_a_zip_bomb_is_refused_before_it_is_decompressed(tmp_path):
     # A mean that declares 20 million float64 (160 MB) of zeros, deflated into a file of about
     # 160 KB: it loaded (and took twice its size in memory) before; now its header refuses it.

@@ -37,6 +37,7 @@ def test_texts_within_the_limit_are_their_own_rows():
     assert plan.rows == ids and plan.source is None
 
 
+@pytest.mark.slow
 def test_window_vectors_are_those_of_each_tokens_most_central_window(tiny_model_path):
     encoder = get_encoder(tiny_model_path)
     limit = encoder.max_length  # 128 for the tiny model

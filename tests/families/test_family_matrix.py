@@ -254,6 +254,7 @@ def _check_ids(name: str, folder: str, texts: list[str], limits) -> None:
             tokenize(encoder, ["hello"], minimum - 1)
 
 
+@pytest.mark.slow
 @FAMILY
 def test_ids_equal_transformers_call_with_the_exact_truncation_count(family_model, name):
     """moverkit's ids and special-token mask are transformers' own call on the stripped texts
@@ -352,6 +353,7 @@ def test_unigram_scores_that_do_not_survive_a_json_round_trip_give_transformers_
 # ------------------------------------------------------------------------------------ layers and vectors
 
 
+@pytest.mark.slow
 @FAMILY
 def test_layer_k_is_the_model_cut_after_block_k(family_model, name):
     """moverkit's layer ``k`` (the scored layer, and ``-1``, the top) is transformers' model of
@@ -622,6 +624,7 @@ def _check_every_metric(name, folder, predictions, references, monkeypatch, sett
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow
 @FAMILY
 def test_every_metric_is_batch_invariant_and_warns_once(family_model, name, monkeypatch):
     """Each of the five metrics, on a few pairs (one truncated in every family, hostile scripts
@@ -644,6 +647,7 @@ def test_every_metric_is_batch_invariant_and_warns_once(family_model, name, monk
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow
 @FAMILY
 def test_empty_texts_score_in_every_metric(family_model, name):
     """Empty and white-space texts, each alone in its forward pass (``batch_size=1``), score in
@@ -676,6 +680,7 @@ def test_every_metric_on_hostile_texts_in_every_setting(family_model, name, monk
     _check_every_metric(name, folder, predictions, references, monkeypatch, budget="64KB")
 
 
+@pytest.mark.slow
 def test_a_slow_tokenizer_in_a_chunked_call_warns_once_with_the_call_count(family_model):
     """A tokenizer without a Rust backend in a call cut into many chunks: one truncation warning
     for the call, counting every distinct text cut (one warning per chunk, whose counts add up to

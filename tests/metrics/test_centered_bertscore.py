@@ -62,7 +62,7 @@ def test_equals_bert_score_package_on_200_real_pairs(metric, bert_score_scorer, 
 
 @pytest.mark.slow
 def test_equals_bert_score_package_with_multiple_references(metric, bert_score_scorer, wmt_pairs):
-    predictions, references = wmt_pairs
+    predictions, references = wmt_pairs[0][:100], wmt_pairs[1][:100]
     # Two references each: the true one and another segment's reference (a worse match).
     multi = [[ref, references[(i + 7) % len(references)]] for i, ref in enumerate(references)]
     ours = metric.compute(predictions=predictions, references=multi, centering="none", idf=True)
@@ -161,6 +161,7 @@ FIT_CORPUS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["none", "dim", "sentence", "batch"])
 def test_centering_modes_match_direct_computation(metric, mode):
     ours = metric.compute(predictions=SMALL_PRED, references=SMALL_REF, centering=mode)
@@ -169,6 +170,7 @@ def test_centering_modes_match_direct_computation(metric, mode):
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_corpus_centering_matches_direct_computation(metric, tmp_path):
     stats = fit_centering(FIT_CORPUS)
     raw = _raw_layer_vectors(FIT_CORPUS)
@@ -188,6 +190,7 @@ def test_corpus_statistic_fitted_on_the_call_equals_batch_centering(metric):
     np.testing.assert_allclose(batch["f1"], corpus["f1"], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_corpus_centering_scores_a_pair_the_same_alone_or_in_any_batch(metric, wmt_pairs):
     predictions, references = wmt_pairs
     stats = fit_centering(references[:50])
@@ -212,6 +215,7 @@ def test_corpus_statistic_for_another_layer_is_refused(metric):
         metric.compute(predictions=["a"], references=["b"], centering="corpus", centering_stats=stats)
 
 
+@pytest.mark.slow
 def test_the_default_corpus_centering_works_with_any_encoder(metric, tiny_model_path, monkeypatch, tmp_path):
     """Issue 51, defect 6: the default, ``centering="corpus"``, raised for every encoder but the
     embedded one. Now a model without a shipped statistic subtracts its mean over the corpus the
@@ -240,6 +244,7 @@ def test_the_default_corpus_centering_works_with_any_encoder(metric, tiny_model_
         assert metric.compute(model_type=tiny_model_path, **kwargs) == default
 
 
+@pytest.mark.slow
 def test_the_shipped_corpus_is_the_one_the_shipped_statistics_were_fitted_on():
     """Fitted on the shipped corpus, the embedded model's mean is its shipped statistic: an
     independent check that the fallback of other encoders uses the same corpus."""
@@ -253,6 +258,7 @@ def test_the_shipped_corpus_is_the_one_the_shipped_statistics_were_fitted_on():
     np.testing.assert_allclose(fitted.mean, shipped.mean, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_default_is_corpus_centering_with_the_shipped_statistic(metric, wmt_pairs):
     predictions, references = wmt_pairs
     shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))
@@ -340,6 +346,7 @@ def test_same_numbers_on_any_batch_size(metric, wmt_pairs):
     np.testing.assert_allclose(a["f1"], b["f1"], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_over_long_inputs_are_truncated_with_one_warning(metric):
     long_text = " ".join(["word"] * 2000)
     with warnings.catch_warnings(record=True) as caught:

@@ -28,6 +28,7 @@ def _modes(name):
     return SENTENCE_CENTERING_MODES if name == "sbertscore" else ("none", "dim", "sentence", "batch", "corpus")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [*TOKEN_METRICS, "sbertscore"])
 def test_identical_texts_score_the_best_value_in_every_centering_mode(name, tiny_model_path, tiny_centering_stats):
     # Old: ["a"] vs ["a"] scored F1 0.0 in centered_bertscore (batch, sentence), twmd 0.0, lazy_emd

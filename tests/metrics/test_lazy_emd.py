@@ -75,6 +75,7 @@ def _pot_lazy_emd(cost, a, b, epsilon, reg_c, reg_r):
 # --- the metric against POT on real pairs -----------------------------------------------------
 
 
+@pytest.mark.slow
 def test_function_equals_module(load_metric, pairs):
     # Five pairs and a second reference: eleven distinct texts, enough for batch centering.
     predictions, references = pairs[0][:5], [[r, "an unrelated second reference"] for r in pairs[1][:5]]
@@ -120,6 +121,7 @@ def test_idf_masses_are_normalized_idf_weights(raw_vectors, pairs):
         assert abs(value - _pot_lazy_emd(cost, a / a.sum(), b / b.sum(), 0.009, *PRESET_EN)) <= 1e-5
 
 
+@pytest.mark.slow
 def test_batch_centering_changes_the_costs_as_centered_vectors_do(pairs):
     predictions, references = pairs[0][:6], pairs[1][:6]
     result = lazy_emd(predictions, references, centering="batch")
@@ -134,6 +136,7 @@ def test_batch_centering_changes_the_costs_as_centered_vectors_do(pairs):
         assert abs(value - _pot_lazy_emd(cost, a, b, 0.009, *PRESET_EN)) <= 1e-5
 
 
+@pytest.mark.slow
 def test_hard_marginals_on_real_pairs_give_pots_balanced_entropic_plan(raw_vectors, pairs):
     """reg_c = reg_r = inf makes P a coupling of a and b, and on couplings eps KL(P | 1) is POT's
     balanced entropic term eps sum P (log P - 1) plus a constant: the plan of ot.sinkhorn. At
@@ -188,6 +191,7 @@ def test_extreme_penalties_give_centered_bertscore_precision_and_recall(bertscor
     assert np.all(np.abs(with_specials[same] - lazy[same]) <= eps * np.log(other_side[same]) + 2e-6)
 
 
+@pytest.mark.slow
 def test_a_pairs_score_does_not_depend_on_the_solver_batch(wmt_pairs, tiny_model_path):
     # Without a batch centering each pair is its own problem: solved with 23 others (in buckets of
     # similar lengths) or in smaller calls, it must score the same.

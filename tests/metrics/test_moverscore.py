@@ -322,6 +322,7 @@ def test_score_forms_are_one_minus_and_inverse_of_the_same_distance(metric, tiny
     assert np.all((inverse > 0) & (inverse <= 1))
 
 
+@pytest.mark.slow
 def test_same_numbers_on_any_batch_size_and_pair_order(metric, tiny_model_path, wmt_pairs):
     predictions, references = (texts[:16] for texts in wmt_pairs)
     common = {"model_type": tiny_model_path, "version": "v1", "n_gram": 2}
@@ -427,6 +428,7 @@ def test_v1_refuses_corpus_centering_before_loading_anything(monkeypatch):
         moverscore(["a cat"], ["a cat"], version="v1", centering="corpus", max_length=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plan", ["cpu", "cuda"])
 def test_host_reads_do_not_grow_with_the_pairs_or_their_batches(wmt_pairs, tiny_model_path, monkeypatch, plan):
     # Issue 45: the unit counts and each wave of cost matrices go to the host in one copy, then

@@ -92,6 +92,7 @@ def static_model_path(tmp_path_factory):
 # --- the score against independent computations ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_single_sentence_texts_score_the_cosine_of_sentence_transformers_embeddings(metric, sbert, wmt_pairs):
     predictions, references = wmt_pairs
     pairs = [
@@ -259,6 +260,7 @@ def test_corpus_statistic_fitted_on_the_call_equals_batch_centering(metric):
     np.testing.assert_allclose(batch["f1"], corpus["f1"], atol=TOL)
 
 
+@pytest.mark.slow
 def test_token_statistic_is_refused_for_sentence_vectors(metric, tiny_model_path):
     # Same model and dimension, but a token-level mean (layer 6) is not a sentence-vector mean.
     stats = fit_centering(MORE_SENTENCES + PREDS)
@@ -404,6 +406,7 @@ def test_a_long_text_with_leading_white_space_is_split():
     assert split_sentences(several) == ["the cat sat on the mat ."] * 300
 
 
+@pytest.mark.slow
 def test_the_one_sentence_test_agrees_with_pysbd_on_random_texts():
     """Random texts of words, quotes, brackets, list markers, sentence marks of several scripts, pysbd's
     marker characters and odd white space: wherever the test passes a text, pysbd keeps it whole."""
@@ -479,6 +482,7 @@ def test_identical_texts_score_one(metric, tiny_model_path):
         np.testing.assert_allclose(result["f1"], np.ones(len(texts)), atol=1e-12)
 
 
+@pytest.mark.slow
 def test_long_sentences_are_truncated_with_one_warning(metric):
     long_sentence = " ".join(["word"] * 400) + "."
     with pytest.warns(UserWarning, match="1 of 2 sentences are longer than 256 tokens"):
@@ -615,6 +619,7 @@ def _random_splitter_text(rng):
     return "".join(pieces)
 
 
+@pytest.mark.slow
 def test_the_one_sentence_test_equals_its_first_form_on_wmt17_and_random_texts(wmt17_full):
     texts = list(dict.fromkeys(wmt17_full.predictions + wmt17_full.references))
     assert len(texts) == 4982
@@ -630,11 +635,13 @@ def test_the_one_sentence_test_equals_its_first_form_on_wmt17_and_random_texts(w
     assert passed > 2000  # random texts that pass, not only ones that fail
 
 
+@pytest.mark.slow
 def test_the_one_sentence_test_equals_its_first_form_on_every_code_point():
     texts = [f"a{chr(code)}b" for code in range(0x110000)]
     assert [one_sentence(t, "el") for t in texts] == [_one_sentence_by_characters(t, "el") for t in texts]
 
 
+@pytest.mark.slow
 def test_letter_or_digit_is_str_isalnum_on_every_code_point():
     characters = "".join(map(chr, range(0x110000)))
     assert set(LETTER_OR_DIGIT.findall(characters)) == {c for c in characters if c.isalnum()}
@@ -647,6 +654,7 @@ def _pysbd_segment_or_error(segment, text, lang):
         return repr(err)
 
 
+@pytest.mark.slow
 def test_segment_with_pysbd_equals_pysbds_segment(wmt17_full):
     """The same pieces as pysbd's own Segmenter.segment (which compiles a pattern per sentence), on
     the WMT17 texts pysbd splits, and on random texts (repeated sentences among them) in every language."""

@@ -197,6 +197,7 @@ def test_cka_is_linear_cka_of_the_word_sets(raw_vectors):
 # --- contract ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_text_against_itself_scores_one(pairs, variant):
     texts = list(pairs[1][:8]) + ["one", "a b"]  # ten distinct: enough for batch centering
@@ -283,6 +284,7 @@ def test_empty_and_whitespace_texts_score_zero(variant):
     assert result[variant] == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("centering", ["none", "corpus"])
 def test_scores_do_not_depend_on_what_else_is_in_the_call(pairs, centering):
     predictions, references = pairs[0][:16], pairs[1][:16]
@@ -334,6 +336,7 @@ def test_hashcode_names_every_setting(pairs):
     assert "_center=batch_max_length=512_long_texts=truncate_dtype=float32_variant=" in batch["hashcode"]
 
 
+@pytest.mark.slow
 def test_default_is_corpus_centering_with_the_shipped_statistic(pairs):
     predictions, references = pairs
     shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))
@@ -377,6 +380,7 @@ def test_best_reference_is_kept():
     assert result["alignment"][0]["reference_tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
 
 
+@pytest.mark.slow
 def test_tiny_random_model_works(tiny_model_path, pairs):
     result = twmd(predictions=pairs[0][:5], references=pairs[1][:5], model_type=tiny_model_path, centering="batch")
     assert all(math.isfinite(v) and -1 - 1e-6 <= v <= 1 + 1e-6 for v in result["twmd"])

@@ -73,6 +73,7 @@ def _unpadded(sim, rows, cols, k):
     return s, np.full(s.shape[0], 1 / s.shape[0]), np.full(s.shape[1], 1 / s.shape[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temperature", [0.2, 0.1])
 def test_many_iterations_give_pots_entropic_transport_value(real_batch, temperature, one_thread):
     # POT minimises <pi, M> + reg * sum pi log pi with kernel exp(-M / reg); with M = -S and

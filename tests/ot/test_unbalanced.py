@@ -79,6 +79,7 @@ SETTINGS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("epsilon, reg_c, reg_r", SETTINGS)
 def test_batched_solver_equals_pot_sinkhorn_unbalanced_entropy(epsilon, reg_c, reg_r):
     problems = _random_problems(seed=0)
@@ -122,6 +123,7 @@ def test_overrelaxation_safeguard_recovers_from_a_diverging_factor(monkeypatch):
         assert np.abs(plan - _pot_lazy_emd(cost, a, b, 0.009, *PRESET_EN)).max() <= 1e-10
 
 
+@pytest.mark.slow
 def test_float32_and_extreme_parameters_give_finite_plans():
     """eps = 0.009 on costs up to 2 puts exp(-C / eps) at e^-222, below float32's range: the
     stabilized kernels must still give POT's float64 answer to float32 precision."""
@@ -175,6 +177,7 @@ def test_theorem_2_closed_form_with_the_entropic_term(lc, lr, eps):
     np.testing.assert_allclose(plan[:, 0], _theorem_2_entropic(c, w, lc, lr, eps), rtol=1e-9, atol=0)
 
 
+@pytest.mark.slow
 def test_theorem_2_as_printed_is_the_small_epsilon_limit():
     rng = np.random.default_rng(5)
     c, w = rng.uniform(0.05, 1.5, 6), rng.uniform(0.1, 1.0, 6)
@@ -325,6 +328,7 @@ def _loop_reading_every_half_step(cost, a, b, epsilon, reg_c, reg_r, tol, max_it
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize(
     "epsilon, reg_c, reg_r, tol, max_iter",
@@ -352,6 +356,7 @@ def test_lockstep_batches_give_the_numbers_of_a_loop_that_read_the_device_always
             assert torch.equal(mine.nan_to_num(), reference.nan_to_num()), name
 
 
+@pytest.mark.slow
 def test_the_device_is_read_a_few_times_whatever_the_batches_and_iterations(monkeypatch):
     """One read of the masses, then one per tick of next_read (a copy of every batch's counts):
     as many for one batch as for eight, at most 5 when every problem stops within 60 iterations,

@@ -104,6 +104,7 @@ def _module_scores(result: dict) -> dict:
     return {key: value for key, value in result.items() if key not in ("hashcode", "alignment")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_settings", [False, True], ids=["defaults", "settings"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_app_gives_the_modules_numbers(name, with_settings, client_of, load_metric):
@@ -146,6 +147,7 @@ def test_app_gives_the_modules_numbers(name, with_settings, client_of, load_metr
     assert width >= 300 and height >= 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_bad_input_shows_the_modules_error(name, client_of, load_metric):
     from gradio_client.exceptions import AppError
@@ -165,6 +167,7 @@ def test_bad_input_shows_the_modules_error(name, client_of, load_metric):
         assert "Traceback" not in str(shown.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_space_refuses_models_it_does_not_offer_alike_for_any_path(name, client_of, monkeypatch, tmp_path):
     from gradio_client.exceptions import AppError
@@ -194,6 +197,7 @@ def _blocks(demo, kind):
     return [block for block in demo.blocks.values() if isinstance(block, getattr(gr, kind))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_apps_own_examples_score_without_a_warning(name, running_app, load_metric):
     # Each example holds enough distinct texts for batch centering and for IDF weights: a visitor

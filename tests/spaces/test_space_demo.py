@@ -478,6 +478,7 @@ def _labels(n: int, length: int) -> list[str]:
     return [(f"{i} " + text[i % 7 :])[:length] for i in range(n)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n_columns", "length", "rotation"),
     [(7, 8, 0), (5, 25, 0), (40, 10, 45), (300, 6, 45), (6, 60, 45)],
@@ -648,6 +649,7 @@ def test_a_bad_input_is_one_message_in_the_page_and_an_error_for_the_api():
         api.fn(" \n", "a", "")
 
 
+@pytest.mark.slow
 def test_the_page_draws_the_heatmap_to_the_width_of_its_box():
     pytest.importorskip("gradio")
     demo = _page()
