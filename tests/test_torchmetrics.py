@@ -162,24 +162,26 @@ def _spawn(worker, args: tuple, nprocs: int, tmp_path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
-def _ddp_worker(rank, world, init_file, out_dir, pairs, settings, empty_rank=None):
-    """Each rank's TWMD over its pairs, in two updates, saved: a DistributedSampler's share without
-    shuffling, or, with ``empty_rank``, every pair on the other rank and none (``update([], [])``) on it."""
+def _ddp_worker(rank, world, init_file, out_dir, pairs, settings, empty_rank=1):
+    """Each rank's TWMD over its pairs, in two updates, saved, in two runs of one process group: a
+    DistributedSampler's share without shuffling (``shared``), and every pair on the other rank
+    with none (``update([], [])``) on ``empty_rank`` (``one_empty``; the first 5 pairs)."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
         predictions, references = pairs
-        if empty_rank is None:
-            mine = list(range(rank, len(predictions), world))
-        else:
-            mine = [] if rank == empty_rank else list(range(len(predictions)))
+        shares = {
+            "shared": list(range(rank, len(predictions), world)),
+            "one_empty": [] if rank == empty_rank else list(range(5)),
+        }
         results = {}
-        for label, arguments in settings.items():
-            metric = TWMD(**arguments)
-            for half in (mine[:2], mine[2:]):
-                metric.update([predictions[i] for i in half], [references[i] for i in half])
-            results[label] = {key: value.cpu() for key, value in metric.compute().items()}
+        for run, mine in shares.items():
+            for label, arguments in settings.items():
+                metric = TWMD(**arguments)
+                for half in (mine[:2], mine[2:]):
+                    metric.update([predictions[i] for i in half], [references[i] for i in half])
+                results[run, label] = {key: value.cpu() for key, value in metric.compute().items()}
         torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -187,18 +189,22 @@ def _ddp_worker(rank, world, init_file, out_dir, pairs, settings, empty_rank=Non
 
 @pytest.mark.integration
 def test_two_gloo_processes_give_the_single_process_numbers_in_pair_order(pairs, tiny_model_path, tmp_path):
-    predictions, references = pairs[0][:11], pairs[1][:11]  # 6 pairs on rank 0, 5 on rank 1
+    """11 pairs, 6 on rank 0 and 5 on rank 1; then 5 pairs all on rank 0 and none on rank 1, which
+    gets rank 0's scores. One process group runs both (each process start costs seconds)."""
+    predictions, references = pairs[0][:11], pairs[1][:11]
     settings = {
         "scores": {"model_type": tiny_model_path, "centering": "none"},
         "texts": {"model_type": tiny_model_path, "centering": "batch"},
     }
-    _spawn(_ddp_worker, (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings), 2, tmp_path)
-    for label, arguments in settings.items():
-        expected = torch.tensor(functional.twmd(predictions, references, **arguments)["twmd"], dtype=torch.float64)
-        for rank in (0, 1):
-            result = torch.load(tmp_path / f"rank{rank}.pt")[label]
-            torch.testing.assert_close(result["twmd"], expected, atol=1e-5, rtol=0)
-            assert math.isclose(result["twmd_mean"].item(), expected.mean().item(), abs_tol=1e-6)
+    _spawn(_ddp_worker, (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings, 1), 2, tmp_path)
+    for run, n_pairs, atol in (("shared", 11, 1e-5), ("one_empty", 5, 1e-6)):
+        for label, arguments in settings.items():
+            expected = functional.twmd(predictions[:n_pairs], references[:n_pairs], **arguments)["twmd"]
+            expected = torch.tensor(expected, dtype=torch.float64)
+            for rank in (0, 1):
+                result = torch.load(tmp_path / f"rank{rank}.pt")[run, label]
+                torch.testing.assert_close(result["twmd"], expected, atol=atol, rtol=0)
+                assert math.isclose(result["twmd_mean"].item(), expected.mean().item(), abs_tol=1e-6)
 
 
 @pytest.mark.integration
@@ -410,18 +416,3 @@ def test_plot_draws_the_means_within_the_metrics_range(pairs, tiny_model_path):
     bottom, top = axes.get_ylim()  # the metric's range, with torchmetrics' margin
     assert bottom <= low < high <= top and top - bottom <= 1.5 * (high - low)
     matplotlib.pyplot.close(figure)
-
-
-@pytest.mark.integration
-def test_a_process_with_no_pairs_gets_the_other_processes_scores(pairs, tiny_model_path, tmp_path):
-    predictions, references = pairs[0][:5], pairs[1][:5]
-    settings = {
-        "scores": {"model_type": tiny_model_path, "centering": "none"},
-        "texts": {"model_type": tiny_model_path, "centering": "batch"},
-    }
-    _spawn(_ddp_worker, (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings, 1), 2, tmp_path)
-    for label, arguments in settings.items():
-        expected = torch.tensor(functional.twmd(predictions, references, **arguments)["twmd"], dtype=torch.float64)
-        for rank in (0, 1):
-            result = torch.load(tmp_path / f"rank{rank}.pt")[label]
-            torch.testing.assert_close(result["twmd"], expected, atol=1e-6, rtol=0)
