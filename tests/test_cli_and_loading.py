@@ -463,7 +463,7 @@ def test_correlation_table_lines_up_rows_with_different_groups():
 def test_bench_precision_reports_both_dtypes(tmp_path, capsys):
     out = tmp_path / "precision.md"
     sample = ROOT / "tests" / "data" / "wmt17_sample.tsv"
-    args = ["bench", "precision", "--data", str(sample), "--limit", "40", "--metrics", "centered_bertscore"]
+    args = ["bench", "precision", "--data", str(sample), "--limit", "16", "--metrics", "centered_bertscore"]
     assert main([*args, "--rounds", "1", "--out", str(out)]) == 0
     table = out.read_text().splitlines()
     assert table[0].startswith("| metric | float32 (s) | bfloat16 (s) | speed-up |")
