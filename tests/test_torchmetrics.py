@@ -162,10 +162,14 @@ def _spawn(worker, args: tuple, nprocs: int, tmp_path) -> None:
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
+ONE_EMPTY_PAIRS = 5
+"""Pairs of the ``one_empty`` run: all on one rank, none on the other."""
+
+
 def _ddp_worker(rank, world, init_file, out_dir, pairs, settings, empty_rank=1):
     """Each rank's TWMD over its pairs, in two updates, saved, in two runs of one process group: a
     DistributedSampler's share without shuffling (``shared``), and every pair on the other rank
-    with none (``update([], [])``) on ``empty_rank`` (``one_empty``; the first 5 pairs)."""
+    with none (``update([], [])``) on ``empty_rank`` (``one_empty``; the first :data:`ONE_EMPTY_PAIRS`)."""
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -173,7 +177,7 @@ def _ddp_worker(rank, world, init_file, out_dir, pairs, settings, empty_rank=1):
         predictions, references = pairs
         shares = {
             "shared": list(range(rank, len(predictions), world)),
-            "one_empty": [] if rank == empty_rank else list(range(5)),
+            "one_empty": [] if rank == empty_rank else list(range(ONE_EMPTY_PAIRS)),
         }
         results = {}
         for run, mine in shares.items():
@@ -197,7 +201,7 @@ def test_two_gloo_processes_give_the_single_process_numbers_in_pair_order(pairs,
         "texts": {"model_type": tiny_model_path, "centering": "batch"},
     }
     _spawn(_ddp_worker, (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings, 1), 2, tmp_path)
-    for run, n_pairs, atol in (("shared", 11, 1e-5), ("one_empty", 5, 1e-6)):
+    for run, n_pairs, atol in (("shared", 11, 1e-5), ("one_empty", ONE_EMPTY_PAIRS, 1e-6)):
         for label, arguments in settings.items():
             expected = functional.twmd(predictions[:n_pairs], references[:n_pairs], **arguments)["twmd"]
             expected = torch.tensor(expected, dtype=torch.float64)
