@@ -33,6 +33,18 @@ def centering_cache(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session")
+def warm_python(tmp_path_factory):
+    """``warm_python.run([sys.executable, "-c", code, *args], cwd, env, timeout)``: a fresh
+    ``python -c`` forked from an interpreter that has imported torch, transformers and evaluate
+    once (tests/warm_python.py), for the README, docs and card blocks."""
+    from warm_python import WarmPython
+
+    python = WarmPython(tmp_path_factory.mktemp("warm-python"))
+    yield python
+    python.close()
+
+
 SAMPLE = ROOT / "tests" / "data" / "wmt17_sample.tsv"
 SHARED_WMT17 = ROOT / "data" / "wmt17_seg_da_to_en.tsv"  # shipped with its provenance (data/README.md)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import doctest
 import os
 import re
-import subprocess
 import sys
 
 import pytest
@@ -48,14 +47,8 @@ def test_card_examples_give_the_output_they_show(name, tmp_path, monkeypatch):
         if ">>>" not in code
     ],
 )
-def test_card_block_runs_alone_without_a_warning(name, code, tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", WARNINGS_ARE_ERRORS + code],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+def test_card_block_runs_alone_without_a_warning(name, code, tmp_path, warm_python):
+    """In a fresh ``python -c`` (forked from a warm interpreter: tests/warm_python.py)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    done = warm_python.run([sys.executable, "-c", WARNINGS_ARE_ERRORS + code], tmp_path, env, timeout=600)
     assert done.returncode == 0, f"{name} card block:\n{code}\n--- stderr\n{done.stderr[-3000:]}"

@@ -1,6 +1,7 @@
 """Every code block of README.md and of the pages in docs/ runs as written: python blocks each in a
-fresh interpreter, bash blocks line by line (each line a `moverkit` command), in a folder that
-holds the files they name.
+fresh interpreter, bash blocks line by line (each line a `moverkit` command in a fresh interpreter),
+in a folder that holds the files they name. A fresh interpreter is forked from one that has the
+heavy libraries imported (tests/warm_python.py).
 
 The fresh-machine install lines (a new venv, pip install) are what CI itself runs, so they are
 exempt; every other line must run. The Layout block (no language tag) is a picture, not code.
@@ -12,7 +13,6 @@ import inspect
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -67,9 +67,10 @@ def workdir(tmp_path):
     return tmp_path
 
 
-def _run(args, cwd, **kwargs):
+def _run(python, args, cwd):
+    """``python -c`` in a fresh process (forked from a warm interpreter: tests/warm_python.py)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, **kwargs)
+    done = python.run(args, cwd, env, timeout=900)
     assert done.returncode == 0, f"{args}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
     return done
 
@@ -84,8 +85,8 @@ WARNINGS_ARE_ERRORS = 'import warnings, moverkit; warnings.simplefilter("error",
 
 
 @pytest.mark.parametrize("code", [_param(c) for c in _blocks("python")])
-def test_python_block_runs_alone(code, workdir):
-    _run([sys.executable, "-c", WARNINGS_ARE_ERRORS + code], workdir)
+def test_python_block_runs_alone(code, workdir, warm_python):
+    _run(warm_python, [sys.executable, "-c", WARNINGS_ARE_ERRORS + code], workdir)
 
 
 def _commands(code):
@@ -95,13 +96,13 @@ def _commands(code):
 
 
 @pytest.mark.parametrize("code", [_param(c) for c in _blocks("bash")])
-def test_bash_block_runs(code, workdir):
+def test_bash_block_runs(code, workdir, warm_python):
     for line in _commands(code):
         words = shlex.split(line)
         assert words[0] == "moverkit", f"a README shell line that is neither install nor moverkit: {line}"
         cli = WARNINGS_ARE_ERRORS + "import runpy; runpy.run_module('moverkit.cli', run_name='__main__')"
         moverkit_cli = [sys.executable, "-c", cli, *words[1:]]
-        _run(moverkit_cli, workdir)
+        _run(warm_python, moverkit_cli, workdir)
 
 
 def test_default_centering_table_states_each_metrics_default():
