@@ -5,11 +5,11 @@ round their numbers, so they hold on any CPU."""
 from __future__ import annotations
 
 import doctest
-import os
 import re
 import sys
 
 import pytest
+from warm_python import offline_environment
 
 import moverkit
 
@@ -49,6 +49,6 @@ def test_card_examples_give_the_output_they_show(name, tmp_path, monkeypatch):
 )
 def test_card_block_runs_alone_without_a_warning(name, code, tmp_path, warm_python):
     """In a fresh ``python -c`` (forked from a warm interpreter: tests/warm_python.py)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    done = warm_python.run([sys.executable, "-c", WARNINGS_ARE_ERRORS + code], tmp_path, env, timeout=600)
+    code = WARNINGS_ARE_ERRORS + code
+    done = warm_python.run([sys.executable, "-c", code], tmp_path, offline_environment(), timeout=600)
     assert done.returncode == 0, f"{name} card block:\n{code}\n--- stderr\n{done.stderr[-3000:]}"

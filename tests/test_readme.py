@@ -10,13 +10,13 @@ exempt; every other line must run. The Layout block (no language tag) is a pictu
 from __future__ import annotations
 
 import inspect
-import os
 import re
 import shlex
 import sys
 from pathlib import Path
 
 import pytest
+from warm_python import offline_environment
 
 import moverkit
 from moverkit import functional
@@ -69,8 +69,7 @@ def workdir(tmp_path):
 
 def _run(python, args, cwd):
     """``python -c`` in a fresh process (forked from a warm interpreter: tests/warm_python.py)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    done = python.run(args, cwd, env, timeout=900)
+    done = python.run(args, cwd, offline_environment(), timeout=900)
     assert done.returncode == 0, f"{args}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-3000:]}"
     return done
 

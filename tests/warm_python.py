@@ -68,7 +68,8 @@ def _run_child(request: dict) -> None:
     except SystemExit:
         raise
     except BaseException as error:
-        sys.excepthook(type(error), error, error.__traceback__.tb_next)  # the traceback from the code on
+        error = error.with_traceback(error.__traceback__.tb_next)  # the traceback from the code on
+        sys.excepthook(type(error), error, error.__traceback__)
         raise SystemExit(1) from None
     raise SystemExit(0)
 
@@ -95,6 +96,12 @@ def serve() -> None:
         replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
 
 
+def offline_environment() -> dict:
+    """The environment the README, docs and card blocks run in: this process's, with the Hugging
+    Face libraries offline (one environment, so one warm interpreter serves them all)."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_EVALUATE_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
 def _compared(env: dict | None) -> dict | None:
     return env and {key: value for key, value in env.items() if key != "PYTEST_CURRENT_TEST"}
 
@@ -110,7 +117,8 @@ class WarmPython:
         self._import_stderr = ""
         self._unread = b""  # reply bytes read from the pipe, not yet a whole line
 
-    def _start(self, env: dict) -> bool:
+    def _start(self, env: dict) -> None:
+        """The warm interpreter for ``env``; none (``_server`` None) where forking it is unsafe."""
         self.close()
         errors = self._folder / "server-stderr.txt"
         with open(errors, "w") as stderr:
@@ -128,8 +136,6 @@ class WarmPython:
         self._env = env
         if ready is None or len(ready["threads"]) != 1:  # forking a threaded process is not safe
             self.close()
-            return False
-        return True
 
     def _reply(self, timeout: float) -> dict | None:
         """The next reply line, read from the pipe itself (select sees no line a buffer holds)."""
@@ -145,7 +151,9 @@ class WarmPython:
 
     def run(self, args: list[str], cwd, env: dict, timeout: float) -> subprocess.CompletedProcess:
         assert args[:2] == [sys.executable, "-c"], args
-        if (self._server is None or _compared(env) != _compared(self._env)) and not self._start(env):
+        if _compared(env) != _compared(self._env):
+            self._start(env)
+        if self._server is None:  # refused or gone, for this environment: a fresh process
             return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         out, err = (Path(tempfile.mkstemp(dir=self._folder, suffix=s)[1]) for s in (".out", ".err"))
         request = {
@@ -157,10 +165,13 @@ class WarmPython:
             "stderr": str(err),
         }
         self._server.stdin.write(json.dumps(request).encode() + b"\n")
-        pid = self._reply(timeout=60)["pid"]
+        forked = self._reply(timeout=60)
+        if forked is None:  # the warm interpreter is gone: a fresh process instead
+            self.close()
+            return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         done = self._reply(timeout=timeout)
         if done is None:
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(forked["pid"], signal.SIGKILL)
             self.close()
             raise subprocess.TimeoutExpired(args, timeout)
         stdout, stderr = (path.read_text(encoding="utf-8", errors="replace") for path in (out, err))
