@@ -23,6 +23,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(items):
+    """The modules that hold a slow or integration test first, each kept whole (its module
+    fixtures set up once), in collection order otherwise.
+
+    ``pytest -n 2`` hands each worker the next test as it frees up (``--maxschedchunk=1``, in
+    pyproject.toml); with the long tests first, the run ends on short ones and neither worker waits
+    for the other. Measured on the durations of a full run (2,731 worker-seconds), xdist's default
+    chunks of a quarter of the tests left one worker 271 s longer than the other; one test at a
+    time with these modules first, 13 s."""
+    heavy = {item.module for item in items if item.get_closest_marker("slow") or item.get_closest_marker("integration")}
+    items.sort(key=lambda item: item.module not in heavy)  # stable: collection order within each half
+
+
 @pytest.fixture(scope="session", autouse=True)
 def centering_cache(tmp_path_factory):
     """The folder where a call keeps the corpus statistics it fits for an encoder none ships for

@@ -6,13 +6,13 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import textwrap
 
 import numpy as np
 import pytest
+from warm_python import offline_environment
 
 import moverkit
 from moverkit.functional import centered_bertscore, twmd
@@ -230,23 +230,18 @@ RANK = textwrap.dedent(
 
 
 @pytest.mark.integration
-def test_evaluate_distributed_under_torch_distributed(pairs, tmp_path):
-    """Two real processes in a gloo process group: rank 0 gets every example, in shard order."""
+def test_evaluate_distributed_under_torch_distributed(pairs, tmp_path, warm_python):
+    """Two real processes in a gloo process group: rank 0 gets every example, in shard order.
+    Each is a fresh ``python -c``, forked from a warm interpreter (tests/warm_python.py)."""
     predictions, references = pairs
     out = tmp_path / "rank0.json"
     data = json.dumps({"predictions": predictions, "references": references})
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(29500 + os.getpid() % 1000), "WORLD_SIZE": "2"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RANK, str(out), f"dist-{os.getpid()}", data],
-            env={**env, "RANK": str(rank)},
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    errors = [p.communicate(timeout=600)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(e[-2000:] for e in errors)
+    port = str(29500 + os.getpid() % 1000)
+    env = {**offline_environment(), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "2"}
+    args = [sys.executable, "-c", RANK, str(out), f"dist-{os.getpid()}", data]
+    ranks = [warm_python.start(args, tmp_path, {**env, "RANK": str(rank)}) for rank in range(2)]
+    done = [rank.wait(timeout=600) for rank in ranks]
+    assert [d.returncode for d in done] == [0, 0], "\n".join(d.stderr[-2000:] for d in done)
     result = json.loads(out.read_text())
     order = [i for rank in range(2) for i in range(rank, len(predictions), 2)]  # evaluate concatenates shards
     direct = twmd([predictions[i] for i in order], [references[i] for i in order], centering="none")

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import json
 import pickle
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from warm_python import offline_environment
 
 import moverkit
 
 datasets = pytest.importorskip("datasets")
 
-# Runs in a fresh interpreter, so a hang (workers waiting on a thread pool that did not survive
-# fork) is a subprocess timeout, not a stuck test session.
+# Runs in a fresh interpreter (forked from a warm one: tests/warm_python.py), so that torch has run
+# in no process before this one, and a hang (workers waiting on a thread pool that did not survive
+# fork) is a timeout, not a stuck test session.
 SCENARIO = textwrap.dedent(
     """
     import json, sys
@@ -50,21 +51,10 @@ SCENARIO = textwrap.dedent(
 
 @pytest.mark.integration
 @pytest.mark.parametrize("before", ["fit_centering", "compute"])
-def test_num_proc_after_torch_ran_in_the_parent(tmp_path, before):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            SCENARIO,
-            str(Path(__file__).parent / "data" / "wmt17_sample.tsv"),
-            str(tmp_path / "ds"),
-            before,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**__import__("os").environ, "HF_DATASETS_CACHE": str(tmp_path / "cache")},
-    )
+def test_num_proc_after_torch_ran_in_the_parent(tmp_path, before, warm_python):
+    sample = str(Path(__file__).parent / "data" / "wmt17_sample.tsv")
+    args = [sys.executable, "-c", SCENARIO, sample, str(tmp_path / "ds"), before]
+    out = warm_python.run(args, tmp_path, offline_environment(), timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     np.testing.assert_allclose(result["mapped"], result["direct"], atol=1e-6)

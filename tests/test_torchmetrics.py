@@ -12,6 +12,7 @@ import sys
 import pytest
 import torch
 from torchmetrics import MetricCollection
+from warm_python import offline_environment
 
 import moverkit
 from moverkit import functional
@@ -145,21 +146,25 @@ def test_pair_order_interleaves_the_ranks_as_a_distributed_sampler():
     assert pair_order(torch.zeros(3, dtype=torch.long)).tolist() == [0, 1, 2]
 
 
-def _spawn(worker, args: tuple, nprocs: int, tmp_path) -> None:
-    """``torch.multiprocessing.spawn(worker, args, nprocs)`` run from a child Python process.
+def _start_processes(worker, args: tuple, nprocs: int, tmp_path, warm_python) -> None:
+    """``torch.multiprocessing.start_processes(worker, args, nprocs, start_method="fork")`` run from
+    a fresh ``python -c`` (forked from a warm interpreter: tests/warm_python.py), whose ranks are
+    forked from it in turn: no rank pays torch's imports again.
 
-    spawn starts multiprocessing's resource tracker in the process that calls it, and the tracker
-    lives as long as that process, holding its stderr: called in pytest's own process, it outlived
-    the tests and kept the run's output open past pytest's summary. From a child, it ends with it."""
+    A child Python process, not pytest's own: ``torch.multiprocessing.spawn`` started
+    multiprocessing's resource tracker in the process that called it, which outlived the tests and
+    kept the run's output open past pytest's summary; and forking pytest's process, which has run
+    torch's thread pools, is not safe."""
     job = tmp_path / "spawn.pt"
     torch.save({"worker": worker.__name__, "args": args, "nprocs": nprocs}, job)
     code = (
-        "import sys, torch; import test_torchmetrics as t; "
+        f"import sys, torch; sys.path.insert(0, {os.path.dirname(__file__)!r}); import test_torchmetrics as t; "
         f"job = torch.load({str(job)!r}, weights_only=False); "
-        "torch.multiprocessing.spawn(getattr(t, job['worker']), args=job['args'], nprocs=job['nprocs'])"
+        "torch.multiprocessing.start_processes(getattr(t, job['worker']), args=job['args'], nprocs=job['nprocs'], "
+        "start_method='fork')"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    done = warm_python.run([sys.executable, "-c", code], tmp_path, offline_environment(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 ONE_EMPTY_PAIRS = 5
@@ -192,7 +197,9 @@ def _ddp_worker(rank, world, init_file, out_dir, pairs, settings, empty_rank=1):
 
 
 @pytest.mark.integration
-def test_two_gloo_processes_give_the_single_process_numbers_in_pair_order(pairs, tiny_model_path, tmp_path):
+def test_two_gloo_processes_give_the_single_process_numbers_in_pair_order(
+    pairs, tiny_model_path, tmp_path, warm_python
+):
     """11 pairs, 6 on rank 0 and 5 on rank 1; then 5 pairs all on rank 0 and none on rank 1, which
     gets rank 0's scores. One process group runs both (each process start costs seconds)."""
     predictions, references = pairs[0][:11], pairs[1][:11]
@@ -200,7 +207,8 @@ def test_two_gloo_processes_give_the_single_process_numbers_in_pair_order(pairs,
         "scores": {"model_type": tiny_model_path, "centering": "none"},
         "texts": {"model_type": tiny_model_path, "centering": "batch"},
     }
-    _spawn(_ddp_worker, (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings, 1), 2, tmp_path)
+    arguments = (2, str(tmp_path / "init"), str(tmp_path), (predictions, references), settings, 1)
+    _start_processes(_ddp_worker, arguments, 2, tmp_path, warm_python)
     for run, n_pairs, atol in (("shared", 11, 1e-5), ("one_empty", ONE_EMPTY_PAIRS, 1e-6)):
         for label, arguments in settings.items():
             expected = functional.twmd(predictions[:n_pairs], references[:n_pairs], **arguments)["twmd"]

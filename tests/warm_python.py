@@ -14,15 +14,17 @@ Forking is safe only while the warm interpreter runs no other thread of its own 
 parallel torch region: ``serve`` runs no torch operation, and a warm interpreter with any thread
 besides its main one and pyarrow's jemalloc purger (jemalloc forks safely: it takes its locks
 around a fork, as every ``datasets.map(num_proc=...)`` relies on) is not used. A run whose environment differs
-from the warm one's restarts it: libraries read their variables at import. pytest's
-``PYTEST_CURRENT_TEST``, which changes with every test and which no library reads, is not
-compared (the child still gets it).
+from the warm one's restarts it: libraries read their variables at import. The keys of
+:data:`CHILD_ONLY_KEYS`, which only the code that runs reads, are not compared (the child still
+gets them). :meth:`WarmPython.start` starts a child without waiting for it, so that several run
+at once (the ranks of a ``torch.distributed`` job).
 
 Run as a script, this file is the warm interpreter (one JSON request a line on stdin).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -43,6 +45,11 @@ WARM_IMPORTS = (
     "scipy.stats",
     "sacrebleu",
 )
+
+
+CHILD_ONLY_KEYS = frozenset({"PYTEST_CURRENT_TEST", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+"""Environment keys no library reads at import: pytest's current test (it changes with every test)
+and ``torch.distributed``'s rendezvous (read by ``init_process_group``)."""
 
 
 def _run_child(request: dict) -> None:
@@ -85,6 +92,10 @@ def serve() -> None:
     replies.write(json.dumps({"ready": True, "threads": others}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
+        if "wait" in request:  # a child started earlier: its exit code once it ends
+            _, status = os.waitpid(request["wait"], 0)
+            replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+            continue
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -92,8 +103,6 @@ def serve() -> None:
             replies.close()
             _run_child(request)
         replies.write(json.dumps({"pid": pid}) + "\n")
-        _, status = os.waitpid(pid, 0)
-        replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
 
 
 def offline_environment() -> dict:
@@ -103,12 +112,38 @@ def offline_environment() -> dict:
 
 
 def _compared(env: dict | None) -> dict | None:
-    return env and {key: value for key, value in env.items() if key != "PYTEST_CURRENT_TEST"}
+    return env and {key: value for key, value in env.items() if key not in CHILD_ONLY_KEYS}
+
+
+class WarmRun:
+    """A started ``python -c`` (forked, or a fresh process where forking was refused):
+    ``wait(timeout)`` answers like ``subprocess.run(..., capture_output=True, text=True)``."""
+
+    def __init__(self, python: WarmPython, args: list[str], out: Path, err: Path, pid=None, process=None) -> None:
+        self._python, self.args, self._out, self._err = python, args, out, err
+        self._pid, self._process = pid, process
+
+    def wait(self, timeout: float) -> subprocess.CompletedProcess:
+        prefix = ""
+        if self._process is not None:
+            try:
+                returncode = self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._process.pid, signal.SIGKILL)
+                raise
+        else:
+            returncode = self._python._wait(self._pid, self.args, timeout)
+            prefix = self._python._import_stderr
+        stdout, stderr = (path.read_text(encoding="utf-8", errors="replace") for path in (self._out, self._err))
+        self._out.unlink()
+        self._err.unlink()
+        return subprocess.CompletedProcess(self.args, returncode, stdout, prefix + stderr)
 
 
 class WarmPython:
     """``run(args, cwd, env, timeout)`` for ``args == [sys.executable, "-c", CODE, *ARGS]``,
-    answered like ``subprocess.run(..., capture_output=True, text=True)``."""
+    answered like ``subprocess.run(..., capture_output=True, text=True)``; ``start(args, cwd,
+    env)`` the same without waiting (:class:`WarmRun`)."""
 
     def __init__(self, folder: Path) -> None:
         self._server: subprocess.Popen | None = None
@@ -150,34 +185,45 @@ class WarmPython:
         return json.loads(line)
 
     def run(self, args: list[str], cwd, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        return self.start(args, cwd, env).wait(timeout)
+
+    def start(self, args: list[str], cwd, env: dict) -> WarmRun:
         assert args[:2] == [sys.executable, "-c"], args
         if _compared(env) != _compared(self._env):
             self._start(env)
-        if self._server is None:  # refused or gone, for this environment: a fresh process
-            return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
         out, err = (Path(tempfile.mkstemp(dir=self._folder, suffix=s)[1]) for s in (".out", ".err"))
-        request = {
-            "code": args[2],
-            "args": args[3:],
-            "cwd": str(cwd),
-            "env": env,
-            "stdout": str(out),
-            "stderr": str(err),
-        }
-        self._server.stdin.write(json.dumps(request).encode() + b"\n")
-        forked = self._reply(timeout=60)
-        if forked is None:  # the warm interpreter is gone: a fresh process instead
-            self.close()
-            return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        done = self._reply(timeout=timeout)
+        if self._server is not None:
+            request = {
+                "code": args[2],
+                "args": args[3:],
+                "cwd": str(cwd),
+                "env": env,
+                "stdout": str(out),
+                "stderr": str(err),
+            }
+            self._server.stdin.write(json.dumps(request).encode() + b"\n")
+            forked = self._reply(timeout=60)
+            if forked is not None:
+                return WarmRun(self, args, out, err, pid=forked["pid"])
+            self.close()  # the warm interpreter is gone: a fresh process instead
+        with open(out, "w") as stdout, open(err, "w") as stderr:  # refused or gone, for this environment
+            process = subprocess.Popen(
+                args, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, start_new_session=True
+            )
+        return WarmRun(self, args, out, err, process=process)
+
+    def _wait(self, pid: int, args: list[str], timeout: float) -> int:
+        """The exit code of the forked child ``pid``; on a timeout its process group is killed."""
+        done = None
+        if self._server is not None:  # else closed by another run's timeout, with its children
+            self._server.stdin.write(json.dumps({"wait": pid}).encode() + b"\n")
+            done = self._reply(timeout=timeout)
         if done is None:
-            os.killpg(forked["pid"], signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # ended, and reaped by init once the warm one was gone
+                os.killpg(pid, signal.SIGKILL)
             self.close()
             raise subprocess.TimeoutExpired(args, timeout)
-        stdout, stderr = (path.read_text(encoding="utf-8", errors="replace") for path in (out, err))
-        out.unlink()
-        err.unlink()
-        return subprocess.CompletedProcess(args, done["returncode"], stdout, self._import_stderr + stderr)
+        return done["returncode"]
 
     def close(self) -> None:
         if self._server is not None:
