@@ -72,7 +72,7 @@ def means(result: dict) -> dict:
 # ``import moverkit`` stays light (no torch, no transformers): ``fit_centering`` fits the ``corpus``
 # centering statistic of token or sentence vectors; ``release`` frees every loaded model;
 # ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks);
-# ``set_cache`` turns on (or off) the cache of token clouds across calls, which ``release`` empties;
+# ``set_cache`` turns on (or off) the cache of token clouds (and sentence vectors) across calls, emptied by ``release``;
 # ``MoverkitWarning`` is the class of every warning moverkit gives; ``compare`` compares systems
 # with bootstrap intervals and paired significance (moverkit.comparison); ``map_scores`` makes a
 # ``datasets.Dataset.map`` function of a metric (moverkit.dataset_map); ``reward_function`` makes a

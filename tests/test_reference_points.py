@@ -1,12 +1,14 @@
 """The reference points of every metric's spec (what unrelated texts and a machine translation
-score) are recomputed from the WMT17 file they were measured on.
+score) are recomputed from the WMT17 file they were measured on, and the shipped centering
+statistic from its references.
 
 Each runs with moverkit's cache of token clouds on, as a user scoring one corpus with several
-metrics would: each distinct text is encoded once per encoder and layer, instead of once per call
-and metric. The three metrics that share the token encoder and layer run in one test, one after
-another, so that twmd and lazy_emd find centered_bertscore's clouds (pytest-xdist's ``loadgroup``
-does not keep a group on one worker under pytest 9: measured, its tests went to both); moverscore
-(its own cut of the model) and sbertscore (sentence vectors) share nothing and run on their own.
+metrics would: each distinct text is encoded once per encoder and layer (each sentence once per
+sentence model), instead of once per call and metric. The three metrics that share the token
+encoder and layer run in one test, one after another, so that the fit of the shipped statistic,
+twmd and lazy_emd find centered_bertscore's clouds (pytest-xdist's ``loadgroup`` does not keep a
+group on one worker under pytest 9: measured, its tests went to both); moverscore (its own cut of
+the model) and sbertscore (sentence vectors) share nothing and run on their own.
 The cache can move a score's last digits (the texts a vector was batched with), far inside the
 points' tolerance of 5e-4; an identical pair is the same vectors on both sides either way."""
 
@@ -14,9 +16,13 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
 import pytest
 
-from moverkit import functional
+from moverkit import fit_centering, functional
+from moverkit._core import DEFAULT_MODEL, MODEL_LAYERS, CenteringStats
+from moverkit._core.centering.fit import default_corpus
+from moverkit._core.centering.stats_file import shipped_stats_path
 from moverkit._core.encoding.cache import cache_enabled
 from moverkit.baselines import random_pairs
 from moverkit.facts.specs import SPECS
@@ -32,6 +38,21 @@ def test_reference_points_of_the_metrics_that_share_token_clouds(wmt17_full, sub
         for name in SHARED_CLOUDS:
             with subtests.test(metric=name):
                 _check_reference_points(name, wmt17_full)
+            if name == "centered_bertscore":  # its references' clouds are in the cache from here on
+                with subtests.test("the shipped corpus is the one the shipped statistic was fitted on"):
+                    _check_shipped_statistic(wmt17_full)
+
+
+def _check_shipped_statistic(wmt17_full):
+    """Fitted on the shipped corpus (the distinct WMT17 references), the embedded model's mean is
+    its shipped statistic: an independent check that the fallback of other encoders (which fits
+    on that corpus) uses the same corpus."""
+    corpus = default_corpus()
+    assert len(corpus) == len(set(corpus)) == 2191 and set(corpus) == set(wmt17_full.references)
+    shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))
+    fitted = fit_centering(corpus)
+    assert (fitted.n_texts, fitted.n_tokens) == (shipped.n_texts, shipped.n_tokens)
+    np.testing.assert_allclose(fitted.mean, shipped.mean, atol=1e-6)
 
 
 @pytest.mark.slow

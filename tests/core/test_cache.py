@@ -1,4 +1,4 @@
-"""The cache of token clouds across compute calls: same scores, bounded, keyed, off by default."""
+"""The cache of token clouds (and sentence vectors) across compute calls: same scores, bounded, keyed, off by default."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from moverkit._core.encoding.cache import (
     cache_enabled,
     cache_info,
     cached_encode,
+    cached_sentence_vectors,
     clear_cache,
     set_cache,
 )
 from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.sentences import encode_sentences, get_sentence_encoder
 from moverkit._core.encoding.tokens import CallTokenizer
 
 
@@ -80,17 +82,21 @@ def test_off_by_default(monkeypatch):
     # suite runs every token metric on the embedded one (14-30 s each).
     [
         ("centered_bertscore", True),
+        ("sbertscore", True),
         *(
             pytest.param(n, False, marks=pytest.mark.slow)
-            for n in ("centered_bertscore", "twmd", "moverscore", "lazy_emd")
+            for n in ("centered_bertscore", "twmd", "moverscore", "lazy_emd", "sbertscore")
         ),
     ],
 )
 def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name, tiny, tiny_model_path):
-    # batch_size=1: each text is encoded alone, so cached and uncached vectors are the same floats
-    # (with larger batches they may differ in the last bits: see moverkit._core.encoding.cache).
+    # batch_size=1: each text (each of sbertscore's sentences) is encoded alone, so cached and
+    # uncached vectors are the same floats (with larger batches they may differ in the last bits:
+    # see moverkit._core.encoding.cache).
     function = getattr(functional, name)
-    model = {"model_type": tiny_model_path, "num_layers": 3} if tiny else {}
+    model = {"model_type": tiny_model_path} if tiny else {}
+    if tiny and name != "sbertscore":
+        model["num_layers"] = 3
     cached = [function(p, REFERENCES, batch_size=1, centering="batch", **model) for p in PREDICTIONS]
     assert cache_info()["hits"] >= 2 * len(REFERENCES)  # evaluations 2 and 3 reuse the references
     set_cache(0)
@@ -121,6 +127,41 @@ def test_cached_encode_is_encode(cache_on):
     layered = cached(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
     want = encode_texts(encoder, texts, EncoderRequest(batch_size=1), layers=(4, 6))
     assert torch.equal(layered.layer_vectors, want.layer_vectors)
+
+
+def test_cached_sentence_vectors_are_encode_sentences(cache_on, tiny_model_path):
+    encoder = get_sentence_encoder(tiny_model_path)
+    sentences = REFERENCES + PREDICTIONS[0]
+    request = EncoderRequest(model_type=tiny_model_path, batch_size=1)
+    cached_sentence_vectors(encoder, sentences[2:6], request)  # some hits, some misses, out of order
+    before = cache_info()
+    got = cached_sentence_vectors(encoder, sentences, request)
+    assert (cache_info()["hits"] - before["hits"], cache_info()["misses"] - before["misses"]) == (4, 6)
+    assert torch.equal(got, encode_sentences(encoder, sentences, request))
+    assert torch.equal(cached_sentence_vectors(encoder, sentences, request), got)  # all hits
+    # The dtype of the forward pass is in the key: a bfloat16 request encodes again.
+    bfloat16 = EncoderRequest(model_type=tiny_model_path, batch_size=1, dtype="bfloat16")
+    misses = cache_info()["misses"]
+    assert torch.equal(
+        cached_sentence_vectors(encoder, sentences[:3], bfloat16), encode_sentences(encoder, sentences[:3], bfloat16)
+    )
+    assert cache_info()["misses"] == misses + 3
+
+
+@pytest.mark.parametrize("level", ["token", "sentence"])
+def test_a_fit_fills_the_cache_and_fits_as_uncached(cache_on, level, tiny_model_path):
+    # Fit on the corpus, then score its references: each is encoded once (batch_size=1: the same floats).
+    model = {"model_type": tiny_model_path, "batch_size": 1}
+    corpus = REFERENCES + PREDICTIONS[1]  # 10 distinct texts: as few as a fit takes without a warning
+    fitted = moverkit.fit_centering(corpus, **model, level=level)
+    function = functional.centered_bertscore if level == "token" else functional.sbertscore
+    before = cache_info()
+    function(PREDICTIONS[0], REFERENCES, centering="corpus", centering_stats=fitted, **model)
+    assert cache_info()["hits"] - before["hits"] == len(REFERENCES)  # one sentence a reference
+    assert cache_info()["misses"] - before["misses"] == len(PREDICTIONS[0])
+    set_cache(0)
+    uncached = moverkit.fit_centering(corpus, **model, level=level)
+    assert (fitted.mean == uncached.mean).all() and fitted.n_tokens == uncached.n_tokens
 
 
 @pytest.mark.slow

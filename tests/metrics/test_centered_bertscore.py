@@ -245,20 +245,6 @@ def test_the_default_corpus_centering_works_with_any_encoder(metric, tiny_model_
 
 
 @pytest.mark.slow
-def test_the_shipped_corpus_is_the_one_the_shipped_statistics_were_fitted_on():
-    """Fitted on the shipped corpus, the embedded model's mean is its shipped statistic: an
-    independent check that the fallback of other encoders uses the same corpus."""
-    from moverkit._core.centering.fit import default_corpus
-
-    corpus = default_corpus()
-    assert len(corpus) == len(set(corpus)) == 2191
-    shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))
-    fitted = fit_centering(corpus)
-    assert (fitted.n_texts, fitted.n_tokens) == (shipped.n_texts, shipped.n_tokens)
-    np.testing.assert_allclose(fitted.mean, shipped.mean, atol=1e-6)
-
-
-@pytest.mark.slow
 def test_default_is_corpus_centering_with_the_shipped_statistic(metric, wmt_pairs):
     predictions, references = wmt_pairs
     shipped = CenteringStats.load(shipped_stats_path(DEFAULT_MODEL, MODEL_LAYERS[DEFAULT_MODEL]))

@@ -31,14 +31,13 @@ from moverkit._core.base.inputs import CallTexts, call_texts
 from moverkit._core.centering.fit import default_corpus_stats
 from moverkit._core.centering.maths import Centering, center, center_rows
 from moverkit._core.centering.stats_file import CenteringStats
-from moverkit._core.encoding.cache import cached_encode
+from moverkit._core.encoding.cache import cached_encode, cached_sentence_vectors
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
 from moverkit._core.encoding.idf import IdfTable, check_idf, token_weights
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import (
     SENTENCE_LAYER,
     SentenceEncoder,
-    encode_sentences,
     split_texts,
     splitter_tag,
 )
@@ -442,7 +441,7 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
     bucketing, padding and greedy matching score them (sbertscore: Sharma et al., 2023, Section 3).
 
     Every distinct text is split once (pysbd, ``request.lang``) and every distinct sentence
-    embedded once; a sentence counts, for a ``batch`` mean, as often as it occurs in the call's
+    embedded once (or taken from the cache across calls: :func:`~moverkit._core.encoding.cache.cached_sentence_vectors`); a sentence counts, for a ``batch`` mean, as often as it occurs in the call's
     texts. Vectors are centered in float64 (float32 unit vectors give self-similarities of
     1 + 1e-7), every sentence weighs 1 and none is special: text ``i`` owns rows
     ``offsets[i]:offsets[i + 1]``, one per sentence, and its sentences are ``clouds.units[i]``."""
@@ -456,7 +455,7 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
             sentence_counts[sentence] += n
     sentences = list(sentence_counts)
     position = {s: i for i, s in enumerate(sentences)}
-    vectors = encode_sentences(encoder, sentences, request).double()
+    vectors = cached_sentence_vectors(encoder, sentences, request).double()
     counts = torch.tensor([sentence_counts[s] for s in sentences], dtype=torch.float64)
     vectors = center_rows(vectors, centering.mode, counts=counts, stats=stats)
     on = vectors.device

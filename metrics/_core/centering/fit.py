@@ -22,14 +22,15 @@ from moverkit._core.base.inputs import check_texts
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, RowMean, row_mean
 from moverkit._core.centering.stats_file import SENTENCE_LAYER, STATS_DIR, CenteringStats
-from moverkit._core.encoding.encoder import Encoder, encode_texts, get_encoder
+from moverkit._core.encoding.cache import cached_encode, cached_sentence_vectors
+from moverkit._core.encoding.encoder import Encoder, get_encoder
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import (
     SentenceEncoder,
-    encode_sentences,
     get_sentence_encoder,
     split_sentences,
 )
+from moverkit._core.encoding.tokens import CallTokenizer
 
 MIN_FIT_TEXTS = MIN_BATCH_TEXTS
 """:func:`fit_centering` over fewer distinct units than this (token level: distinct non-blank
@@ -114,8 +115,12 @@ def fit_centering(
 def _token_mean(
     encoder: Encoder, unique: list[str], counts: torch.Tensor, request: EncoderRequest, n_texts: int
 ) -> CenteringStats:
-    """The mean non-special token vector of ``unique`` texts, each counted ``counts`` times."""
-    clouds = encode_texts(encoder, unique, request)
+    """The mean non-special token vector of ``unique`` texts, each counted ``counts`` times. With
+    the cache across calls on, the texts' clouds come from it and go into it: fitting on the
+    references and then scoring them encodes each once."""
+    tokenizer = CallTokenizer.of(encoder, request.max_length, request.long_texts)
+    clouds = cached_encode(encoder, unique, tokenizer, request)
+    tokenizer.close(len(unique))
     mean = RowMean()
     mean.add(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts)
     stats = mean.stats(encoder.name, encoder.layer, n_texts)
@@ -130,8 +135,9 @@ def _token_mean(
 def _sentence_mean(
     encoder: SentenceEncoder, unique: list[str], counts: torch.Tensor, request: EncoderRequest, n_texts: int
 ) -> CenteringStats:
-    """The mean sentence embedding of ``unique`` sentences, each counted ``counts`` times."""
-    mean, n = row_mean(encode_sentences(encoder, unique, request).double(), counts=counts)
+    """The mean sentence embedding of ``unique`` sentences, each counted ``counts`` times (their
+    vectors from and into the cache across calls, when it is on)."""
+    mean, n = row_mean(cached_sentence_vectors(encoder, unique, request).double(), counts=counts)
     return CenteringStats(
         mean=mean.cpu().numpy(), model=encoder.name, layer=SENTENCE_LAYER, n_texts=n_texts, n_tokens=n
     )

@@ -2,7 +2,7 @@
 
 What to encode (``EncoderRequest``: the model and its name, the layer, languages), the encoders
 (loaded once per model, layer and device, kept in a registry that ``release`` empties), sentence splitting and the sentence
-encoder, the cache of token clouds across calls, and IDF weights.
+encoder, the cache of token clouds and sentence vectors across calls, and IDF weights.
 """
 
 from moverkit._core.encoding.cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache, set_cache

@@ -1,12 +1,14 @@
-"""A cache of token clouds across ``compute`` calls.
+"""A cache of token clouds and sentence vectors across ``compute`` calls.
 
 A training loop scores new predictions against the same references at every evaluation; their
 token clouds are the same every time, so encoding them again is wasted work. :func:`cached_encode`
 (what :func:`~moverkit._core.prepare_pairs` calls instead of :func:`~moverkit._core.encoding.encoder.encode`)
 keeps the raw token vectors of each text, keyed by the text and by everything that changes its
 vectors: the loaded model itself, its layer, the device, the token limit, the long-text mode, the
-dtype of the forward pass and the layers kept for an aggregation. The cache sits before centering,
-IDF and filtering, which are recomputed on every call from the call's own texts.
+dtype of the forward pass and the layers kept for an aggregation. :func:`cached_sentence_vectors`
+does the same for sbertscore's sentences (keyed by the sentence, the loaded sentence model, its
+device, its ``max_seq_length`` and the dtype). The cache sits before centering, IDF and filtering,
+which are recomputed on every call from the call's own texts.
 
 It is OFF by default, because it can change the last digits of a score: a text's vectors depend,
 at the rounding level, on the texts it is batched with (the matrix products take other shapes:
@@ -44,6 +46,7 @@ from moverkit._core.base.heap import trim_heap
 from moverkit._core.base.sizes import parse_size, size_from_env
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encode
 from moverkit._core.encoding.request import EncoderRequest
+from moverkit._core.encoding.sentences import SentenceEncoder, encode_sentences
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
 
 DEFAULT_MAX_BYTES = 768 * 2**20
@@ -74,9 +77,19 @@ class _Cloud:
         return tensors + sys.getsizeof(self.token_ids) + _ID_BYTES * len(self.token_ids) + sys.getsizeof(text)
 
 
+@dataclass(frozen=True)
+class _SentenceVector:
+    """The raw (not centered) embedding of one sentence, as :func:`encode_sentences` gives it."""
+
+    vector: torch.Tensor  # (dim,)
+
+    def nbytes(self, text: str) -> int:
+        return self.vector.nbytes + sys.getsizeof(text)
+
+
 class _Cache:
-    """A least-recently-used map of texts' clouds under a budget of bytes. A key is
-    ``(config, text)``; each entry remembers its size."""
+    """A least-recently-used map of texts' clouds (and sentences' vectors) under a budget of
+    bytes. A key is ``(config, text)``; each entry remembers its size."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -96,7 +109,7 @@ class _Cache:
             self._clouds.move_to_end(key)
             return entry[0]
 
-    def put(self, key: tuple, cloud: _Cloud) -> None:
+    def put(self, key: tuple, cloud: _Cloud | _SentenceVector) -> None:
         size = cloud.nbytes(key[1])
         with self._lock:
             if size > self.max_bytes or key in self._clouds:
@@ -129,7 +142,7 @@ _NEXT_ID = itertools.count()
 
 
 def set_cache(max_bytes: int | str = DEFAULT_MAX_BYTES) -> None:
-    """Turn the cache of token clouds on with a budget of ``max_bytes`` (bytes, or ``"1GB"``;
+    """Turn the cache of token clouds and sentence vectors on with a budget of ``max_bytes`` (bytes, or ``"1GB"``;
     ``moverkit.set_cache``); ``0`` turns it off and empties it, a smaller budget drops the least
     recently used texts at once."""
     max_bytes = parse_size(max_bytes, what="max_bytes (0 turns the cache off)", allow_zero=True)
@@ -155,7 +168,7 @@ def cache_enabled(max_bytes: int | str | None = None) -> Iterator[None]:
 
 
 def clear_cache() -> None:
-    """Empty the cache of token clouds (``moverkit.release()`` calls it) and hand the freed heap
+    """Empty the cache of token clouds and sentence vectors (``moverkit.release()`` calls it) and hand the freed heap
     back to the operating system (:func:`trim_heap`)."""
     with _CACHE._lock:
         _CACHE.shrink(0)
@@ -190,9 +203,7 @@ def cached_encode(
     text misses, ``encode``'s own result is returned."""
     if _CACHE.max_bytes == 0 or encoder.trainable or encoder.model.training:
         return encode(encoder, tokenizer.tokenize(texts) if tokens is None else tokens, request, layers=layers)
-    with _CACHE._lock:
-        model_id = _MODEL_IDS.setdefault(encoder.model, next(_NEXT_ID))
-    config = (model_id, encoder.name, encoder.layer, str(encoder.device))
+    config = (_model_id(encoder.model), encoder.name, encoder.layer, str(encoder.device))
     config += (tokenizer.limit, tokenizer.long_texts, request.dtype, None if layers is None else tuple(layers))
     clouds = [_CACHE.get((config, text)) for text in texts]
     missing = [i for i, cloud in enumerate(clouds) if cloud is None]
@@ -210,6 +221,35 @@ def cached_encode(
         return encoded
     new = iter(split)
     return _join(encoder, list(texts), [next(new) if cloud is None else cloud for cloud in clouds], encoded.layers)
+
+
+def cached_sentence_vectors(
+    encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest
+) -> torch.Tensor:
+    """The :func:`~moverkit._core.encoding.sentences.encode_sentences` of ``sentences`` (distinct),
+    encoding only the sentences the cache does not hold and keeping the new ones."""
+    if _CACHE.max_bytes == 0 or encoder.model.training:
+        return encode_sentences(encoder, sentences, request)
+    config = ("sentences", _model_id(encoder.model), encoder.name, str(encoder.device))
+    config += (encoder.model.max_seq_length, request.dtype)
+    found = [_CACHE.get((config, sentence)) for sentence in sentences]
+    missing = [i for i, entry in enumerate(found) if entry is None]
+    if len(missing) == len(sentences):
+        vectors = encode_sentences(encoder, sentences, request)
+    else:
+        blank = torch.zeros(encoder.dim, dtype=torch.float32, device=encoder.device)
+        vectors = torch.stack([blank if entry is None else entry.vector for entry in found])
+        if missing:
+            vectors[missing] = encode_sentences(encoder, [sentences[i] for i in missing], request)
+    for i in missing:
+        _CACHE.put((config, sentences[i]), _SentenceVector(vectors[i].clone()))
+    return vectors
+
+
+def _model_id(model) -> int:
+    """The number of the loaded model object ``model`` in the cache's keys."""
+    with _CACHE._lock:
+        return _MODEL_IDS.setdefault(model, next(_NEXT_ID))
 
 
 def _split(clouds: TokenClouds) -> list[_Cloud]:
