@@ -4,11 +4,12 @@ statistic from its references.
 
 Each runs with moverkit's cache of token clouds on, as a user scoring one corpus with several
 metrics would: each distinct text is encoded once per encoder and layer (each sentence once per
-sentence model), instead of once per call and metric. The three metrics that share the token
-encoder and layer run in one test, one after another, so that the fit of the shipped statistic,
-twmd and lazy_emd find centered_bertscore's clouds (pytest-xdist's ``loadgroup`` does not keep a
-group on one worker under pytest 9: measured, its tests went to both); moverscore (its own cut of
-the model) and sbertscore (sentence vectors) share nothing and run on their own.
+sentence model), instead of once per call and metric. The four metrics that share the token
+encoder and layer (moverscore's last layer is the embedded model's default, layer 6: one encoder)
+run in one test, one after another, so that the fit of the shipped statistic, twmd, lazy_emd and
+moverscore find centered_bertscore's clouds (pytest-xdist's ``loadgroup`` does not keep a group on
+one worker under pytest 9: measured, its tests went to both); sbertscore (sentence vectors)
+shares nothing and runs on its own.
 The cache can move a score's last digits (the texts a vector was batched with), far inside the
 points' tolerance of 5e-4; an identical pair is the same vectors on both sides either way."""
 
@@ -27,7 +28,7 @@ from moverkit._core.encoding.cache import cache_enabled
 from moverkit.baselines import random_pairs
 from moverkit.facts.specs import SPECS
 
-SHARED_CLOUDS = ["centered_bertscore", "twmd", "lazy_emd"]
+SHARED_CLOUDS = ["centered_bertscore", "twmd", "lazy_emd", "moverscore"]
 """The metrics that share the token encoder and layer, in the order they run."""
 CACHE_BYTES = 4 * 2**30
 

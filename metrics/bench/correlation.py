@@ -15,7 +15,16 @@ def correlation_table(
     rows: list[CorrelationRow], data: Judgments, log=None
 ) -> dict[str, dict[str, tuple[float, float]]]:
     """``{label: {group: (pearson, kendall), ..., "avg": (...)}}``; ``log(line)``, when given, hears
-    of each row as it ends."""
+    of each row as it ends. The cache of token clouds and sentence vectors is on meanwhile, so the
+    rows that read one encoder's layer (BERTScore-F1-b and TWMD-b, say) encode each text once (a
+    score moves in its last digits only: :mod:`moverkit._core.encoding.cache`)."""
+    from moverkit._core.encoding import cache_enabled
+
+    with cache_enabled():
+        return _correlation_table(rows, data, log)
+
+
+def _correlation_table(rows: list[CorrelationRow], data: Judgments, log) -> dict[str, dict[str, tuple[float, float]]]:
     table = {}
     for row in rows:
         row_data = data if row.inputs is None else row.inputs(data)

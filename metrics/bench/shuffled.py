@@ -16,7 +16,10 @@ true reference always wins. The output scored and its direction are the metric's
 correlation row: its spec's ``main`` and ``higher_is_better`` (:mod:`moverkit.facts.specs`).
 
 Both calls of a metric score the same multiset of texts (the shuffled references are a permutation
-of the true ones), so a ``batch`` centering statistic is the same in both.
+of the true ones), so a ``batch`` centering statistic is the same in both. The cache of token
+clouds and sentence vectors is on meanwhile, so each text is encoded once per encoder: the
+shuffled call, and the metrics that read the same layer, take the first call's vectors (a score
+moves in its last digits only: :mod:`moverkit._core.encoding.cache`).
 """
 
 from __future__ import annotations
@@ -62,27 +65,29 @@ def sample_pairs(data: Judgments, n: int, seed: int = 0) -> tuple[list[str], lis
 def run(data: Judgments, pairs: int = PAIRS, seed: int = 0, metrics=tuple(SPECS)) -> list[dict]:
     """One row per metric: ``{"metric", "output", "higher_is_better", "wins", "pairs", "share"}``,
     ``wins`` the pairs where the true reference scores strictly better (see the module doc)."""
+    from moverkit._core.encoding import cache_enabled
     from moverkit.registry import REGISTRY
 
     predictions, references = sample_pairs(data, pairs, seed)
     shuffled = [references[j] for j in derangement(pairs, seed)]
     rows = []
-    for metric in metrics:
-        output, score, higher = SPECS[metric].main, REGISTRY[metric].function, SPECS[metric].higher_is_better
-        true = score(predictions, references)[output]
-        other = score(predictions, shuffled)[output]
-        sign = 1.0 if higher else -1.0
-        wins = sum(sign * (t - o) > 0 for t, o in zip(true, other))
-        rows.append(
-            {
-                "metric": metric,
-                "output": output,
-                "higher_is_better": higher,
-                "wins": wins,
-                "pairs": pairs,
-                "share": wins / pairs,
-            }
-        )
+    with cache_enabled():
+        for metric in metrics:
+            output, score, higher = SPECS[metric].main, REGISTRY[metric].function, SPECS[metric].higher_is_better
+            true = score(predictions, references)[output]
+            other = score(predictions, shuffled)[output]
+            sign = 1.0 if higher else -1.0
+            wins = sum(sign * (t - o) > 0 for t, o in zip(true, other))
+            rows.append(
+                {
+                    "metric": metric,
+                    "output": output,
+                    "higher_is_better": higher,
+                    "wins": wins,
+                    "pairs": pairs,
+                    "share": wins / pairs,
+                }
+            )
     return rows
 
 

@@ -105,6 +105,15 @@ def test_a_loop_scores_as_uncached_to_the_last_bit(cache_on, name, tiny, tiny_mo
 
 
 @pytest.mark.slow
+def test_moverscore_reads_the_clouds_of_centered_bertscore(cache_on):
+    # Its last layer is the embedded model's default one: the same encoder, the same clouds.
+    functional.centered_bertscore(PREDICTIONS[0], REFERENCES)
+    hits = cache_info()["hits"]
+    functional.moverscore(PREDICTIONS[0], REFERENCES)
+    assert cache_info()["hits"] - hits == len(PREDICTIONS[0]) + len(REFERENCES)
+
+
+@pytest.mark.slow
 def test_default_batches_agree_to_rounding(cache_on):
     cached = [functional.centered_bertscore(p, REFERENCES)["f1"] for p in PREDICTIONS]
     set_cache(0)

@@ -119,6 +119,18 @@ def test_one_registry_for_token_and_sentence_encoders_and_one_release(tiny_model
     assert get_encoder(tiny_model_path, 1) is not token  # loaded again after release
 
 
+def test_one_encoder_per_cut_whatever_names_it(tiny_model_path):
+    """``None``, ``-1`` and ``6`` name layer 6 of the embedded model: one encoder, so one copy of
+    the weights and one set of clouds in the cache (moverscore's last layer, centered_bertscore's default)."""
+    assert get_encoder() is get_encoder(num_layers=-1) is get_encoder(num_layers=6)
+    assert get_encoder(num_layers=5).layer == 5 and get_encoder(num_layers=5) is not get_encoder()
+    n = get_encoder(tiny_model_path, -1).n_layers
+    assert get_encoder(tiny_model_path, n) is get_encoder(tiny_model_path, -1)
+    assert get_encoder(tiny_model_path, -2) is get_encoder(tiny_model_path, n - 1)
+    with pytest.raises(ValueError, match="num_layers must be in"):
+        get_encoder(num_layers=7)
+
+
 @pytest.fixture(scope="module")
 def nan_model_path(tiny_model_path, tmp_path_factory):
     """The tiny random model with one weight matrix of layer 2 set to NaN, as a fine-tuning that

@@ -8,6 +8,7 @@ loads models, chooses the layer, tokenizes, batches and runs the forward pass.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import os
@@ -181,8 +182,40 @@ def get_encoder(
 
 
 def _shared_encoder(model_type, num_layers: int | None, device: torch.device) -> Encoder:
-    _, path = resolve_model(model_type)
-    return cached_model(("token", path, num_layers, str(device)), lambda: load_encoder(model_type, num_layers, device))
+    name, path = resolve_model(model_type)
+    layer = _registry_layer(name, path, num_layers)
+    return cached_model(("token", path, layer, str(device)), lambda: load_encoder(model_type, num_layers, device))
+
+
+def _registry_layer(name: str, path: str, num_layers: int | None) -> int | None:
+    """The layer the registry keys an encoder by: the block output ``num_layers`` names
+    (:func:`resolve_layer` over the config's block count), so that ``None``, ``-1`` and ``6`` of
+    the embedded 6-layer model are one encoder: one copy of the weights, and one set of clouds in
+    the cache across calls (moverscore asks for the last layer, centered_bertscore for the model's
+    default: the same layer 6). ``num_layers`` as given where it cannot be resolved before
+    loading: ``None`` for a local folder (its default layer depends on whose weights it holds,
+    :func:`identify_model`), or a config that does not load (loading the model then says why)."""
+    if num_layers is None and "@" in name:
+        return None
+    n_layers = _config_blocks(path)
+    return num_layers if n_layers is None else resolve_layer(name, num_layers, n_layers)
+
+
+@functools.lru_cache(maxsize=64)
+def _config_blocks(path: str) -> int | None:
+    """:func:`config_blocks` of the config at ``path`` (read once per path); None if it does not load."""
+    from transformers import AutoConfig
+
+    local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
+    try:
+        return config_blocks(AutoConfig.from_pretrained(path, local_files_only=local_only))
+    except (OSError, ValueError):
+        return None
+
+
+def config_blocks(config) -> int:
+    """The number of transformer blocks a model's config gives (``num_hidden_layers``, T5's ``num_layers``)."""
+    return int(getattr(config, "num_hidden_layers", 0) or getattr(config, "num_layers", 0))
 
 
 def encoder_for(request: EncoderRequest) -> Encoder:
@@ -218,7 +251,7 @@ def load_encoder(
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
     if getattr(config, "is_encoder_decoder", False) or isinstance(getattr(model, "decoder", None), torch.nn.Module):
         model = model.get_encoder()  # T5 (or a T5 saved as its encoder alone, which AutoModel builds whole)
-    n_layers = int(getattr(config, "num_hidden_layers", 0) or getattr(config, "num_layers", 0))
+    n_layers = config_blocks(config)
     name, origin = identify_model(name, path, model, config)
     layer = resolve_layer(name, num_layers, n_layers, origin)
     model.eval()
