@@ -197,13 +197,15 @@ def _registry_layer(name: str, path: str, num_layers: int | None) -> int | None:
     :func:`identify_model`), or a config that does not load (loading the model then says why)."""
     if num_layers is None and "@" in name:
         return None
-    n_layers = _config_blocks(path)
+    n_layers = _config_blocks(name, path)
     return num_layers if n_layers is None else resolve_layer(name, num_layers, n_layers)
 
 
 @functools.lru_cache(maxsize=64)
-def _config_blocks(path: str) -> int | None:
-    """:func:`config_blocks` of the config at ``path`` (read once per path); None if it does not load."""
+def _config_blocks(name: str, path: str) -> int | None:
+    """:func:`config_blocks` of the config at ``path`` (read once per model ``name``, which for a
+    local folder holds its weights' digest: a folder written over with another model is read
+    again); None if it does not load."""
     from transformers import AutoConfig
 
     local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
