@@ -26,8 +26,9 @@ def pairs(wmt_pairs):
 
 @pytest.mark.integration
 def test_ray_data_equals_one_process(pairs):
-    """The one test that starts Ray: the scores of an actor pool, no deprecation logged on the
-    way, and a None row refused there too (not scored as the text "None")."""
+    """The one test that starts Ray: the scores of an actor pool, and no deprecation logged on
+    the way. (A None row's refusal on Ray's own batch conversion is held below without starting
+    Ray: ``ray_batch`` hands the scorer the batch ``map_batches`` would.)"""
     ray = pytest.importorskip("ray")
     from moverkit.ray import RayScorer, score_dataset
 
@@ -45,9 +46,6 @@ def test_ray_data_equals_one_process(pairs):
         dataset = ray.data.from_items(rows, override_num_blocks=4)
         scored = score_dataset(dataset, "centered_bertscore", "hyp", "ref", concurrency=2, batch_size=5, **kwargs)
         out = sorted(scored.take_all(), key=lambda row: row["id"])
-        bad = ray.data.from_items([{"hyp": "a cat", "ref": "the cat"}, {"hyp": None, "ref": "None"}])
-        with pytest.raises(Exception) as refused:
-            score_dataset(bad, "twmd", "hyp", "ref", centering="none").take_all()
     finally:
         logging.getLogger("ray.data").removeHandler(logged)
         logging.getLogger("ray.data._internal.util").removeHandler(logged)
@@ -56,11 +54,6 @@ def test_ray_data_equals_one_process(pairs):
     assert [row["hyp"] for row in out] == predictions
     np.testing.assert_allclose([row["f1"] for row in out], direct["f1"], atol=1e-6)
     assert not [m for m in logged.messages if "deprecated" in m], logged.messages
-    chain, error = [], refused.value
-    while error is not None:
-        chain.append(str(error))
-        error = error.__cause__ or error.__context__
-    assert any("column 'hyp' at row 1 of this batch is None" in m for m in chain), chain[:3]
     with pytest.raises(ValueError, match="centering='batch'"):
         RayScorer("twmd", "hyp", "ref", centering="batch")
     RayScorer("twmd", "hyp", "ref")  # the default, corpus with the shipped statistic, depends on no batch

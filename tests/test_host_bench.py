@@ -106,12 +106,13 @@ def test_moverscores_encoder_is_timed_and_its_weights_cast_once(wmt_pairs):
 def test_host_reads_do_not_grow_with_the_pairs(name, plan, wmt_pairs, monkeypatch):
     """Issue 45: at most 32 host reads a call under either plan, and as many for 48 pairs in about
     12 batches of 8 texts as for 8 pairs in 2 (no read per batch, the forward's own included);
-    each weight cast at most once in half precision, over as many batches."""
+    each weight cast at most once in half precision over 4 batches (16 pairs: bfloat16 is slow on
+    a CPU without native support, and 4 batches show a cast per batch as well as 12 would)."""
     monkeypatch.setenv("MOVERKIT_PLAN", plan)
     predictions, references = wmt_pairs
     few = host.count(name, predictions[:8], references[:8], "cpu", "float32", batch_size=8)
     many = host.count(name, predictions[:48], references[:48], "cpu", "float32", batch_size=8)
     assert many["reads"] <= host.READ_BOUND
     assert many["reads"] == few["reads"]
-    half = host.count(name, predictions[:48], references[:48], "cpu", "bfloat16", batch_size=8)
+    half = host.count(name, predictions[:16], references[:16], "cpu", "bfloat16", batch_size=8)
     assert 0 < half["weight_casts"] <= half["weights"]
