@@ -131,6 +131,21 @@ def test_one_encoder_per_cut_whatever_names_it(tiny_model_path):
         get_encoder(num_layers=7)
 
 
+def test_a_folder_written_over_with_a_deeper_model_has_its_blocks_read_again(tiny_model_path, tmp_path):
+    """The registry reads a config's block count once per model name; a local folder's name holds
+    its weights' digest, so the same path with other weights is read again, not refused by the
+    first model's count."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_path)
+    shape = {"vocab_size": tokenizer.vocab_size, "hidden_size": 16, "num_attention_heads": 2, "intermediate_size": 32}
+    folder = tmp_path / "written-over"
+    for blocks in (2, 4):
+        BertModel(BertConfig(num_hidden_layers=blocks, **shape)).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        assert get_encoder(str(folder), blocks).layer == blocks
+
+
 @pytest.fixture(scope="module")
 def nan_model_path(tiny_model_path, tmp_path_factory):
     """The tiny random model with one weight matrix of layer 2 set to NaN, as a fine-tuning that

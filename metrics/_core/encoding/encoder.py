@@ -8,7 +8,6 @@ loads models, chooses the layer, tokenizes, batches and runs the forward pass.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import logging
 import os
@@ -16,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import TypeVar
 
 import numpy as np
@@ -34,7 +33,13 @@ from moverkit._core.base.batching import (
 from moverkit._core.base.hardware import cuda_plan, precision, resolve_device
 from moverkit._core.base.windows import WindowPlan, plan_windows
 from moverkit._core.encoding.architecture import cut_after, model_max_length
-from moverkit._core.encoding.request import EncoderRequest, identify_model, resolve_layer, resolve_model
+from moverkit._core.encoding.request import (
+    EncoderRequest,
+    identify_model,
+    local_files_only,
+    resolve_layer,
+    resolve_model,
+)
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
 
 logger = logging.getLogger(__name__)
@@ -201,16 +206,15 @@ def _registry_layer(name: str, path: str, num_layers: int | None) -> int | None:
     return num_layers if n_layers is None else resolve_layer(name, num_layers, n_layers)
 
 
-@functools.lru_cache(maxsize=64)
+@lru_cache(maxsize=64)
 def _config_blocks(name: str, path: str) -> int | None:
     """:func:`config_blocks` of the config at ``path`` (read once per model ``name``, which for a
     local folder holds its weights' digest: a folder written over with another model is read
     again); None if it does not load."""
     from transformers import AutoConfig
 
-    local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        return config_blocks(AutoConfig.from_pretrained(path, local_files_only=local_only))
+        return config_blocks(AutoConfig.from_pretrained(path, local_files_only=local_files_only(path)))
     except (OSError, ValueError):
         return None
 
@@ -239,7 +243,7 @@ def load_encoder(
     name, path = resolve_model(model_type)
     device = resolve_device(device)
 
-    local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
+    local_only = local_files_only(path)
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=local_only)
         prefix_space = config.model_type in _PREFIX_SPACE_MODEL_TYPES

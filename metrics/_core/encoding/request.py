@@ -168,6 +168,12 @@ def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
     return path, path
 
 
+def local_files_only(path: str) -> bool:
+    """What ``from_pretrained`` gets as ``local_files_only`` for ``path`` (as :func:`resolve_model`
+    gives it): a local folder, or any path while ``HF_HUB_OFFLINE=1``, is never looked up online."""
+    return os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
 def default_layer(name: str, n_layers: int, origin: str | None = None) -> int:
     """The layer ``num_layers=None`` means for model ``name`` (as :func:`identify_model` names it)
     of ``n_layers`` blocks: its :data:`MODEL_LAYERS` entry, else that of the Hub id ``origin`` it

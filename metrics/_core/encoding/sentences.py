@@ -34,7 +34,7 @@ from moverkit._core.encoding.encoder import (
     square_mask,
     takes_square_mask,
 )
-from moverkit._core.encoding.request import EncoderRequest, check_lang, identify_model, resolve_model
+from moverkit._core.encoding.request import EncoderRequest, check_lang, identify_model, local_files_only, resolve_model
 from moverkit._core.encoding.tokens import CallTokenizer, Truncations, rust_copy
 
 SENTENCE_LAYER = -1
@@ -331,9 +331,8 @@ def sentence_encoder_for(request: EncoderRequest) -> SentenceEncoder:
 def _load_sentence_encoder(name: str, path: str, device: torch.device) -> SentenceEncoder:
     from sentence_transformers import SentenceTransformer
 
-    local_only = os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
-        model = SentenceTransformer(path, device=str(device), local_files_only=local_only)
+        model = SentenceTransformer(path, device=str(device), local_files_only=local_files_only(path))
     except (OSError, ValueError) as err:
         where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: from the local cache)"
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
