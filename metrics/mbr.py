@@ -16,7 +16,10 @@ itself among them when the pseudo-references are the candidates, as mbrs compute
 value for four metrics and lazy_emd's entropic cost of a text against itself (0 within one call),
 the same for every candidate. A text drawn twice is two samples, so a duplicated pseudo-reference
 weighs twice; duplicated candidates get the same expected utility, and the first of tied
-candidates is chosen.
+candidates is chosen: expected utilities within :data:`~moverkit.facts.ties.TIE_TOLERANCE` of
+each other are a tie (two candidates of a symmetric utility are equal in exact arithmetic, and the
+last bits of their float32 scores fall one way or the other by the CPU), so every CPU chooses the
+same candidate.
 
 Exact MBR embeds each distinct text once (N encoder rows for N candidates, not N^2) and scores
 each distinct pair of texts once. twmd, moverscore and lazy_emd (and the two others under
@@ -48,6 +51,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+
+from moverkit.facts.ties import first_best
 
 GREEDY_METRICS = ("centered_bertscore", "sbertscore")
 """The metrics of greedy matching over the cosines of unit vectors: exact MBR scores them in one
@@ -124,8 +129,7 @@ def mbr_select(
     else:
         matrices, hashcode = utility_matrices(entry.function, sources, references, output, arguments)
         expected = [matrix.mean(axis=1) for matrix in matrices]
-    best = np.argmax if entry.spec.higher_is_better else np.argmin
-    chosen = [int(best(scores)) for scores in expected]
+    chosen = [first_best(scores, entry.spec.higher_is_better) for scores in expected]
     result = {
         "index": chosen,
         "text": [texts[i] for texts, i in zip(sources, chosen)],
@@ -257,29 +261,66 @@ def matched_block(data, rows: list[int], columns: list[int], output: str) -> np.
     r"""(len(rows), len(columns)) ``output`` (precision, recall or F1) of text ``rows[i]`` against
     text ``columns[j]`` of ``data``: the metric's pair scores
     (:func:`moverkit.functional.centered_bertscore.pair_scores`) of all those pairs at once, the
-    cosines of a block of candidates with every pseudo-reference in one product."""
+    cosines of a block of candidates with every pseudo-reference in one product.
+
+    When the pseudo-references are the candidates and a text weighs its units the same on both
+    sides (no IDF table, or one table for both), the block of :math:`(h_j, h_i)` is the transpose
+    of the block of :math:`(h_i, h_j)`, so :math:`P(h_j, h_i) = R(h_i, h_j)` and
+    :math:`R(h_j, h_i) = P(h_i, h_j)`: each chunk of rows is matched against the columns from its
+    own first row on, and the pairs below are read from the transposes (56% of the cosines at 64
+    candidates; equal to matching them, up to the summation order of the product's last bits)."""
     import torch
 
-    from moverkit._core import f_measure, greedy_match, self_cosine_one
+    from moverkit._core import f_measure
 
-    rows_t, columns_t = torch.tensor(rows), torch.tensor(columns)
-    pred = data.pad(rows_t, data.pred_weights, with_special=True)
-    ref = data.pad(columns_t, data.ref_weights, with_special=True)
-    step = max(1, PAIR_ELEMENTS // (len(columns) * pred.mask.shape[1] * ref.mask.shape[1]))
-    blocks = []
-    for at in range(0, len(rows), step):
-        part = slice(at, at + step)
-        # i = candidates, j = pseudo-references, p and r = their units, d = embedding dimension
-        sim = torch.einsum("ipd,jrd->ijpr", pred.vectors[part], ref.vectors).clamp(-1.0, 1.0).flatten(0, 1)
-        pred_mask, ref_mask = grid(pred.mask[part], ref.mask)
-        pred_weights, ref_weights = grid(pred.weights[part], ref.weights)
-        same = (rows_t[part, None] == columns_t[None, :]).flatten().to(sim.device)
-        sim = self_cosine_one(sim, same, pred_mask)
-        precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_weights, ref_weights)
-        precision, recall = precision.double(), recall.double()
-        chosen = {"precision": precision, "recall": recall, "f1": f_measure(precision, recall)}[output]
-        blocks.append(chosen.view(-1, len(columns)))
-    return torch.cat(blocks).cpu().numpy()
+    n_rows, n_columns = len(rows), len(columns)
+    pred = data.pad(torch.tensor(rows), data.pred_weights, with_special=True)
+    ref = data.pad(torch.tensor(columns), data.ref_weights, with_special=True)
+    step = max(1, PAIR_ELEMENTS // (n_columns * pred.mask.shape[1] * ref.mask.shape[1]))
+    symmetric = rows == columns and torch.equal(data.pred_weights, data.ref_weights)
+    if symmetric:
+        step = min(step, -(-n_rows // SYMMETRIC_CHUNKS))
+    precision = torch.zeros(n_rows, n_columns, dtype=torch.float64)
+    recall = torch.zeros(n_rows, n_columns, dtype=torch.float64)
+    for at in range(0, n_rows, step):
+        part, stop = slice(at, at + step), min(at + step, n_rows)
+        first = at if symmetric else 0  # the first column matched
+        p, r = matched_pairs(pred, ref, rows[part], columns[first:], part, first)
+        precision[part, first:], recall[part, first:] = p, r
+        if symmetric:  # the pairs (h_j, h_i) below this chunk, j past it
+            precision[stop:, part] = r[:, stop - at :].T
+            recall[stop:, part] = p[:, stop - at :].T
+    chosen = {"precision": precision, "recall": recall}.get(output)
+    return (f_measure(precision, recall) if chosen is None else chosen).numpy()
+
+
+SYMMETRIC_CHUNKS = 8
+"""Chunks of rows of a symmetric block (:func:`matched_block`): with ``k`` chunks, each matched
+from its own first column on, :math:`(k + 1) / 2k` of the pairs are matched (56% at 8)."""
+
+
+def matched_pairs(pred, ref, rows: list[int], columns: list[int], row_part: slice, first: int):
+    """Precision and recall (float64, on the host), each (len(rows), len(columns)), of the padded
+    candidates ``pred[row_part]`` against the padded pseudo-references ``ref[first:]`` (``rows``
+    and ``columns`` their texts: a text against itself has the cosine 1 with each of its units).
+    The cosines are written in place: one (rows x columns x units x units) tensor, then the
+    greedy match's own copy."""
+    import torch
+
+    from moverkit._core import greedy_match, self_cosine_one
+
+    k, m = len(rows), len(columns)
+    # i = candidates, j = pseudo-references, p and r = their units, d = embedding dimension
+    sim = torch.einsum("ipd,jrd->ijpr", pred.vectors[row_part], ref.vectors[first:]).reshape(
+        k * m, *pred.mask.shape[1:], ref.mask.shape[1]
+    )
+    sim.clamp_(-1.0, 1.0)
+    pred_mask, ref_mask = grid(pred.mask[row_part], ref.mask[first:])
+    pred_weights, ref_weights = grid(pred.weights[row_part], ref.weights[first:])
+    same = (torch.tensor(rows)[:, None] == torch.tensor(columns)[None, :]).flatten().to(sim.device)
+    sim = self_cosine_one(sim, same, pred_mask)
+    precision, recall = greedy_match(sim, pred_mask, ref_mask, pred_weights, ref_weights)
+    return precision.double().view(k, m).cpu(), recall.double().view(k, m).cpu()
 
 
 def grid(left, right):

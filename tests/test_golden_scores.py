@@ -20,6 +20,7 @@ comparison is exact on the CPU and torch version that wrote the file, and within
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 from pathlib import Path
@@ -55,6 +56,10 @@ and twmd now default to corpus centering with the shipped statistic): passed exp
 each key still names the arguments its scores were computed with and compares bit for bit."""
 
 
+KERNEL_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
+"""Variables that make torch run another CPU's kernels (``tests/test_second_cpu.py``)."""
+
+
 def machine() -> str:
     import torch
 
@@ -62,7 +67,8 @@ def machine() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
     flags = next((set(line.split(":", 1)[1].split()) for line in info if line.startswith("flags")), set())
     units = "+".join(sorted(flags & {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}))  # CPUs of one name differ
-    return f"{platform.machine()} {cpu} [{units}] torch={torch.__version__}"
+    capped = "".join(f" {v}={os.environ[v]}" for v in KERNEL_CAPS if os.environ.get(v))  # another CPU's kernels
+    return f"{platform.machine()} {cpu} [{units}] torch={torch.__version__}{capped}"
 
 
 def _cpuinfo() -> list[str]:

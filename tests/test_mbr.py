@@ -16,6 +16,7 @@ import moverkit
 from moverkit import functional
 from moverkit.cli import main
 from moverkit.facts.specs import SPECS
+from moverkit.facts.ties import first_best
 
 SOURCES = [
     ["the cat sat on the mat", "a cat sat on the mat", "the dog ran in the park"],
@@ -40,22 +41,38 @@ def test_the_matrix_is_the_plain_loop_of_the_metric_over_all_pairs(name):
         assert np.allclose(result["matrix"][s], loop, atol=1e-6), name
         expected = np.mean(loop, axis=1)
         assert np.allclose(result["expected_scores"][s], expected, atol=1e-6)
-        best = int(np.argmax(expected) if SPECS[name].higher_is_better else np.argmin(expected))
+        best = first_best(expected, SPECS[name].higher_is_better)  # ties within float32 noise: the first
         assert result["index"][s] == best and result["text"][s] == texts[best]
         assert result["expected_score"][s] == pytest.approx(expected[best], abs=1e-6)
     assert result["hashcode"].startswith(f"{name}:")
 
 
+@pytest.mark.parametrize("name", ["centered_bertscore", "sbertscore"])
+def test_a_symmetric_utility_over_two_candidates_picks_the_first(name):
+    # F1 is symmetric: the two expected utilities are equal in exact arithmetic, and which of their
+    # float32 last bits is larger depends on the CPU; the tie goes to the first, in either order
+    pair = ["stocks fell sharply on monday", "shares dropped on monday"]
+    result = moverkit.mbr_select([pair, pair[::-1]], metric=name)
+    assert result["index"] == [0, 0] and result["text"] == [pair[0], pair[1]]
+    first, second = result["expected_scores"][0]
+    assert abs(first - second) < 1e-6
+
+
 def test_the_matched_blocks_are_the_metric_pair_by_pair():
     # use_fast_tokenizer (a no-op argument of centered_bertscore) sends the call down the
     # function's own paired batches: the same matrices as the blocks of every candidate's cosines
+    # a third source of 20 candidates: the symmetric block runs in chunks of 3 rows, each matched
+    # from its own first column, the pairs below read from the transposes (mbr.SYMMETRIC_CHUNKS)
+    words = ["the", "markets", "fell", "sharply", "on", "monday", "as", "investors", "sold", "shares", "of", "banks"]
+    sources = [*SOURCES, [" ".join(words[: 4 + i % 9] + words[i % 3 :: 4]) for i in range(20)]]
     for name, arguments in (("centered_bertscore", {"use_fast_tokenizer": False}), ("sbertscore", {"lang": "en"})):
-        blocks = moverkit.mbr_select(SOURCES, metric=name, return_matrix=True, output="recall")
-        paired = moverkit.mbr_select(
-            SOURCES, metric=name, return_matrix=True, output="recall", rescale_with_baseline=False, **arguments
-        )
-        for s in range(len(SOURCES)):
-            assert np.allclose(blocks["matrix"][s], paired["matrix"][s], atol=1e-6), name
+        for output in ("recall", "f1"):
+            blocks = moverkit.mbr_select(sources, metric=name, return_matrix=True, output=output)
+            paired = moverkit.mbr_select(
+                sources, metric=name, return_matrix=True, output=output, rescale_with_baseline=False, **arguments
+            )
+            for s in range(len(sources)):
+                assert np.allclose(blocks["matrix"][s], paired["matrix"][s], atol=1e-6), (name, output)
 
 
 def test_each_distinct_text_is_embedded_once(monkeypatch):

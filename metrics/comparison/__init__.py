@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 
 from moverkit.comparison.resampling import PairedTest, bootstrap_interval, check_resampling, clusters, holm, paired_test
+from moverkit.facts.ties import tie_order
 from moverkit.formats.lines import table_label
 
 ALPHA = 0.05
@@ -193,7 +194,7 @@ def summarize(segments: Mapping[str, Mapping[str, Sequence[float]]], *, resample
             score, low, high = bootstrap_interval(scores, resamples=resamples, seed=seed)
             systems.append({"name": name, "metric": metric, "score": score, "ci_low": low, "ci_high": high})
         means = {s["name"]: s["score"] for s in systems if s["metric"] == metric}
-        order = sorted(means, key=lambda s: -means[s] if higher else means[s])  # best first
+        order = tie_order(list(means), means.get, higher)  # best first; tied means in the given order
         # Pairs in ranking order: A is the better-scored system, so deltas read as margins.
         tests: dict[tuple[str, str], PairedTest] = {
             (a, b): paired_test(by_system[a], by_system[b], higher_is_better=higher, resamples=resamples, seed=seed)

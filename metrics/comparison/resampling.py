@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moverkit.facts.ties import TIE_TOLERANCE, tie_width
+
 
 @dataclass(frozen=True)
 class PairedTest:
@@ -43,7 +45,7 @@ class PairedTest:
     ci_high: float
     p_value: float  # paired bootstrap
     p_permutation: float
-    win_rate: float  # the share of segments where A is strictly better
+    win_rate: float  # the share of segments where A is better by more than float32 noise
 
 
 def _scores(values: Sequence[float], name: str) -> np.ndarray:
@@ -109,7 +111,7 @@ def paired_test(
     x, y = _scores(a, "a"), _scores(b, "b")
     if len(x) != len(y):
         raise ValueError(f"a and b must score the same segments: {len(x)} and {len(y)} scores")
-    d = (x - y) if higher_is_better else (y - x)
+    d = segment_differences(x, y, higher_is_better)
     observed = float(d.mean())
     means = resampled_means(d, resamples, seed)
     tail = 100 * (1 - confidence) / 2
@@ -127,14 +129,23 @@ def paired_test(
     )
 
 
+def segment_differences(x: np.ndarray, y: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """:math:`d_i = s(a_i - b_i)`, with a difference within float32 noise
+    (:func:`~moverkit.facts.ties.tied`) set to 0: a segment the two systems score the same in
+    exact arithmetic is a tie, not a win for whichever the CPU's last bit favours."""
+    d = (x - y) if higher_is_better else (y - x)
+    width = TIE_TOLERANCE * np.maximum(1.0, np.maximum(np.abs(x), np.abs(y)))
+    return np.where(np.abs(d) <= width, 0.0, d)
+
+
 def _randomization_extremes(d: np.ndarray, observed: float, resamples: int, seed: int) -> int:
     """How many of ``resamples`` random sign flips of ``d`` give a mean at least as far from 0 as
     ``observed`` (block by block, bounded memory)."""
     rng = np.random.default_rng(seed)
     signs = np.array([-1.0, 1.0])
     rows = max(1, _BLOCK_ENTRIES // max(len(d), 1))
-    # A tolerance for floating-point ties (identical systems give exactly equal means).
-    bound = abs(observed) - 1e-12 * max(1.0, abs(observed))
+    # A permuted mean tied with the observed one (the same sum in another order) counts as extreme.
+    bound = abs(observed) - tie_width(observed)
     extreme = 0
     for start in range(0, resamples, rows):
         flips = rng.choice(signs, size=(min(rows, resamples - start), len(d)))

@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from moverkit.facts.ties import first_best
+
 
 def pearson(scores: Sequence[float], human: Sequence[float]) -> float:
     """Pearson r; NaN with fewer than three values (two points always correlate +-1) or a constant side."""
@@ -118,5 +120,5 @@ def acc_eq(human: Sequence[Sequence[float]], metric: Sequence[Sequence[float]]) 
     values = np.r_[base, running[last]]
     if diff[0] == 0:  # pairs the metric already ties exactly: the threshold 0 is their value
         thresholds, values = thresholds[1:], values[1:]
-    best = int(np.flatnonzero(values >= values.max() - 1e-12)[0])
+    best = first_best(values)  # the smallest threshold of the best accuracy, up to float noise
     return TieCalibrated(float(values[best]), float(thresholds[best]), rows)

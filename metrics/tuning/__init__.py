@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moverkit.facts.ties import first_best
 from moverkit.registry import REGISTRY
 from moverkit.tuning.targets import TARGETS
 
@@ -287,7 +288,7 @@ def best_setting(correlations: np.ndarray) -> int:
     finite = ~np.isnan(correlations)
     counts = finite.sum(axis=1)
     means = np.where(finite, correlations, 0.0).sum(axis=1) / np.maximum(counts, 1)
-    return int(np.argmax(np.where(counts > 0, means, -np.inf)))
+    return first_best(np.where(counts > 0, means, -np.inf))  # tied means: the first setting
 
 
 def _key(setting: dict) -> tuple:

@@ -11,6 +11,8 @@ from functools import cached_property
 
 import torch
 
+from moverkit.facts.ties import TIE_TOLERANCE
+
 
 def check_texts(values, name: str) -> list[str]:
     """``values`` as a list of strings, or a ``ValueError``/``TypeError`` that names the argument
@@ -172,13 +174,17 @@ def call_texts(predictions, references) -> CallTexts:
 
 def best_per_group(values: torch.Tensor, group: torch.Tensor, n_groups: int, lower_is_better: bool = False):
     """Reduce per-pair ``values`` to one per prediction: the max (or the min for a distance),
-    and the index of the pair that gave it."""
+    and the index of the pair kept: the first of the prediction's references whose value ties
+    with the best (:func:`~moverkit.facts.ties.tied`: equal up to float32 noise), so that the same
+    reference is kept on every CPU (two references equal in exact arithmetic differ in their last
+    bits by the CPU's kernels)."""
     values = values.detach().cpu().double()
     group = group.cpu()
     sign = -1.0 if lower_is_better else 1.0
     best = torch.full((n_groups,), float("-inf"), dtype=torch.float64)
     best.scatter_reduce_(0, group, sign * values, reduce="amax")
-    is_best = (sign * values) == best[group]
+    width = TIE_TOLERANCE * best.abs().clamp_min(1.0)  # tie_width of each best
+    is_best = (sign * values) >= (best - width)[group]
     first = torch.full((n_groups,), len(values), dtype=torch.long)
     first.scatter_reduce_(0, group[is_best], torch.nonzero(is_best).flatten(), reduce="amin")
     return sign * best, first
