@@ -49,18 +49,15 @@ embeddings, an approximation whose agreement with exact MBR ``moverkit bench rew
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from moverkit.facts.specs import SPECS
 from moverkit.facts.ties import first_best
 
-GREEDY_METRICS = ("centered_bertscore", "sbertscore")
-"""The metrics of greedy matching over the cosines of unit vectors: exact MBR scores them in one
-block of cosines per source, and they take ``aggregate=True``."""
-
-MBR_DEFAULTS = {"moverscore": {"idf": False}}
-"""Defaults that differ from the metric function's: moverscore's presets fit IDF over the call's
-references (here every pair of every source), so IDF is off unless a table is given."""
+if TYPE_CHECKING:
+    from moverkit.registry import Metric
 
 
 def mbr_select(
@@ -101,13 +98,13 @@ def mbr_select(
     from moverkit._core import checks
     from moverkit.rewards import checked_output, independent_arguments
 
-    entry, arguments = independent_arguments(
+    registered, arguments = independent_arguments(  # the registry's Metric
         metric,
-        {**MBR_DEFAULTS.get(metric, {}), **metric_arguments},
+        metric_arguments,
         "mbr_select",
         "a candidate's utility would depend on the other sources of the call",
     )
-    output = checked_output(entry.spec, output)
+    output = checked_output(registered.spec, output)
     sources = checked_lists(candidates, "candidates")
     references = sources if pseudo_references is None else checked_lists(pseudo_references, "pseudo_references")
     if len(references) != len(sources):
@@ -117,19 +114,19 @@ def mbr_select(
     if checks.boolean("aggregate", aggregate):
         if checks.boolean("return_matrix", return_matrix):
             raise ValueError("aggregate=True scores no candidate-by-reference matrix; leave return_matrix out")
-        if output not in (None, entry.spec.main):
+        if output not in (None, registered.spec.main):
             raise ValueError(
                 f"aggregate=True scores the mean cosine, not one of the outputs; leave output={output!r} out"
             )
-        expected, hashcode = aggregated_utilities(metric, sources, references, arguments)
+        expected, hashcode = aggregated_utilities(registered, sources, references, arguments)
         matrices = None
-    elif metric in GREEDY_METRICS and not unmatched_arguments(arguments):
-        matrices, hashcode = matched_matrices(metric, sources, references, output, arguments)
+    elif registered.spec.matcher == "greedy" and not unmatched_arguments(arguments):
+        matrices, hashcode = matched_matrices(registered, sources, references, output, arguments)
         expected = [matrix.mean(axis=1) for matrix in matrices]
     else:
-        matrices, hashcode = utility_matrices(entry.function, sources, references, output, arguments)
+        matrices, hashcode = utility_matrices(registered.function, sources, references, output, arguments)
         expected = [matrix.mean(axis=1) for matrix in matrices]
-    chosen = [first_best(scores, entry.spec.higher_is_better) for scores in expected]
+    chosen = [first_best(scores, registered.spec.higher_is_better) for scores in expected]
     result = {
         "index": chosen,
         "text": [texts[i] for texts, i in zip(sources, chosen)],
@@ -221,27 +218,25 @@ def source_groups(sources, references) -> Iterator[tuple[list[int], list[str]]]:
         yield group, list(texts)
 
 
-def prepared_clouds(metric: str, texts: list[str], arguments: dict):
+def prepared_clouds(metric: Metric, texts: list[str], arguments: dict):
     """The prepared unit clouds of ``texts`` (a :class:`~moverkit._core.PairData`: the metric's
-    encoder, centering and weights, each text embedded once) and the hashcode of its scores."""
+    encoder, centering and weights, each text embedded once) and the hashcode of its scores. The
+    call is opened by the metric's own front door (``function.open_call``: every check the metric
+    makes of its shared arguments, its default centering and level), and scored here in blocks."""
     from moverkit._core import PairOptions, check_idf, pair_hash
-    from moverkit._core.call import Opening, chunks, open_call
-    from moverkit.registry import REGISTRY
+    from moverkit._core.call import chunks
 
     shared = dict(arguments)
     idf = check_idf(shared.pop("idf", False))
-    level = "sentence" if metric == "sbertscore" else "token"
-    call = open_call(
-        Opening(metric, level), texts, texts, **{"centering": REGISTRY[metric].defaults["centering"], **shared}
-    )
+    call = metric.function.open_call(texts, texts, **shared)
     with call.running():
         (chunk,) = chunks(call, idf=idf, one_chunk=True)
         data = chunk.pairs(PairOptions(idf=idf))
     call.truncations.close()  # the call's one truncation warning, as a metric's close gives it
-    return data, pair_hash(metric, data)
+    return data, pair_hash(metric.name, data)
 
 
-def matched_matrices(metric: str, sources, references, output: str, arguments: dict) -> tuple[list[np.ndarray], str]:
+def matched_matrices(metric: Metric, sources, references, output: str, arguments: dict) -> tuple[list[np.ndarray], str]:
     """Every source's matrix :math:`U` of ``output`` for centered_bertscore and sbertscore: the
     greedy match of their one matcher (:func:`~moverkit._core.greedy_match`) on the cosines of
     every candidate's units with every pseudo-reference's, computed as one block per source
@@ -333,12 +328,13 @@ def grid(left, right):
     )
 
 
-def aggregated_utilities(metric: str, sources, references, arguments: dict) -> tuple[list[np.ndarray], str]:
+def aggregated_utilities(metric: Metric, sources, references, arguments: dict) -> tuple[list[np.ndarray], str]:
     r"""Every source's :math:`\bar U^{\mathrm{agg}}` (the module doc) and the hashcode of the
     vectors: each distinct text embedded once through the metric's own path (its encoder,
     centering and weights: the candidates' as predictions, the pseudo-references' as references)."""
-    if metric not in GREEDY_METRICS:
-        raise ValueError(f"aggregate=True takes {' or '.join(GREEDY_METRICS)} (cosines of unit vectors), not {metric}")
+    if metric.spec.matcher != "greedy":
+        greedy = " or ".join(name for name, spec in SPECS.items() if spec.matcher == "greedy")
+        raise ValueError(f"aggregate=True takes {greedy} (cosines of unit vectors), not {metric.name}")
     if unmatched_arguments(arguments):
         raise ValueError(
             "aggregate=True takes the encoder and centering arguments and idf only, not "

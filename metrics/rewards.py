@@ -39,11 +39,6 @@ from moverkit.facts.specs import SPECS
 TRAINER_ARGUMENTS = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
 """What TRL passes a reward function beside the dataset's columns."""
 
-REWARD_DEFAULTS = {"moverscore": {"idf": False}}
-"""Defaults that differ from the metric function's: moverscore's presets weigh tokens by IDF over
-the references of the call, which would make a completion's reward depend on the other
-completions of its batch (as :mod:`moverkit.lighteval` does, IDF is off unless a table is given)."""
-
 
 class MetricReward:
     """``reward(completions, prompts=None, **columns) -> list[float]``, what
@@ -165,13 +160,17 @@ def unchanged_random_state():
 
 
 def independent_arguments(metric: str, arguments: dict, caller: str, consequence: str):
-    """The registry's entry of ``metric`` and its checked ``arguments`` for ``caller``, refusing a
-    setting under which a text's score depends on the other texts of the call (``consequence``
-    says what that would mean there): what rewards and MBR selection both need."""
+    """The registry's :class:`~moverkit.registry.Metric` of ``metric`` and its checked
+    ``arguments`` for ``caller``, refusing a setting under which a text's score depends on the
+    other texts of the call (``consequence`` says what that would mean there): what rewards and
+    MBR selection both need. A metric whose default fits IDF over the call's references
+    (moverscore's presets) scores with IDF off unless a table is given, as :mod:`moverkit.lighteval` does."""
     from moverkit.registry import get
 
     entry = get(metric)
-    arguments = entry.scoring_arguments(arguments, caller)
+    fitted_idf = entry.defaults.get("idf", False) is not False  # True, or moverscore's None (its presets' True)
+    independent = {"idf": False} if fitted_idf else {}
+    arguments = entry.scoring_arguments({**independent, **arguments}, caller)
     dependence = entry.batch_dependence(arguments)
     if dependence is not None:
         raise ValueError(
@@ -223,7 +222,7 @@ def reward_function(
     """
     entry, arguments = independent_arguments(
         metric,
-        {**REWARD_DEFAULTS.get(metric, {}), **metric_arguments},
+        metric_arguments,
         "reward_function",
         "a completion's reward would depend on the other completions of the step (and on how DDP splits them)",
     )

@@ -14,11 +14,10 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
+from moverkit.facts.specs import SPECS
+
 EXTRA_OUTPUTS = ("hashcode", "alignment", "reference_index")
 """Result keys that are not scores."""
-
-SENTENCE_METRICS = ("sbertscore",)
-"""Metrics of sentence vectors: no layers (their baseline row is layer -1)."""
 
 MAX_PAIRS = 1_000_000
 """The most random pairs a baseline is fitted on: bert-score's own baselines average 1M pairs (the
@@ -86,7 +85,8 @@ def fit_baseline(
         if key in own or key in ("rescale_with_baseline", "baseline_path", "return_alignment"):
             raise ValueError(f"options: {key!r} is set by fit_baseline's own argument or cannot be fitted")
     call.update(model_type=model_type, batch_size=batch_size, device=device)
-    if centering is not None or metric == "centered_bertscore":
+    bert_score_rows = SPECS[metric].baseline_form == "bert-score"  # LAYER,P,R,F of uncentered scores
+    if centering is not None or bert_score_rows:
         call["centering"] = "none" if centering is None else centering
     if centering_stats is not None:
         call["centering_stats"] = centering_stats
@@ -99,7 +99,7 @@ def fit_baseline(
         keys = [key for key in result if key not in EXTRA_OUTPUTS]
         means = [sum(result[key]) / len(result[key]) for key in keys]
         resolved = -1 if layer is None else int(layer)
-        if metric == "centered_bertscore":
+        if bert_score_rows:
             rows.append((resolved, *means))
         else:
             rows.append((resolved, *means, settings_key(result["hashcode"])))
@@ -109,7 +109,7 @@ def fit_baseline(
 def fitted_layers(metric: str, model_type, layers, device) -> list[int | None]:
     """The layers to fit: ``layers``, or every layer of the model (0 to the last); ``[None]`` for
     a metric of sentence vectors (which refuses ``layers``)."""
-    if metric in SENTENCE_METRICS:
+    if SPECS[metric].level == "sentence":  # no layers: the baseline row is layer -1
         if layers is not None:
             raise ValueError(f"{metric} scores sentence vectors: it has no layers to fit (leave layers out)")
         return [None]
@@ -129,8 +129,6 @@ def baseline_columns(metric: str, options: Mapping | None = None) -> tuple[str, 
     ``TRWMD``, ...; ``MOVERSCORE``; ``LAZY_EMD``)."""
     from moverkit._core.call import score_columns
 
-    if metric in ("centered_bertscore", "sbertscore"):
-        return score_columns(("precision", "recall", "f1"))
-    if metric == "twmd":
+    if metric == "twmd":  # one output, named by its variant (twmd, trwmd, sbert, cka)
         return score_columns(((options or {}).get("variant", "twmd"),))
-    return score_columns((metric,))
+    return score_columns(SPECS[metric].outputs)

@@ -29,7 +29,17 @@ class MetricSpec:
     ``unrelated``, the mean score of random pairs of unrelated sentences (bert-score's baseline
     pairs), and ``translation``, the mean score of a machine translation against its human
     reference. With ``rescale_with_baseline=True`` (every metric), a score maps by
-    :attr:`rescaling`: :meth:`rescaled_reference_points`, :attr:`rescaled_low`, :attr:`rescaled_high`."""
+    :attr:`rescaling`: :meth:`rescaled_reference_points`, :attr:`rescaled_low`, :attr:`rescaled_high`.
+
+    How it computes: ``level``, ``"token"`` (contextual token vectors of one layer) or
+    ``"sentence"`` (a sentence-transformers model's sentence vectors, no layer); ``matcher``,
+    ``"greedy"`` (each unit to its most similar unit of the other side, over cosines of unit
+    vectors: exact MBR scores it in one block of cosines per source, and reference aggregation
+    applies) or ``"transport"`` (an optimal transport plan); ``default_layer``, the layer
+    ``num_layers=None`` takes: ``None`` for the model's entry in the layer table, ``-1`` for the
+    last (MoverScore's release); ``baseline_form``, the rows of its rescaling baseline file:
+    ``"bert-score"`` (``LAYER,P,R,F``, bert-score's own files, which it reads as they are) or
+    ``"keyed"`` (each row also names the settings it was fitted under)."""
 
     name: str
     outputs: tuple[str, ...]
@@ -42,6 +52,10 @@ class MetricSpec:
     empty: float
     unrelated: float
     translation: float
+    level: str = "token"
+    matcher: str = "transport"
+    default_layer: int | None = None
+    baseline_form: str = "keyed"
 
     @property
     def direction(self) -> str:
@@ -111,7 +125,7 @@ SPECS = {
     for spec in (
         MetricSpec(
             "centered_bertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.138, translation=0.739,
-            **SIMILARITY,
+            matcher="greedy", baseline_form="bert-score", **SIMILARITY,
         ),
         MetricSpec(
             "lazy_emd",
@@ -128,11 +142,11 @@ SPECS = {
         ),
         MetricSpec(
             "moverscore", ("moverscore",), "moverscore", low=0.0, unrelated=0.429, translation=0.603,
-            **SIMILARITY,
+            default_layer=-1, **SIMILARITY,
         ),  # low: v2's 1/(1 + wmd); v1's 1 - wmd reaches -3
         MetricSpec(
             "sbertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.057, translation=0.768,
-            **SIMILARITY,
+            level="sentence", matcher="greedy", **SIMILARITY,
         ),
         MetricSpec("twmd", ("twmd",), "twmd", low=-1.0, unrelated=0.034, translation=0.638, **SIMILARITY),
     )

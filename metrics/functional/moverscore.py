@@ -142,7 +142,7 @@ def resolve_config(version: str = "v2", **overrides) -> Config:
     )
 
 
-@metric_function(default_layer=-1)  # num_layers=None: the last layer, as the releases
+@metric_function()  # num_layers=None: the last layer, as the releases (its spec's default_layer)
 def moverscore(
     call: MetricCall,
     *,

@@ -28,7 +28,7 @@ from moverkit.functional.signature import metric_function
 OUTPUTS = ("precision", "recall", "f1")
 
 
-@metric_function(level="sentence", languages=splitter_languages)
+@metric_function(languages=splitter_languages)
 def sbertscore(call: MetricCall) -> dict:
     """Precision, recall and F1 of every prediction against its best reference (each maximised
     over the references on its own, as bert-score), and the ``hashcode``; with

@@ -23,7 +23,8 @@ import functools
 import inspect
 from collections.abc import Callable
 
-from moverkit._core.call import Opening, open_call
+from moverkit._core.call import MetricCall, Opening, open_call
+from moverkit.facts.specs import SPECS
 
 _OPENING = inspect.signature(open_call).parameters
 INPUTS = (_OPENING["predictions"], _OPENING["references"])
@@ -40,22 +41,18 @@ TOKEN_ONLY = frozenset({"num_layers", "max_length", "long_texts"})
 sentence-transformers model (its own layer and limit)."""
 
 
-def metric_function(
-    *,
-    centering: str = "none",
-    level: str = "token",
-    languages: Callable | None = None,
-    default_layer: int | None = None,
-):
+def metric_function(*, centering: str = "none", languages: Callable | None = None):
     """Decorate ``moverkit.functional.<metric>``, the function named as its metric (see the module
-    doc). ``centering`` is the metric's default centering mode; ``level``, ``languages`` and
-    ``default_layer`` go to :func:`~moverkit._core.call.opening.open_call` as its
-    :class:`~moverkit._core.call.opening.Opening`. A ``"sentence"`` metric takes
-    none of :data:`TOKEN_ONLY`."""
+    doc). ``centering`` is the metric's default centering mode; ``languages`` (the languages its
+    ``lang`` takes), and its spec's ``level`` and ``default_layer``
+    (:class:`~moverkit.facts.specs.MetricSpec`), go to
+    :func:`~moverkit._core.call.opening.open_call` as its :class:`~moverkit._core.call.opening.Opening`.
+    A ``"sentence"`` metric takes none of :data:`TOKEN_ONLY`."""
 
     def decorate(function):
         metric = function.__name__
-        opening = Opening(metric, level, languages, default_layer)
+        level = SPECS[metric].level
+        opening = Opening(metric, level, languages, SPECS[metric].default_layer)
         signature = inspect.signature(function)
         own = [p for p in signature.parameters.values() if p.name != "call"]
         shared = [
@@ -65,6 +62,17 @@ def metric_function(
         ]
         names = {p.name for p in shared}
 
+        def front_door(predictions, references, **given) -> MetricCall:
+            """The metric's call on ``predictions`` and ``references``, opened as the metric opens
+            it (its default centering, its level, languages and default layer; every shared
+            argument of ``given`` checked): the one way into a call of this metric, for the
+            function itself and for a caller that scores the call's chunks in its own way
+            (``moverkit.mbr``'s blocks of cosines)."""
+            unknown = sorted(given.keys() - names)
+            if unknown:
+                raise TypeError(f"{metric}() got unexpected keyword arguments for its call: {', '.join(unknown)}")
+            return open_call(opening, predictions, references, **{"centering": centering, **given})
+
         @functools.wraps(function)
         def opened(predictions, references, *, settings=None, **kwargs):
             if "call" in kwargs:  # the decorator's own parameter, not an argument of the metric
@@ -73,13 +81,12 @@ def metric_function(
                 from moverkit.formats.settings import score_with_settings
 
                 return score_with_settings(opened, metric, settings, predictions, references, kwargs)
-            given = {name: kwargs.pop(name) for name in names & kwargs.keys()}
-            options = {"centering": centering, **given}
-            call = open_call(opening, predictions, references, **options)
+            call = front_door(predictions, references, **{name: kwargs.pop(name) for name in names & kwargs.keys()})
             with call.running():  # the environment the opening read, for the whole call
                 return function(call, **kwargs)
 
         opened.__signature__ = signature.replace(parameters=[*INPUTS, *own, *shared, SETTINGS])
+        opened.open_call = front_door
         return opened
 
     return decorate

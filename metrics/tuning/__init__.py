@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from moverkit.facts.specs import SPECS
 from moverkit.facts.ties import first_best
 from moverkit.registry import REGISTRY
 from moverkit.tuning.targets import TARGETS
@@ -321,8 +322,8 @@ def _settings(target, expanded: list[dict] | None, model_type) -> tuple[list[dic
     if "num_layers" in defaults:
         from moverkit._core.encoding import default_layer as table_layer
 
-        # MoverScore takes the last layer by default, as its release; the others the model's table entry.
-        default_layer = n_layers if target.name == "moverscore" else table_layer(name, n_layers)
+        # the metric's own rule (its spec): the last layer (MoverScore's release), or the model's table entry
+        default_layer = n_layers if SPECS[target.name].default_layer == -1 else table_layer(name, n_layers)
 
     def complete(setting: dict) -> dict:
         full = {k: setting.get(k, defaults[k]) for k in varied}
