@@ -243,6 +243,38 @@ def test_a_hub_cache_snapshot_and_a_saved_config_name_the_model_they_come_from(t
     assert saved_from(str(tmp_path), types.SimpleNamespace(_name_or_path="")) is None
 
 
+def test_a_folder_saved_today_takes_the_layer_of_the_known_model_of_its_shape(tmp_path, tiny_model_path, monkeypatch):
+    """Issue 60: transformers 5 writes no ``_name_or_path`` into a saved config, so a fine-tuned
+    roberta-large saved today said nothing of its origin and got its last layer (24), not 17. A
+    folder whose config has the shape of a known model (:data:`KNOWN_SHAPES`: model type, blocks,
+    hidden size, heads, feed-forward size, vocabulary) takes that model's layer; its name stays
+    the folder's; an explicit layer wins; any other shape gets its last layer."""
+    import json
+    import shutil
+
+    from transformers import AutoConfig, BertConfig, RobertaConfig
+
+    from moverkit._core.encoding import request
+
+    saved = tmp_path / "saved"
+    AutoModel.from_pretrained(tiny_model_path).save_pretrained(saved)
+    assert "_name_or_path" not in json.loads((saved / "config.json").read_text())
+    large = RobertaConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
+    assert request.saved_from(str(saved), large) == "roberta-large"
+    assert request.resolve_layer("checkpoint@0123456789", None, 24, request.saved_from(str(saved), large)) == 17
+    assert request.resolve_layer("checkpoint@0123456789", 4, 24, request.saved_from(str(saved), large)) == 4
+    assert request.saved_from(str(saved), BertConfig()) == "bert-base-uncased"
+    assert request.saved_from(str(saved), BertConfig(vocab_size=30523)) is None
+    assert request.saved_from(str(saved), AutoConfig.from_pretrained(saved)) is None  # _name_or_path: the folder
+
+    # The whole load, for a tiny folder whose shape stands in for a known model's.
+    config = AutoConfig.from_pretrained(tiny_model_path)
+    monkeypatch.setitem(request.KNOWN_SHAPES, request.config_shape(config), "tiny-known")
+    monkeypatch.setitem(request.MODEL_LAYERS, "tiny-known", 2)
+    encoder = load_encoder(shutil.copytree(tiny_model_path, tmp_path / "fine-tuned"))
+    assert encoder.layer == 2 and encoder.name.startswith("fine-tuned@")
+
+
 def _transformers_ids(tokenizer, texts, limit):
     """Token ids and special-token masks as transformers' own call gives them (the oracle of
     :func:`moverkit._core.encoding.encoder.rust_encode`)."""
@@ -388,13 +420,13 @@ def _refuse(out, mask):
     ],
 )
 def test_the_load_time_probe_takes_the_square_mask_only_where_it_gives_the_same_vectors(reads, takes):
-    from moverkit._core.encoding.encoder import takes_square_mask
+    from moverkit._core.encoding.architecture import takes_square_mask
 
     assert takes_square_mask(_MaskReader(reads), torch.device("cpu")) is takes
 
 
 def test_eager_attention_keeps_the_flat_mask(tiny_model_path):
-    from moverkit._core.encoding.encoder import takes_square_mask
+    from moverkit._core.encoding.architecture import takes_square_mask
 
     eager = AutoModel.from_pretrained(tiny_model_path, attn_implementation="eager").eval()
     sdpa = AutoModel.from_pretrained(tiny_model_path, attn_implementation="sdpa").eval()

@@ -16,7 +16,7 @@ The models are tiny (hidden size 32, 2 to 4 layers, 2 heads) and their position 
 Get a folder with the ``family_model`` fixture (``tests/families/conftest.py``: each family built
 once per session) or, outside pytest, :func:`family_model` (once per process, in a temporary
 folder). :data:`SPECS` says, for each family, which layer the tests score and where bert-score
-is not the reference (and why); :func:`reference_tokenizer`, :func:`reference_model`,
+is not the reference (and why); :data:`REFUSED` holds the families moverkit refuses at load; :func:`reference_tokenizer`, :func:`reference_model`,
 :func:`reference_clouds` and :func:`greedy_scores` are the independent computations the tests
 compare moverkit with.
 """
@@ -625,6 +625,159 @@ def build_modernbert(folder: Path) -> None:
     _save(model, folder)
 
 
+def _metaspace_bpe(specials: list[str], vocab_size: int = 1500) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """A BPE of :func:`corpus` cut by the Metaspace pre-tokenizer (``▁`` before each word), as
+    Llama's and Mistral's tokenizers are: its vocabulary (``specials`` first, then the 256 byte
+    pieces ``<0x00>`` to ``<0xFF>`` that byte fallback spells unknown characters with) and merges."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.Metaspace()
+    byte_pieces = [f"<0x{b:02X}>" for b in range(256)]
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials + byte_pieces, show_progress=False)
+    bpe.train_from_iterator(corpus(), trainer)
+    state = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
+    return state["vocab"], merges
+
+
+def _decoder_model(folder: Path, model_class, config_class, tokenizer, **config_entries) -> None:
+    """A decoder of 3 layers (2 heads, 1 key-value head, rotary positions, 64 of them) with
+    its final norm drawn at random, as a trained one is (all ones would hide it)."""
+    torch.manual_seed(0)
+    config = config_class(
+        vocab_size=len(tokenizer),
+        hidden_size=HIDDEN,
+        intermediate_size=INTERMEDIATE,
+        num_hidden_layers=3,
+        num_attention_heads=HEADS,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **config_entries,
+    )
+    model = model_class(config)
+    with torch.no_grad():
+        model.norm.weight.uniform_(0.5, 1.5)
+    _save(model, folder)
+
+
+def _llama_tokenizer(folder: Path):
+    from transformers import LlamaTokenizer
+
+    vocab, merges = _metaspace_bpe(["<unk>", "<s>", "</s>"])
+    tokenizer = LlamaTokenizer(vocab=vocab, merges=merges, model_max_length=64, pad_token="</s>")
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def build_llama(folder: Path) -> None:
+    """Llama: a Metaspace BPE with byte fallback that adds ``<s>`` before a text (no end token),
+    padding with ``</s>`` (Llama has no padding token); causal attention, rotary positions, grouped
+    key-value heads, a final RMS norm."""
+    from transformers import LlamaConfig, LlamaModel
+
+    _decoder_model(folder, LlamaModel, LlamaConfig, _llama_tokenizer(folder))
+
+
+def build_mistral(folder: Path) -> None:
+    """Mistral: Llama's tokenizer and layout with a sliding window of 8 tokens, shorter than most
+    texts (a layer attends to the 8 tokens before each)."""
+    from transformers import MistralConfig, MistralModel
+
+    _decoder_model(folder, MistralModel, MistralConfig, _llama_tokenizer(folder), sliding_window=8)
+
+
+def build_qwen2(folder: Path) -> None:
+    """Qwen2: a byte-level BPE that adds no special token, ``<|endoftext|>`` for padding; causal
+    attention, rotary positions, biases on the queries, keys and values, a final RMS norm."""
+    from transformers import Qwen2Config, Qwen2Model, Qwen2Tokenizer
+
+    vocab, merges = _byte_level_bpe(["<|endoftext|>"])
+    tokenizer = Qwen2Tokenizer(vocab=vocab, merges=merges, model_max_length=64)
+    tokenizer.save_pretrained(folder)
+    _decoder_model(folder, Qwen2Model, Qwen2Config, tokenizer)
+
+
+def build_bigbird(folder: Path) -> None:
+    """BigBird in its released setting, ``attention_type="block_sparse"``: a Unigram vocabulary
+    with ``[CLS] x [SEP]``, blocks of 4 tokens and one random block, so that block-sparse
+    attention needs more than (5 + 2 x 1) x 4 = 28 tokens (transformers runs shorter rows with full
+    attention, and switches the model to it for good when it does)."""
+    from transformers import BigBirdConfig, BigBirdModel, BigBirdTokenizer
+
+    vocab = _unigram(["<pad>", "</s>", "<s>", "<unk>", "[SEP]", "[MASK]", "[CLS]"])
+    tokenizer = BigBirdTokenizer(vocab=vocab, model_max_length=128)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BigBirdConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=HIDDEN,
+        num_hidden_layers=3,
+        num_attention_heads=HEADS,
+        intermediate_size=INTERMEDIATE,
+        max_position_embeddings=128,
+        attention_type="block_sparse",
+        block_size=4,
+        num_random_blocks=1,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        sep_token_id=tokenizer.sep_token_id,
+    )
+    _save(BigBirdModel(config), folder)
+
+
+FUNNEL_SPECIALS = ["<pad>", "<unk>", "<cls>", "<sep>", "<mask>"]
+
+
+def build_funnel(folder: Path) -> None:
+    """Funnel Transformer: WordPiece with ``<cls> x <sep>``, three blocks of one layer, each
+    after the first pooling the sequence to half its length (mean pooling: over padding too), and
+    a decoder that upsamples back to every token."""
+    from transformers import FunnelConfig, FunnelModel, FunnelTokenizer
+
+    tokenizer = FunnelTokenizer(vocab=_wordpiece_vocab(FUNNEL_SPECIALS, True), model_max_length=64)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = FunnelConfig(
+        vocab_size=len(tokenizer),
+        block_sizes=[1, 1, 1],
+        num_decoder_layers=1,
+        d_model=HIDDEN,
+        n_head=HEADS,
+        d_head=HIDDEN // HEADS,
+        d_inner=INTERMEDIATE,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    _save(FunnelModel(config), folder)
+
+
+def build_canine(folder: Path) -> None:
+    """CANINE: characters as ids (its tokenizer has no vocabulary), ``[CLS] x [SEP]`` as private
+    code points, characters downsampled 4 to 1 by a strided convolution before the deep
+    layers and upsampled after them."""
+    from transformers import CanineConfig, CanineModel, CanineTokenizer
+
+    tokenizer = CanineTokenizer(model_max_length=64)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = CanineConfig(
+        hidden_size=HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=HEADS,
+        intermediate_size=INTERMEDIATE,
+        max_position_embeddings=64,
+        num_hash_functions=4,
+        num_hash_buckets=256,
+        downsampling_rate=4,
+        local_transformer_stride=16,
+    )
+    _save(CanineModel(config), folder)
+
+
 # ------------------------------------------------------------------------------------ the families
 
 
@@ -636,8 +789,9 @@ class Spec:
     ``model_max_length`` capped by the position table, or 512 where neither says); the arguments
     transformers' reference tokenizer is loaded with (``add_prefix_space`` for the byte-level BPE
     families, as moverkit and bert-score load them); whether its tokenizer has a Rust backend;
-    why bert-score is not the reference for it, if it is not; and why the model cut after block
-    ``k < n_layers`` is not transformers' ``hidden_states[k]``, where it is not."""
+    why bert-score is not the reference for it, if it is not; whether a final norm follows its
+    last block (so that the model cut after block ``k`` is not block ``k``'s output); and why
+    moverkit's layer ``k < n_layers`` is not transformers' ``hidden_states[k]``, where it is not."""
 
     build: Callable[[Path], None]
     layer: int
@@ -646,6 +800,7 @@ class Spec:
     tokenizer_kwargs: dict = field(default_factory=dict)
     rust: bool = True
     bert_score_wrong: str | None = None
+    final_norm: bool = False
     cut_is_not_hidden_states: str | None = None
 
 
@@ -655,7 +810,7 @@ PREFIX_SPACE = (
 )
 T5_SPECIALS = (
     "bert-score zeroes the weights of cls_token_id and sep_token_id, both None for T5: it scores the "
-    "appended </s> as content"
+    "appended </s> as content (and cuts the model after block k: the final norm applied to block k's output)"
 )
 NO_LIMIT = (
     "bert-score truncates at tokenizer.model_max_length, 1e30 for a tokenizer saved without one: "
@@ -666,8 +821,17 @@ GPT2_CUT = (
     "(and it would ignore add_prefix_space, as for RoBERTa)"
 )
 FINAL_NORM = (
-    "the model's final norm follows its last block: cut after block k, the model applies it to block k's "
-    "output (as bert-score's cut does), where hidden_states[k] is taken before it"
+    "bert-score cuts the model after block k, and the model's final norm follows its last block: bert-score's "
+    "layer k is the final norm of block k's output, moverkit's is block k's output (hidden_states[k])"
+)
+NOT_BERT_SCORE = (
+    "bert-score 0.3.13 does not score it as moverkit defines it: a decoder's cut applies its final norm, and the "
+    "start token its tokenizer adds (Llama's <s>) or none at all (Qwen2) is scored as content or leaves an empty "
+    "text no token; held by the hand reference instead"
+)
+BLOCK_SPARSE = (
+    "bert-score runs BigBird as loaded, block-sparse: its first row of 28 tokens or fewer switches the model to "
+    "full attention for good, so its scores depend on the order of the texts; moverkit runs full attention"
 )
 SHARED_GROUP = (
     "transformers 5 records hidden_states after every layer of the shared group (2 x 2 + 1 = 5 of them): "
@@ -688,20 +852,25 @@ SPECS: dict[str, Spec] = {
     "xlm-roberta": Spec(build_xlm_roberta, 2, 3),
     "deberta-v2": Spec(build_deberta_v2, 2, 3),
     "albert-shared": Spec(build_albert_shared, 1, 2, cut_is_not_hidden_states=SHARED_GROUP),
-    "t5": Spec(build_t5, 1, 2, bert_score_wrong=T5_SPECIALS, cut_is_not_hidden_states=FINAL_NORM),
-    "byt5": Spec(
-        build_byt5, 1, 2, limit=512, rust=False, bert_score_wrong=T5_SPECIALS, cut_is_not_hidden_states=FINAL_NORM
-    ),
+    "t5": Spec(build_t5, 1, 2, bert_score_wrong=T5_SPECIALS, final_norm=True),
+    "byt5": Spec(build_byt5, 1, 2, limit=512, rust=False, bert_score_wrong=T5_SPECIALS, final_norm=True),
     "gpt2": Spec(
-        build_gpt2,
-        2,
-        3,
-        tokenizer_kwargs={"add_prefix_space": True},
-        bert_score_wrong=GPT2_CUT,
-        cut_is_not_hidden_states=FINAL_NORM,
+        build_gpt2, 2, 3, tokenizer_kwargs={"add_prefix_space": True}, bert_score_wrong=GPT2_CUT, final_norm=True
     ),
-    "modernbert": Spec(build_modernbert, 3, 4, limit=128, cut_is_not_hidden_states=FINAL_NORM),
+    "modernbert": Spec(build_modernbert, 3, 4, limit=128, bert_score_wrong=FINAL_NORM, final_norm=True),
+    "llama": Spec(build_llama, 2, 3, bert_score_wrong=NOT_BERT_SCORE, final_norm=True),
+    "mistral": Spec(build_mistral, 2, 3, bert_score_wrong=NOT_BERT_SCORE, final_norm=True),
+    "qwen2": Spec(build_qwen2, 2, 3, bert_score_wrong=NOT_BERT_SCORE, final_norm=True),
+    "bigbird": Spec(build_bigbird, 2, 3, limit=128, bert_score_wrong=BLOCK_SPARSE),
 }
+
+READS_PADDING = "reads padded positions"
+"""What moverkit's refusal of a model whose vectors move with padding says."""
+
+REFUSED: dict[str, Callable[[Path], None]] = {"funnel": build_funnel, "canine": build_canine}
+"""Families moverkit refuses at load, each with an error saying why (:data:`READS_PADDING`):
+their vectors of a text depend on the padding of its batch (Funnel pools the sequence, CANINE
+downsamples characters), so scores would move with the batch size."""
 
 FAMILIES = list(SPECS)
 """The names of the families, in a fixed order (the parameters of the matrix)."""
@@ -712,7 +881,7 @@ def build_family(name: str, folder: str | Path) -> str:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with quiet_transformers():
-        SPECS[name].build(folder)
+        (SPECS[name].build if name in SPECS else REFUSED[name])(folder)
     return str(folder)
 
 
@@ -728,8 +897,8 @@ def family_model(name: str, root: str | Path | None = None) -> str:
     reads a half-written one; a process that finds it there takes it. The folder's name is the
     family's (bert-score reads ``"t5"`` in a model's path as "load a T5 encoder": only the T5
     families hold it)."""
-    if name not in SPECS:
-        raise KeyError(f"unknown family {name!r}; families: {', '.join(FAMILIES)}")
+    if name not in SPECS and name not in REFUSED:
+        raise KeyError(f"unknown family {name!r}; families: {', '.join([*FAMILIES, *REFUSED])}")
     with _LOCK:
         if root is None:
             if not _ROOT:
@@ -762,27 +931,43 @@ def reference_tokenizer(name: str, folder: str | Path):
         return AutoTokenizer.from_pretrained(str(folder), **SPECS[name].tokenizer_kwargs)
 
 
-def reference_model(name: str, folder: str | Path, layer: int):
-    """transformers' own model of family ``name`` cut after block ``layer``: loaded from
-    ``folder`` with a config of ``layer`` blocks (``num_hidden_layers``, which each config maps to
-    its own name: ``n_layer``, ``n_layers``, ``num_layers``), in eval mode; T5 families as
-    ``T5EncoderModel``. Its ``last_hidden_state`` is the reference of moverkit's layer
-    ``layer``: transformers' ``hidden_states[layer]`` where the family has no final norm and no
-    shared group (:attr:`Spec.cut_is_not_hidden_states` says why not, where not)."""
+def reference_model(
+    name: str, folder: str | Path, layer: int, cut: bool = False
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """transformers' own vectors of moverkit's layer ``layer`` of family ``name``: a function of
+    a (1, length) tensor of ids giving (length, dim). Layer ``k`` is block ``k``'s output,
+    ``hidden_states[k]`` of the whole model (at the top its own output, ``last_hidden_state``);
+    an ALBERT whose one group is its stack (:attr:`Spec.cut_is_not_hidden_states`) has the output
+    of its model of ``k`` blocks. ``cut=True``: the output of the model cut after block ``k`` (a
+    config of ``k`` blocks: ``num_hidden_layers``, which each config maps to its own name), as
+    bert-score cuts a model: where a final norm follows the last block, it is applied to block
+    ``k``'s output. T5 families load as ``T5EncoderModel``; BigBird runs full attention, as
+    moverkit runs it (block-sparse attention depends on the padding of the row)."""
     from transformers import AutoConfig, AutoModel, T5EncoderModel
 
+    spec = SPECS[name]
+    shortened = layer != spec.n_layers and (cut or spec.cut_is_not_hidden_states is not None)
     with quiet_transformers():
         config = AutoConfig.from_pretrained(str(folder))
-        if layer != SPECS[name].n_layers:
+        if getattr(config, "attention_type", None) == "block_sparse":
+            config.attention_type = "original_full"
+        if shortened:
             config.num_hidden_layers = layer
             if getattr(config, "layer_types", None) is not None:
                 config.layer_types = config.layer_types[:layer]
         loader = T5EncoderModel if config.model_type == "t5" else AutoModel
-        return loader.from_pretrained(str(folder), config=config).eval()
+        model = loader.from_pretrained(str(folder), config=config).eval()
+
+    def vectors(ids: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            out = model(input_ids=ids, output_hidden_states=True)
+        return (out.last_hidden_state if shortened or layer == spec.n_layers else out.hidden_states[layer])[0]
+
+    return vectors
 
 
 def reference_clouds(
-    model, tokenizer, texts: list[str], limit: int, specials_weigh: bool = False
+    model: Callable[[torch.Tensor], torch.Tensor], tokenizer, texts: list[str], limit: int, specials_weigh: bool = False
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Each text's token vectors by ``model`` (:func:`reference_model`), in float64, and their
     weights: the text stripped, tokenized alone by ``tokenizer`` (:func:`reference_tokenizer`)
@@ -806,10 +991,9 @@ def reference_clouds(
         ]
         ids = torch.tensor([text_ids], dtype=torch.long)
         if not ids.numel():  # an empty text where the tokenizer adds nothing (GPT-2): no token
-            clouds.append((torch.zeros(0, model.config.hidden_size, dtype=torch.float64), torch.zeros(0)))
+            clouds.append((torch.zeros(0, HIDDEN, dtype=torch.float64), torch.zeros(0)))
             continue
-        with torch.no_grad():
-            vectors = model(input_ids=ids).last_hidden_state[0].double()
+        vectors = model(ids).double()
         weights = torch.ones(len(vectors), dtype=torch.float64)
         if not specials_weigh:
             weights = 1.0 - torch.tensor(encoded["special_tokens_mask"], dtype=torch.float64)

@@ -32,7 +32,17 @@ from moverkit._core.base.batching import (
 )
 from moverkit._core.base.hardware import cuda_plan, precision, resolve_device
 from moverkit._core.base.windows import WindowPlan, plan_windows
-from moverkit._core.encoding.architecture import cut_after, model_max_length
+from moverkit._core.encoding.architecture import (
+    ModelChangesItself,
+    cut_after,
+    encoder_part,
+    load_settings,
+    model_max_length,
+    probe_rows,
+    square_mask,
+    takes_square_mask,
+    unchanged,
+)
 from moverkit._core.encoding.request import (
     EncoderRequest,
     identify_model,
@@ -60,21 +70,39 @@ MAX_MODELS = 4
 """Models kept at most; the least recently used goes first."""
 
 _MODELS: OrderedDict[Hashable, object] = OrderedDict()
-_LOCK = threading.RLock()
+_LOCK = threading.Lock()  # held only to read or change _MODELS and _LOADING, never during a load
+_LOADING: dict[Hashable, threading.Lock] = {}  # one lock per key ever asked for, held while it loads
 
 
 def cached_model(key: Hashable, load: Callable[[], Model]) -> Model:
     """The model under ``key``, loaded by ``load()`` the first time (and again after it was evicted
-    or released)."""
+    or released). A load holds the lock of its key alone: a thread that needs the same model waits
+    for it (and gets it, not a second copy), and a thread that needs another model, loaded or not,
+    does not wait for seconds of someone else's load."""
     with _LOCK:
-        if key in _MODELS:
-            _MODELS.move_to_end(key)
-            return _MODELS[key]
+        model = _lookup(key)
+        if model is not None:
+            return model
+        loading = _LOADING.setdefault(key, threading.Lock())
+    with loading:
+        with _LOCK:
+            model = _lookup(key)  # loaded by the thread this one waited for
+        if model is not None:
+            return model
         model = load()
-        _MODELS[key] = model
-        while len(_MODELS) > MAX_MODELS:
-            _MODELS.popitem(last=False)
+        with _LOCK:
+            _MODELS[key] = model
+            while len(_MODELS) > MAX_MODELS:
+                _MODELS.popitem(last=False)
         return model
+
+
+def _lookup(key: Hashable):
+    """The model under ``key``, now the most recently used, or None; under ``_LOCK``."""
+    if key not in _MODELS:
+        return None
+    _MODELS.move_to_end(key)
+    return _MODELS[key]
 
 
 def loaded_models() -> list[Hashable]:
@@ -104,7 +132,7 @@ class Encoder:
     tokenizer: object
     model: torch.nn.Module
     max_length: int
-    hidden_states_only: bool  # True when no block list was found and layer outputs are read instead
+    hidden_states_only: bool  # the layer is read from hidden_states, not the model's output (cut_after says when)
     trainable: bool = False  # fine-tuning (moverkit.finetune): forward keeps autograd instead of inference mode
     square_mask: bool = False  # the model takes the (batch, 1, length, length) mask (takes_square_mask)
 
@@ -180,8 +208,10 @@ def get_encoder(
     layer, device) through the model registry (``moverkit.release()`` frees it).
 
     ``num_layers`` counts transformer blocks as BERTScore does: ``k`` is the output of the k-th
-    block, ``0`` the embedding layer, negative values count from the top (``-1`` is the last
-    layer). ``None`` takes :data:`MODEL_LAYERS`, else the last layer.
+    block (transformers' ``hidden_states[k]``; the last layer is the model's own output, after a
+    final norm where it has one: :func:`~moverkit._core.encoding.architecture.cut_after`), ``0``
+    the embedding layer, negative values count from the top (``-1`` is the last layer). ``None``
+    takes :data:`MODEL_LAYERS`, else the last layer.
     """
     return _shared_encoder(model_type, num_layers, resolve_device(device))
 
@@ -237,7 +267,12 @@ def load_encoder(
     trainable: bool = False,
 ) -> Encoder:
     """A fresh encoder, not the registry's shared one (:func:`get_encoder` caches what this
-    loads). ``trainable=True`` keeps autograd in its forward pass (fine-tuning)."""
+    loads). ``trainable=True`` keeps autograd in its forward pass (fine-tuning).
+
+    The weights are float32 whatever precision the folder holds: a call's ``dtype`` is the
+    precision of its forward pass (autocast, :func:`forward_region`), so a folder saved in float16
+    would otherwise run in float16 on a CPU under a hashcode that says float32 (issue 60). A model
+    whose vectors move when a text is padded is refused (:func:`check_padding`)."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     name, path = resolve_model(model_type)
@@ -246,25 +281,25 @@ def load_encoder(
     local_only = local_files_only(path)
     try:
         config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+        for key, value in load_settings(config).items():
+            setattr(config, key, value)
         prefix_space = config.model_type in _PREFIX_SPACE_MODEL_TYPES
         tokenizer_kwargs = {"add_prefix_space": True} if prefix_space else {}
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only, **tokenizer_kwargs)
-        model = AutoModel.from_pretrained(path, local_files_only=local_only)
+        model = AutoModel.from_pretrained(path, config=config, local_files_only=local_only, dtype=torch.float32)
     except (OSError, ValueError) as err:
         where = (
             "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: it must be in the local cache)"
         )
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
-    if getattr(config, "is_encoder_decoder", False) or isinstance(getattr(model, "decoder", None), torch.nn.Module):
-        model = model.get_encoder()  # T5 (or a T5 saved as its encoder alone, which AutoModel builds whole)
+    model = encoder_part(config, model).eval()
     n_layers = config_blocks(config)
     name, origin = identify_model(name, path, model, config)
     layer = resolve_layer(name, num_layers, n_layers, origin)
-    model.eval()
-    hidden_states_only = cut_after(model, n_layers, layer)
-    model.eval().to(device)
     max_length = model_max_length(tokenizer, model, config)
-    return Encoder(
+    hidden_states_only = cut_after(model, n_layers, layer, max_length)
+    model.eval().to(device)
+    encoder = Encoder(
         name=name,
         path=path,
         layer=layer,
@@ -275,62 +310,68 @@ def load_encoder(
         max_length=max_length,
         hidden_states_only=hidden_states_only,
         trainable=trainable,
-        square_mask=takes_square_mask(model, device, max_length),
     )
+    pad_id = tokenizer.pad_token_id or 0
+    with forward_region("float32", device):
+        check_padding(
+            f"model_type={path!r} ({name}, layer {layer})", model, encoder.forward, max_length, device, pad_id
+        )
+    encoder.square_mask = takes_square_mask(model, device, max_length)
+    return encoder
 
 
-SQUARE_MASK_PROBE_TOKENS = 64
-"""Tokens of the load-time probe's rows (at most the model's limit): rows longer than the short
-windows of attention a config may not declare, so that the probe sees them."""
+PADDING_TOLERANCE = 1e-3
+"""The largest change padding may make to a vector, relative to its length (:func:`check_padding`):
+float32 rounding moves a model's vectors by about 1e-6 of it between batch shapes; a model that
+reads padded positions, by 1e-2 and more."""
 
 
-def square_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """The boolean (batch, 1, length, length) attention mask of a (batch, length) 0/1 mask: query
-    ``q`` of row ``b`` attends to key ``k`` where ``attention_mask[b, k]`` (a view, not a copy)."""
-    keep = attention_mask.bool()
-    return keep[:, None, None, :].expand(-1, 1, keep.shape[1], -1)
-
-
-LOCAL_ATTENTION_KEYS = ("sliding_window", "local_attention", "attention_window", "use_sliding_window")
-"""Config attributes that give some layers a local window of attention (Mistral-style
-``sliding_window``, ModernBERT's ``local_attention``, Longformer's ``attention_window``)."""
-
-
-def has_local_attention(config) -> bool:
-    """Whether ``config`` describes layers that attend within a local window
-    (:data:`LOCAL_ATTENTION_KEYS` set, or a ``layer_types`` entry naming a sliding or local layer).
-    transformers builds such a layer's mask from the (batch, length) mask, and passes a ready 4-D
-    mask through as it is: given :func:`square_mask`'s mask, a local layer would attend globally
-    whenever its batch holds padding (issue 51: ModernBERT's vectors moved 6.9e-3 with the batch)."""
-    if any(getattr(config, key, None) not in (None, False, 0) for key in LOCAL_ATTENTION_KEYS):
-        return True
-    layer_types = getattr(config, "layer_types", None) or ()
-    return any("sliding" in str(kind) or "local" in str(kind) for kind in layer_types)
-
-
-def takes_square_mask(model: torch.nn.Module, device: torch.device, limit: int = SQUARE_MASK_PROBE_TOKENS) -> bool:
-    """Whether ``model`` gives, from :func:`square_mask`'s mask, the very vectors it gives from the
-    (batch, length) mask, bit for bit: probed once, when the model is loaded, on two rows of
-    ``min(limit, 64)`` tokens, the second padded from its middle on. transformers >= 5 builds the
-    first from the second itself in its SDPA attention and takes a 4-D mask as already built;
-    older versions, and other attention implementations (eager adds the mask to the scores),
-    refuse it or read it otherwise, and keep the (batch, length) mask. A model whose config shows
-    local attention (:func:`has_local_attention`) keeps it without a probe: its windows are built
-    only from the (batch, length) mask."""
-    config = getattr(model, "config", None)
-    if getattr(config, "_attn_implementation", None) != "sdpa" or has_local_attention(config):
-        return False
-    length = max(min(limit, SQUARE_MASK_PROBE_TOKENS), 2)
-    ids = torch.arange(2 * length, device=device).reshape(2, length) % 4 + 1
-    mask = torch.ones(2, length, dtype=torch.long, device=device)
-    mask[1, length // 2 :] = 0
+def check_padding(
+    described: str,
+    model: torch.nn.Module,
+    run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    limit: int,
+    device: torch.device,
+    pad_id: int = 0,
+) -> None:
+    """Refuse a model whose vectors of a text depend on the padding of its batch, with a
+    ``ValueError`` naming it (``described``) and why: probed once, at load, by ``run(ids, mask)``
+    (the vectors the metrics read: (batch, length, dim) of tokens, or (batch, dim) of sentences)
+    on the padded row of :func:`~moverkit._core.encoding.architecture.probe_rows` and on the same
+    text alone. Funnel pools the sequence (its mean averages padded positions in) and CANINE
+    downsamples characters by a strided convolution: their scores would move with ``batch_size``
+    and with the other texts of a call (issue 60: F1 0.779 at batch_size=1, 0.907 at 64), and
+    no warning would say so. A model that cannot run the probe, gives a row of tokens another
+    number of vectors, or changes its own settings as it runs (``model``: the transformer,
+    :func:`~moverkit._core.encoding.architecture.unchanged`), is refused here too, with its
+    reason, rather than in the first call; one whose vectors are not finite is left to the
+    calls, which refuse it by name (:func:`check_finite`)."""
+    ids, mask = probe_rows(limit, device, pad_id)
+    n = int(mask[1].sum())
     try:
-        with torch.no_grad():
-            flat = model(input_ids=ids, attention_mask=mask)[0]
-            square = model(input_ids=ids, attention_mask=square_mask(mask))[0]
-    except Exception:  # any refusal of the 4-D mask means: keep the (batch, length) one
-        return False
-    return flat.shape == square.shape and bool(torch.equal(flat[mask.bool()], square[mask.bool()]))
+        with unchanged(model):
+            padded = run(ids, mask)[1]
+            alone = run(ids[1:, :n], mask[1:, :n])[0]
+    except ModelChangesItself as err:
+        raise ValueError(f"{described}: {err}") from err
+    except Exception as err:  # any failure on two plain rows is the model's: say so at load
+        raise ValueError(f"{described} could not encode a probe batch of two rows of tokens: {err}") from err
+    if padded.dim() == 2:  # token vectors: one per token, the text's first n
+        if padded.shape[0] != ids.shape[1] or alone.shape[0] != n:
+            raise ValueError(
+                f"{described} gives {alone.shape[0]} vectors to a row of {n} tokens: moverkit needs one vector "
+                "per token"
+            )
+        padded = padded[:n]
+    if not bool(all_finite(padded) & all_finite(alone)):
+        return  # NaN weights, say: every call refuses such vectors by name (check_finite)
+    gap = float(((padded - alone).norm(dim=-1) / alone.norm(dim=-1).clamp_min(1e-12)).max())
+    if not gap <= PADDING_TOLERANCE:
+        raise ValueError(
+            f"{described} gives a text other vectors when it is padded in a batch (by {gap:.2g} of their length): "
+            "the model reads padded positions (as Funnel's pooling and CANINE's downsampling do), so its scores "
+            "would depend on the batch size and on the other texts of a call; moverkit refuses it"
+        )
 
 
 @dataclass(eq=False)

@@ -74,14 +74,17 @@ def weights_fingerprint(model: torch.nn.Module) -> str:
     """A fingerprint of a model's weights that does not depend on where or how they were saved
     (folder, file name, safetensors or pickle, float32 or float16 on disk): its architecture
     (parameter names and shapes) and the values, rounded to float16, of the first 256 of its
-    input embeddings and of its last parameter. Two trainings of one architecture differ in both;
+    input embeddings (its first parameter where it has none: CANINE hashes characters into
+    several tables) and of its last parameter. Two trainings of one architecture differ in both;
     a fine-tuning that froze the embeddings still moves the last layer."""
     h = hashlib.sha1()
     parameters = list(model.named_parameters())
     for name, parameter in parameters:
         h.update(f"{name}:{tuple(parameter.shape)};".encode())
-    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-    probes = [getattr(embeddings, "weight", None)] + ([parameters[-1][1]] if parameters else [])
+    first = getattr(input_embeddings(model), "weight", None)
+    if first is None and parameters:
+        first = parameters[0][1]
+    probes = [first] + ([parameters[-1][1]] if parameters else [])
     for tensor in probes:
         if isinstance(tensor, torch.Tensor):
             values = tensor.detach().reshape(-1)[:256].to("cpu", torch.float16)
@@ -89,21 +92,53 @@ def weights_fingerprint(model: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
+def input_embeddings(model: torch.nn.Module) -> torch.nn.Module | None:
+    """``model.get_input_embeddings()``, or None where the model has none: transformers 5 raises
+    ``NotImplementedError`` for a model without one table of input embeddings (CANINE)."""
+    try:
+        return model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+
+
 _HUB_CACHE_SNAPSHOT = re.compile(r"models--(?P<id>[^/\\]+)[/\\]snapshots[/\\][^/\\]+[/\\]?$")
 
 
+KNOWN_SHAPES = {
+    ("roberta", 24, 1024, 16, 4096, 50265): "roberta-large",
+    ("roberta", 12, 768, 12, 3072, 50265): "roberta-base",
+    ("bert", 12, 768, 12, 3072, 30522): "bert-base-uncased",
+}
+"""The models of :data:`MODEL_LAYERS` a folder is taken to be a fine-tuning of by its config's
+shape (:func:`config_shape`) where nothing else names its origin (transformers 5 no longer writes
+``_name_or_path`` into a saved config). Only shapes that one listed model has: roberta-large's is
+also roberta-large-mnli's (a fine-tuning of it), and takes roberta-large's layer. Sizes from the
+models' configs (roberta-base's and bert-base-uncased's are transformers' ``RobertaConfig()`` and
+``BertConfig()`` defaults)."""
+
+
+def config_shape(config) -> tuple:
+    """``(model_type, num_hidden_layers, hidden_size, num_attention_heads, intermediate_size,
+    vocab_size)`` of a config, the key of :data:`KNOWN_SHAPES` (None where it has no such entry)."""
+    keys = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+    return (getattr(config, "model_type", None), *(getattr(config, key, None) for key in keys))
+
+
 def saved_from(path: str, config) -> str | None:
-    """The Hub id a local folder says it was saved from: a snapshot of the Hugging Face cache
-    (``.../models--org--name/snapshots/<revision>``), else its config's ``_name_or_path`` where
-    that is a Hub id rather than a path. A fine-tuned checkpoint names the model it started from,
-    whose default layer it takes; its name (in hashcodes) stays the folder's."""
+    """The Hub id a local folder was saved from, where it says so: a snapshot of the Hugging Face
+    cache (``.../models--org--name/snapshots/<revision>``), else its config's ``_name_or_path``
+    where that is a Hub id rather than a path (transformers < 5 wrote it; loading sets it to the
+    path loaded), else the model of
+    :data:`KNOWN_SHAPES` its config has the shape of. A fine-tuned checkpoint takes the default
+    layer of the model it started from; its name (in hashcodes) stays the folder's."""
     match = _HUB_CACHE_SNAPSHOT.search(str(Path(path).resolve()))
     if match:
         return match["id"].replace("--", "/")
     origin = getattr(config, "_name_or_path", None) or ""
-    if origin and not os.path.isabs(origin) and not origin.startswith(".") and origin.count("/") <= 1:
+    is_path = os.path.isabs(origin) or origin.startswith(".") or os.path.exists(origin)  # the folder itself, say
+    if origin and not is_path and origin.count("/") <= 1:
         return origin
-    return None
+    return KNOWN_SHAPES.get(config_shape(config))
 
 
 def identify_model(name: str, path: str, model: torch.nn.Module, config) -> tuple[str, str | None]:

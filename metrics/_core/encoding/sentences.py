@@ -22,17 +22,23 @@ from tqdm.auto import tqdm
 
 from moverkit._core.base.batching import pad
 from moverkit._core.base.hardware import precision, resolve_device
-from moverkit._core.encoding.architecture import position_limit
+from moverkit._core.encoding.architecture import (
+    PROBE_TOKENS,
+    load_settings,
+    position_limit,
+    probe_rows,
+    square_mask,
+    takes_square_mask,
+)
 from moverkit._core.encoding.encoder import (
     all_finite,
     cached_model,
     check_finite,
+    check_padding,
     encode_batches,
     forward_region,
     non_finite_error,
     offsets_of,
-    square_mask,
-    takes_square_mask,
 )
 from moverkit._core.encoding.request import EncoderRequest, check_lang, identify_model, local_files_only, resolve_model
 from moverkit._core.encoding.tokens import CallTokenizer, Truncations, rust_copy
@@ -287,7 +293,7 @@ class SentenceEncoder:
 
     def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The sentence embeddings of a padded batch: the model's modules in turn, its transformer
-        given :func:`~moverkit._core.encoding.encoder.square_mask`'s mask where it takes it (an
+        given :func:`~moverkit._core.encoding.architecture.square_mask`'s mask where it takes it (an
         argument of the module's call, which overrides the features' mask for the transformer
         alone: pooling reads the (batch, length) mask)."""
         features = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -329,35 +335,68 @@ def sentence_encoder_for(request: EncoderRequest) -> SentenceEncoder:
 
 
 def _load_sentence_encoder(name: str, path: str, device: torch.device) -> SentenceEncoder:
+    """The sentence encoder of ``path``, loaded as the token encoder is
+    (:func:`~moverkit._core.encoding.encoder.load_encoder`): float32 weights whatever the folder
+    holds, the config's :func:`~moverkit._core.encoding.architecture.load_settings`, and a model
+    whose sentence vectors move when a text is padded refused
+    (:func:`~moverkit._core.encoding.encoder.check_padding`)."""
     from sentence_transformers import SentenceTransformer
 
+    local_only = local_files_only(path)
     try:
-        model = SentenceTransformer(path, device=str(device), local_files_only=local_files_only(path))
+        model = SentenceTransformer(
+            path,
+            device=str(device),
+            local_files_only=local_only,
+            model_kwargs={"dtype": torch.float32},
+            config_kwargs=_config_settings(path, local_only),
+        )
     except (OSError, ValueError) as err:
         where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: from the local cache)"
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
     if getattr(model, "tokenizer", None) is not None:
         model.tokenizer.split_special_tokens = True  # user text is text: "[CLS]" is not the [CLS] id
     transformer = getattr(model[0], "auto_model", None) if len(model) else None
-    square = False
+    encoder = SentenceEncoder(name=name, path=path, device=device, model=model.eval())
     if isinstance(transformer, torch.nn.Module):
-        name, _ = identify_model(name, path, transformer, transformer.config)  # a known model, wherever it is
+        encoder.name, _ = identify_model(name, path, transformer, transformer.config)  # a known model, wherever it is
         # sentence-transformers reads max_seq_length from its config or the tokenizer, past the
         # position table of a model whose positions start after a padding index (MPNet: 66 of 64).
         positions = position_limit(transformer, transformer.config)
         if None not in (positions, model.max_seq_length) and model.max_seq_length > positions:
             model.max_seq_length = positions
-        square = takes_square_mask(transformer, device) and _module_takes_mask(model.eval(), device)
-    return SentenceEncoder(name=name, path=path, device=device, model=model.eval(), square_mask=square)
+        limit = model.max_seq_length or PROBE_TOKENS
+        pad_id = getattr(model.tokenizer, "pad_token_id", None) or 0
+        with forward_region("float32", device):
+            check_padding(
+                f"model_type={path!r} ({encoder.name}, sentence vectors)",
+                transformer,
+                encoder.embed,
+                limit,
+                device,
+                pad_id,
+            )
+        encoder.square_mask = takes_square_mask(transformer, device, limit) and _module_takes_mask(model, device, limit)
+    return encoder
 
 
-def _module_takes_mask(model, device: torch.device) -> bool:
+def _config_settings(path: str, local_only: bool) -> dict:
+    """:func:`~moverkit._core.encoding.architecture.load_settings` of the config at ``path``, for
+    sentence-transformers to build its transformer with; none where no config is there to read."""
+    from transformers import AutoConfig
+
+    try:
+        return load_settings(AutoConfig.from_pretrained(path, local_files_only=local_only))
+    except (OSError, ValueError):
+        return {}
+
+
+def _module_takes_mask(model, device: torch.device, limit: int) -> bool:
     """Whether the model's first module, called with ``attention_mask=`` beside its features,
     passes that mask to its transformer (sentence-transformers >= 5 lets a call's arguments
-    override the features), bit for bit as its own call: probed on two rows, one half padded."""
-    ids = torch.arange(16, device=device).reshape(2, 8) % 4 + 1
-    mask = torch.ones(2, 8, dtype=torch.long, device=device)
-    mask[1, 4:] = 0
+    override the features), bit for bit as its own call: probed on the rows of
+    :func:`~moverkit._core.encoding.architecture.probe_rows`."""
+    ids, mask = probe_rows(limit, device)
     try:
         with torch.no_grad():
             plain = model[0]({"input_ids": ids, "attention_mask": mask})["token_embeddings"]
