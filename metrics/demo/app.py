@@ -1,16 +1,16 @@
 """The Gradio page of one metric: its layout, the wiring of the Score button and of the heatmap's
-switches, the bounded ``launch``, and the card shown below (the Space's README)."""
+switches, the bounded queue and ``launch``, and the card shown below (the Space's README)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from moverkit._core.base import collected_warnings
 from moverkit.demo.plotting import HEATMAP_CSS, heatmap_figure, pick_heatmap, shorten
 from moverkit.demo.scoring import REFERENCE_SEPARATOR, USER_ERRORS, empty_table, score, score_header
 from moverkit.demo.widgets import MAX_UPLOAD_BYTES, Heatmap, Param, _models_info, allowed_models
@@ -50,6 +50,12 @@ def build_demo(
     returns (summary, table, hashcode, prediction shown, matrix shown, heatmap); a bad input is
     an error there (the module's message).
 
+    The page holds its visitors in a bounded queue (:func:`_bound_queue`): one press scores at a
+    time, at most :data:`MAX_QUEUE` wait, and a press past them is refused at once with a busy
+    message. Each press shows its own call's warnings (moverkit's, gathered by
+    :func:`~moverkit._core.base.collected_warnings` in the worker thread Gradio runs it in), never
+    another visitor's, and leaves the process's warnings filters alone.
+
     The page's ``launch`` bounds uploads (``max_file_size``: :data:`MAX_UPLOAD_BYTES`, unless
     given) and states in the model box the models that its address offers; each press checks the
     model against the address Gradio bound (:func:`allowed_models`). A page mounted in another
@@ -78,6 +84,7 @@ def build_demo(
             with gr.Accordion("About this metric", open=False):
                 gr.Markdown(_local_card(metric, Path(card)))
         _wire(gr, demo, scoring, inputs, results)
+    _bound_queue(demo)
     _bound_launch(demo, [box for p, box in zip(params, inputs.settings) if p.kind == "model"])
     return demo
 
@@ -208,8 +215,7 @@ def _wire(gr, demo, scoring: _Scoring, inputs: _Inputs, results: _Results) -> No
     def run(predictions_text, references_text, *values, plot_width=None):
         # Where Gradio serves the page (set by launch, and by mount_gradio_app); unset before.
         served = {"server_name": getattr(demo, "server_name", None), "share": getattr(demo, "share", None)}
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with collected_warnings() as caught:
             try:
                 kwargs = {
                     p.name: v for p, raw in zip(scoring.params, values) if (v := p.convert(raw, **served)) is not None
@@ -217,7 +223,7 @@ def _wire(gr, demo, scoring: _Scoring, inputs: _Inputs, results: _Results) -> No
                 scored = score(scoring.module, predictions_text, references_text, kwargs)
             except USER_ERRORS as err:
                 raise gr.Error(str(err), print_exception=False) from err
-        for message in dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, UserWarning)):
+        for message in dict.fromkeys(str(w) for w in caught):
             gr.Warning(message)
         labels = [(f"{i + 1}. {shorten(p, 34)}", i) for i, p in enumerate(scored.predictions)]
         headers = [score_header(key, scoring.spec) for key in scored.scores]
@@ -260,9 +266,10 @@ def _wire(gr, demo, scoring: _Scoring, inputs: _Inputs, results: _Results) -> No
         inputs=[*inputs.texts, *inputs.settings, width],
         outputs=[*outputs, inputs.error],
         api_visibility="private",
+        concurrency_id=SCORING,
     )
     api = gr.Button(visible=False, elem_id="score-api")
-    api.click(run, inputs=[*inputs.texts, *inputs.settings], outputs=outputs, api_name="score")
+    api.click(run, inputs=[*inputs.texts, *inputs.settings], outputs=outputs, api_name="score", concurrency_id=SCORING)
     for control in (results.shown, results.matrix):
         control.input(
             draw,
@@ -270,6 +277,32 @@ def _wire(gr, demo, scoring: _Scoring, inputs: _Inputs, results: _Results) -> No
             outputs=results.plot,
             api_visibility="private",
         )
+
+
+SCORING = "score"
+"""The concurrency group of the page's press and of the ``/score`` endpoint: one queue, one limit."""
+
+CONCURRENCY_LIMIT = 1
+"""Presses (page or ``/score``) that score at once. One: the page's one module object runs one
+``compute`` at a time anyway (``TextPairMetric`` holds a lock: evaluate keeps one writer per
+object), and on a Space's 2 vCPUs one call's forward passes already take both cores. The
+heatmap's switches redraw in queues of their own, so a redraw never waits for a press."""
+
+MAX_QUEUE = 20
+"""Presses that may wait for :data:`CONCURRENCY_LIMIT` (Gradio's ``max_size``, over every queue
+of the page). Past it a press is refused at once with Gradio's busy message (the page: "This
+application is currently busy. Please try again."; ``gradio_client``: ``QueueError("Queue is
+full! Please try again.")``) instead of waiting without end, and the server holds at most this
+many waiting presses' inputs (each within :data:`~moverkit.demo.scoring.MAX_TOTAL_CHARS` and
+:data:`MAX_UPLOAD_BYTES`) besides the one it scores. docs/speed.md gives the latencies measured
+with 12 visitors at once."""
+
+
+def _bound_queue(demo) -> None:
+    """Gradio's queue with :data:`MAX_QUEUE` and :data:`CONCURRENCY_LIMIT` (the default of every
+    event; both scoring events share the :data:`SCORING` group, so one press of either scores at
+    a time)."""
+    demo.queue(max_size=MAX_QUEUE, default_concurrency_limit=CONCURRENCY_LIMIT)
 
 
 MAX_MAIN_PARAMS = 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -59,9 +60,11 @@ PREDICTIONS = [
 
 @pytest.fixture
 def cache_on():
-    with cache_enabled("256MB"):
-        clear_cache()
-        yield
+    """The process's cache on (256 MB) and empty; off and empty after."""
+    set_cache("256MB")
+    clear_cache()
+    yield
+    set_cache(0)
     clear_cache()
 
 
@@ -265,6 +268,7 @@ def test_cache_enabled_turns_it_on_for_a_block_and_restores_the_budget_before():
             cached(get_encoder(), REFERENCES, EncoderRequest())
             assert cache_info()["texts"] == len(REFERENCES)
         assert (cache_info()["max_bytes"], cache_info()["bytes"], cache_info()["texts"]) == (0, 0, 0)
+        assert not cache._CACHE._entries  # the block's texts are forgotten with it
         set_cache(12345)
         with cache_enabled():  # a budget the user set is kept
             assert cache_info()["max_bytes"] == 12345
@@ -277,6 +281,65 @@ def test_cache_enabled_turns_it_on_for_a_block_and_restores_the_budget_before():
         assert cache_info()["max_bytes"] == 12345
     finally:
         set_cache(previous)
+
+
+def _fake_cloud(tokens: int = 4) -> cache._Cloud:
+    return cache._Cloud(torch.zeros(tokens, 8), list(range(tokens)), torch.zeros(tokens, dtype=torch.bool), None)
+
+
+def _put(text: str) -> None:
+    """One text into the cache this context sees, as cached_encode puts it."""
+    cache._CACHE.put(cache._scope(), (("config",), text), _fake_cloud())
+
+
+def _held(text: str) -> bool:
+    return cache._CACHE.get(cache._scope(), (("config",), text)) is not None
+
+
+def test_a_block_is_its_threads_alone_and_forgets_its_texts():
+    """Another thread's calls see the cache as set_cache set it (off), never the block's, and
+    another block's texts are not read: each block scores as it does alone."""
+    seen = {}
+
+    def other_thread():
+        seen["max_bytes"] = cache_info()["max_bytes"]
+        _put("theirs")  # off for them: nothing kept
+        with cache_enabled():
+            seen["mine"] = _held("mine")
+            _put("theirs")
+            seen["theirs"] = _held("theirs")
+
+    set_cache(0)
+    with cache_enabled():
+        _put("mine")
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join(timeout=30)
+        assert seen == {"max_bytes": 0, "mine": False, "theirs": True}
+        assert _held("mine") and not _held("theirs")
+        set_cache("1MB")  # the process's budget, not the block's
+        assert cache_info()["max_bytes"] == DEFAULT_MAX_BYTES
+        with cache_enabled():  # nested, no budget: the outer block's cache
+            assert _held("mine")
+        with cache_enabled("1MB"):  # a budget of its own: texts of its own
+            assert not _held("mine")
+    set_cache(0)
+    assert not cache._CACHE._entries
+
+
+def test_a_block_evicts_only_its_own_texts():
+    size = _fake_cloud().nbytes("text 0")  # every text below has a name of the same length
+    try:
+        set_cache(10 * size)
+        for i in range(5):
+            _put(f"proc {i}")
+        with cache_enabled(2 * size):
+            for i in range(3):
+                _put(f"text {i}")
+            assert cache_info()["texts"] == 2 and not _held("text 0") and _held("text 2")
+        assert cache_info()["texts"] == 5 and all(_held(f"proc {i}") for i in range(5))
+    finally:
+        set_cache(0)
 
 
 def test_set_cache_checks_its_argument():
@@ -321,7 +384,7 @@ cache.set_cache("4GB")
 base = rss_mb()
 for i in range(20_000):  # 20,000 small texts, as a long training loop leaves them
     cloud = cache._Cloud(torch.randn(12, 384), list(range(1000, 1012)), torch.zeros(12, dtype=torch.bool), None)
-    cache._CACHE.put(((0,), f"text {i} " + "x" * 200), cloud)
+    cache._CACHE.put(cache._PROCESS, ((0,), f"text {i} " + "x" * 200), cloud)
 full = rss_mb()
 moverkit.release()
 print((full - rss_mb()) / (full - base))

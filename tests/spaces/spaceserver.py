@@ -29,3 +29,9 @@ def serve(demo) -> str:
     port = free_port()
     demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True, ssr_mode=False)
     return f"http://127.0.0.1:{port}/"
+
+
+def resident_mb() -> float:
+    """This process's resident memory in MB (Linux's /proc; the served app runs in-process)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS"))

@@ -31,14 +31,14 @@ from moverkit._core.base.inputs import (
     reference_index,
 )
 from moverkit._core.base.sizes import parse_size
-from moverkit._core.base.user_warnings import ConvergenceWarning, MoverkitWarning, warn_user
+from moverkit._core.base.user_warnings import ConvergenceWarning, MoverkitWarning, collected_warnings, warn_user
 
 __all__ = [
     "BFLOAT16_CPU_FLAGS",
     "CallTexts",
-    "PLAN_VARIABLE",
     "ConvergenceWarning",
     "MoverkitWarning",
+    "PLAN_VARIABLE",
     "SlowPrecisionWarning",
     "best_per_group",
     "call_texts",
@@ -46,6 +46,7 @@ __all__ = [
     "check_text",
     "check_texts",
     "checks",
+    "collected_warnings",
     "cpu_flags",
     "cpuinfo_field",
     "cuda_plan",

@@ -6,13 +6,23 @@ API, the streaming wrapper and the CLI, each a different depth. :func:`warn_user
 instead and attributes the warning to the first frame outside moverkit and evaluate (as pandas'
 ``find_stack_level`` does), so ``python -W error::UserWarning`` and warning filters by module see
 the caller's file and line.
+
+A server that scores for several visitors at once (a Space: Gradio runs each press in a worker
+thread) shows each its own call's warnings with :func:`collected_warnings`, not with
+:class:`warnings.catch_warnings`, which swaps the process's one list of filters and is not
+thread-safe: inside its block, :func:`warn_user` appends to the block's list, in that thread
+(context: a :class:`contextvars.ContextVar`), instead of warning, so each thread gets its own
+warnings and no other's, and the filters are neither read nor changed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import inspect
 import os
 import warnings
+from collections.abc import Iterator
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 """The moverkit package: frames inside it are not the user's."""
@@ -54,6 +64,29 @@ class ConvergenceWarning(MoverkitWarning, RuntimeWarning):
     are approximate (a ``RuntimeWarning`` too, as NumPy's and SciPy's)."""
 
 
+_COLLECTED: contextvars.ContextVar[list[Warning] | None] = contextvars.ContextVar(
+    "moverkit_collected_warnings", default=None
+)
+
+
+@contextlib.contextmanager
+def collected_warnings() -> Iterator[list[Warning]]:
+    """The list of the warnings moverkit gives in the block, in this thread (context), each a
+    ``category(message)`` instance, in order; they are gathered there instead of warned (see the
+    module doc). Blocks nest: the innermost gathers."""
+    collected: list[Warning] = []
+    token = _COLLECTED.set(collected)
+    try:
+        yield collected
+    finally:
+        _COLLECTED.reset(token)
+
+
 def warn_user(message: str, category: type[Warning] = MoverkitWarning) -> None:
-    """``warnings.warn(message, category)`` attributed to the user's code (see the module doc)."""
-    warnings.warn(message, category, stacklevel=stack_level())
+    """``warnings.warn(message, category)`` attributed to the user's code (see the module doc); in
+    a :func:`collected_warnings` block, appended to its list instead."""
+    collected = _COLLECTED.get()
+    if collected is not None:
+        collected.append(category(message))
+    else:
+        warnings.warn(message, category, stacklevel=stack_level())

@@ -38,6 +38,7 @@ tokens counted, not a second tokenization.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -84,28 +85,32 @@ CHARS_PER_TOKEN = 3.0
 are planned on the safe side before any text is tokenized."""
 
 _budget: int | None = None
+_BUDGET_LOCK = threading.Lock()
+_BLOCK_BUDGET: contextvars.ContextVar[int | None] = contextvars.ContextVar("moverkit_memory_budget", default=None)
 
 
 def set_memory_budget(size) -> None:
     """Bound the token vectors a metric call holds at once (``"1GB"``, ``"512MB"``, bytes; ``None``
-    restores the default: ``MOVERKIT_MEMORY_BUDGET`` or :data:`DEFAULT_MEMORY_BUDGET`). Calls
-    over the budget run in chunks (:func:`chunks`); scores do not change."""
+    restores the default: ``MOVERKIT_MEMORY_BUDGET`` or :data:`DEFAULT_MEMORY_BUDGET`), for every
+    thread's calls but those in a :func:`temporary_memory_budget` block. Calls over the budget run
+    in chunks (:func:`chunks`); scores do not change."""
     global _budget
-    _budget = None if size is None else parse_size(size)
+    size = None if size is None else parse_size(size)
+    with _BUDGET_LOCK:
+        _budget = size
 
 
 @contextlib.contextmanager
 def temporary_memory_budget(size) -> Iterator[None]:
-    """:func:`set_memory_budget` of ``size`` inside the block (``None``: the budget as it is), and
-    the budget set before it after (a bench's run under its own budget)."""
-    global _budget
-    before = _budget
-    if size is not None:
-        set_memory_budget(size)
+    """The budget ``size`` (as :func:`set_memory_budget`) for the calls in the block, in this thread
+    (context: a :class:`contextvars.ContextVar`; ``None``: the budget as it is); it outranks the
+    process's, and no other thread's calls see it, so blocks of several threads (or nested ones)
+    each restore their own (a bench's run under its own budget)."""
+    token = _BLOCK_BUDGET.set(_BLOCK_BUDGET.get() if size is None else parse_size(size))
     try:
         yield
     finally:
-        _budget = before
+        _BLOCK_BUDGET.reset(token)
 
 
 CUDA_MEMORY_SHARE = 0.5
@@ -118,14 +123,14 @@ from 0.47 s to 0.23 s). The other half is left to the forward passes and the pai
 
 
 def memory_budget(device: torch.device | None = None) -> int:
-    """The budget in bytes: :func:`set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s (read
-    when the call opened: :mod:`~moverkit._core.base.hardware`), else, on a CUDA ``device``,
-    :data:`CUDA_MEMORY_SHARE` of its free memory, else :data:`HOST_MEMORY_SHARE` of the host's
-    available memory (at least the default)."""
-    if _budget is not None:
-        return _budget
-    if current_environment().memory_budget is not None:
-        return current_environment().memory_budget
+    """The budget in bytes: the :func:`temporary_memory_budget` block's, else
+    :func:`set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s (read when the call opened:
+    :mod:`~moverkit._core.base.hardware`), else, on a CUDA ``device``, :data:`CUDA_MEMORY_SHARE`
+    of its free memory, else :data:`HOST_MEMORY_SHARE` of the host's available memory (at least
+    the default)."""
+    for budget in (_BLOCK_BUDGET.get(), _budget, current_environment().memory_budget):
+        if budget is not None:
+            return budget
     if device is not None and device.type == "cuda":
         return max(int(CUDA_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]), 1)
     return max(int(HOST_MEMORY_SHARE * (available_host_memory() or 0)), DEFAULT_MEMORY_BUDGET)

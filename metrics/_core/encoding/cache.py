@@ -26,17 +26,31 @@ trainable encoder (fine-tuning, whose weights change) never uses it.
 
 The budget is in bytes, not tokens: 200 texts of 140 KB truncated to a few tokens each count as
 1,600 tokens but hold 28 MB of strings (the keys).
+
+``with cache_enabled():`` (what ``moverkit.compare`` and a combination score in, so that their
+metrics encode each distinct text once) turns it on for the calls of that block, in that thread
+(context: a :class:`contextvars.ContextVar`), never for another thread's calls, which see the
+cache as ``set_cache`` set it. In a process whose cache is off (or with a budget of its own,
+``cache_enabled("256MB")``) the block's texts are entries of its own in the one least-recently-used
+storage, keyed by the block: they count against the block's budget alone, are evicted only to make
+room for the block's own texts, are read by no other block, and are forgotten when the block
+ends; the storage holds at most the process's budget plus each running block's. Two threads'
+blocks over the same texts thus each encode them, as two blocks one after the other do, and each
+block scores as it does alone, to the last bit (a cloud encoded in another call's batches could
+differ in its last digits, above). In a process whose cache is on, ``cache_enabled()`` changes
+nothing: its calls share the process's entries, as every thread's calls do.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 import sys
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -87,45 +101,59 @@ class _SentenceVector:
         return self.vector.nbytes + sys.getsizeof(text)
 
 
-class _Cache:
-    """A least-recently-used map of texts' clouds (and sentences' vectors) under a budget of
-    bytes. A key is ``(config, text)``; each entry remembers its size."""
+class _Scope:
+    """Whose entries: the process's (:func:`set_cache`) or one :func:`cache_enabled` block's; its
+    budget in bytes (0: off), the ``bytes`` and ``texts`` it holds, its ``hits`` and ``misses``."""
+
+    __slots__ = ("max_bytes", "bytes", "texts", "hits", "misses")
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.bytes = 0
-        self.hits = 0
-        self.misses = 0
-        self._clouds: OrderedDict[Hashable, tuple[_Cloud, int]] = OrderedDict()
+        self.bytes = self.texts = self.hits = self.misses = 0
+
+
+class _Cache:
+    """A least-recently-used map of texts' clouds (and sentences' vectors). A key is ``(scope,
+    config, text)``; each entry remembers its size, each scope counts its own bytes against its
+    own budget, and evicting takes the least recently used entry of the same scope."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple, tuple[_Cloud | _SentenceVector, int]] = OrderedDict()
         self._lock = threading.RLock()
 
-    def get(self, key: Hashable) -> _Cloud | None:
+    def get(self, scope: _Scope, key: tuple) -> _Cloud | _SentenceVector | None:
         with self._lock:
-            entry = self._clouds.get(key)
+            entry = self._entries.get((scope, *key))
             if entry is None:
-                self.misses += 1
+                scope.misses += 1
                 return None
-            self.hits += 1
-            self._clouds.move_to_end(key)
+            scope.hits += 1
+            self._entries.move_to_end((scope, *key))
             return entry[0]
 
-    def put(self, key: tuple, cloud: _Cloud | _SentenceVector) -> None:
+    def put(self, scope: _Scope, key: tuple, cloud: _Cloud | _SentenceVector) -> None:
         size = cloud.nbytes(key[1])
         with self._lock:
-            if size > self.max_bytes or key in self._clouds:
+            if size > scope.max_bytes or (scope, *key) in self._entries:
                 return
-            self._clouds[key] = (cloud, size)
-            self.bytes += size
-            self.shrink(self.max_bytes)
+            self._entries[(scope, *key)] = (cloud, size)
+            scope.bytes += size
+            scope.texts += 1
+            self.shrink(scope)
 
-    def shrink(self, max_bytes: int) -> None:
+    def shrink(self, scope: _Scope) -> None:
+        """Evict ``scope``'s least recently used entries until it is within its budget."""
         with self._lock:
-            while self.bytes > max_bytes:
-                _, (_, size) = self._clouds.popitem(last=False)
-                self.bytes -= size
+            while scope.bytes > scope.max_bytes:
+                oldest = next(key for key in self._entries if key[0] is scope)
+                scope.bytes -= self._entries.pop(oldest)[1]
+                scope.texts -= 1
 
-    def __len__(self) -> int:
-        return len(self._clouds)
+    def drop(self, scope: _Scope) -> None:
+        """Forget every entry of ``scope`` (one pass, whatever else the cache holds)."""
+        with self._lock:
+            self._entries = OrderedDict((key, entry) for key, entry in self._entries.items() if key[0] is not scope)
+            scope.bytes = scope.texts = 0
 
 
 def _budget_from_env() -> int:
@@ -133,7 +161,9 @@ def _budget_from_env() -> int:
     return size_from_env(ENV_VAR, 0, allow_zero=True)
 
 
-_CACHE = _Cache(_budget_from_env())
+_CACHE = _Cache()
+_PROCESS = _Scope(_budget_from_env())
+_BLOCK: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("moverkit_cache_block", default=None)
 
 # One number per loaded model object, never reused (unlike id()): a model released and loaded
 # again gets a new one, so nothing computed by another object is ever returned.
@@ -141,50 +171,69 @@ _MODEL_IDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _NEXT_ID = itertools.count()
 
 
+def _scope() -> _Scope:
+    """The scope the calls of this context read and fill: their block's, else the process's."""
+    return _BLOCK.get() or _PROCESS
+
+
 def set_cache(max_bytes: int | str = DEFAULT_MAX_BYTES) -> None:
-    """Turn the cache of token clouds and sentence vectors on with a budget of ``max_bytes`` (bytes, or ``"1GB"``;
-    ``moverkit.set_cache``); ``0`` turns it off and empties it, a smaller budget drops the least
-    recently used texts at once."""
+    """Turn the process's cache of token clouds and sentence vectors on with a budget of
+    ``max_bytes`` (bytes, or ``"1GB"``; ``moverkit.set_cache``); ``0`` turns it off and empties it,
+    a smaller budget drops the least recently used texts at once. A :func:`cache_enabled` block
+    running meanwhile keeps its own budget."""
     max_bytes = parse_size(max_bytes, what="max_bytes (0 turns the cache off)", allow_zero=True)
     with _CACHE._lock:
-        _CACHE.max_bytes = max_bytes
-        _CACHE.shrink(max_bytes)
+        _PROCESS.max_bytes = max_bytes
+        _CACHE.shrink(_PROCESS)
 
 
 @contextlib.contextmanager
 def cache_enabled(max_bytes: int | str | None = None) -> Iterator[None]:
-    """The cache on for the duration of a ``with`` block, then back to the budget it had before
-    (off and emptied if it was off), even on an error. What a loop that scores the same texts
-    with several metrics or settings uses, so that each distinct text is encoded once.
+    """The cache on for the calls of a ``with`` block, in this thread (context), even on an
+    error; the other threads see it as :func:`set_cache` set it. What a loop that scores the same
+    texts with several metrics or settings uses, so that each distinct text is encoded once.
 
-    ``max_bytes`` (as :func:`set_cache`) sets the budget for the block; ``None`` keeps a budget
-    the user already set, else :data:`DEFAULT_MAX_BYTES`."""
-    before = cache_info()["max_bytes"]
-    set_cache(max_bytes if max_bytes is not None else before or DEFAULT_MAX_BYTES)
+    ``max_bytes`` (as :func:`set_cache`) is the block's budget: its calls then keep their texts
+    apart, forgotten when the block ends. ``None`` keeps the cache the block is in (an outer
+    block's, else the process's) when that is on, else gives the block :data:`DEFAULT_MAX_BYTES`
+    of its own."""
+    if max_bytes is None and _scope().max_bytes:
+        yield
+        return
+    if max_bytes is not None:
+        max_bytes = parse_size(max_bytes, what="max_bytes (0 turns the cache off)", allow_zero=True)
+    block = _Scope(DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
+    token = _BLOCK.set(block)
     try:
         yield
     finally:
-        set_cache(before)
+        _BLOCK.reset(token)
+        _CACHE.drop(block)
 
 
 def clear_cache() -> None:
-    """Empty the cache of token clouds and sentence vectors (``moverkit.release()`` calls it) and hand the freed heap
-    back to the operating system (:func:`trim_heap`)."""
+    """Empty the cache of token clouds and sentence vectors that this context sees, and the
+    process's (``moverkit.release()`` calls it), zero their counts, and hand the freed heap back to
+    the operating system (:func:`trim_heap`). Blocks running in other threads keep theirs until
+    they end."""
     with _CACHE._lock:
-        _CACHE.shrink(0)
-        _CACHE.hits = _CACHE.misses = 0
+        for scope in {_scope(), _PROCESS}:
+            _CACHE.drop(scope)
+            scope.hits = scope.misses = 0
     trim_heap()
 
 
 def cache_info() -> dict:
-    """``max_bytes``, ``bytes`` (held now), ``texts``, and the ``hits`` and ``misses`` so far."""
+    """The cache this context sees (its block's, else the process's): ``max_bytes``, ``bytes``
+    (held now), ``texts``, and the ``hits`` and ``misses`` so far."""
+    scope = _scope()
     with _CACHE._lock:
         return {
-            "max_bytes": _CACHE.max_bytes,
-            "bytes": _CACHE.bytes,
-            "texts": len(_CACHE),
-            "hits": _CACHE.hits,
-            "misses": _CACHE.misses,
+            "max_bytes": scope.max_bytes,
+            "bytes": scope.bytes,
+            "texts": scope.texts,
+            "hits": scope.hits,
+            "misses": scope.misses,
         }
 
 
@@ -201,11 +250,12 @@ def cached_encode(
     ``tokenizer`` (``tokens``: those texts tokenized already, ahead of their turn), encoding only
     the texts the cache does not hold, tokenized only then, and keeping the new ones. When every
     text misses, ``encode``'s own result is returned."""
-    if _CACHE.max_bytes == 0 or encoder.trainable or encoder.model.training:
+    scope = _scope()
+    if scope.max_bytes == 0 or encoder.trainable or encoder.model.training:
         return encode(encoder, tokenizer.tokenize(texts) if tokens is None else tokens, request, layers=layers)
     config = (_model_id(encoder.model), encoder.name, encoder.layer, str(encoder.device))
     config += (tokenizer.limit, tokenizer.long_texts, request.dtype, None if layers is None else tuple(layers))
-    clouds = [_CACHE.get((config, text)) for text in texts]
+    clouds = [_CACHE.get(scope, (config, text)) for text in texts]
     missing = [i for i, cloud in enumerate(clouds) if cloud is None]
     if not missing:
         return _join(encoder, list(texts), clouds, config[-1])
@@ -216,7 +266,7 @@ def cached_encode(
     encoded = encode(encoder, tokens, request, layers=layers)
     split = _split(encoded)
     for text, cloud in zip(tokens.texts, split):
-        _CACHE.put((config, text), cloud)
+        _CACHE.put(scope, (config, text), cloud)
     if len(missing) == len(texts):
         return encoded
     new = iter(split)
@@ -228,11 +278,12 @@ def cached_sentence_vectors(
 ) -> torch.Tensor:
     """The :func:`~moverkit._core.encoding.sentences.encode_sentences` of ``sentences`` (distinct),
     encoding only the sentences the cache does not hold and keeping the new ones."""
-    if _CACHE.max_bytes == 0 or encoder.model.training:
+    scope = _scope()
+    if scope.max_bytes == 0 or encoder.model.training:
         return encode_sentences(encoder, sentences, request)
     config = ("sentences", _model_id(encoder.model), encoder.name, str(encoder.device))
     config += (encoder.model.max_seq_length, request.dtype)
-    found = [_CACHE.get((config, sentence)) for sentence in sentences]
+    found = [_CACHE.get(scope, (config, sentence)) for sentence in sentences]
     missing = [i for i, entry in enumerate(found) if entry is None]
     if len(missing) == len(sentences):
         vectors = encode_sentences(encoder, sentences, request)
@@ -242,7 +293,7 @@ def cached_sentence_vectors(
         if missing:
             vectors[missing] = encode_sentences(encoder, [sentences[i] for i in missing], request)
     for i in missing:
-        _CACHE.put((config, sentences[i]), _SentenceVector(vectors[i].clone()))
+        _CACHE.put(scope, (config, sentences[i]), _SentenceVector(vectors[i].clone()))
     return vectors
 
 
