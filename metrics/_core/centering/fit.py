@@ -6,6 +6,7 @@ fixed once for all calls. It returns a :class:`~moverkit._core.centering.stats_f
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import os
@@ -129,7 +130,7 @@ def _token_mean(
             "texts hold no token once tokenized (only characters the tokenizer drops, such as zero-width "
             "spaces): the corpus mean needs at least one token"
         )
-    return stats
+    return dataclasses.replace(stats, source=fit_source(encoder.name, encoder.layer, unique, counts, request))
 
 
 def _sentence_mean(
@@ -139,8 +140,26 @@ def _sentence_mean(
     vectors from and into the cache across calls, when it is on)."""
     mean, n = row_mean(cached_sentence_vectors(encoder, unique, request).double(), counts=counts)
     return CenteringStats(
-        mean=mean.cpu().numpy(), model=encoder.name, layer=SENTENCE_LAYER, n_texts=n_texts, n_tokens=n
+        mean=mean.cpu().numpy(),
+        model=encoder.name,
+        layer=SENTENCE_LAYER,
+        n_texts=n_texts,
+        n_tokens=n,
+        source=fit_source(encoder.name, SENTENCE_LAYER, unique, counts, request),
     )
+
+
+def fit_source(model: str, layer: int, unique: list[str], counts: torch.Tensor, request: EncoderRequest) -> str:
+    """What defines a fitted mean (:attr:`CenteringStats.source`, which its digest hashes): the
+    model and layer, the corpus as a multiset (each distinct text or sentence with its count, in
+    sorted order: the mean does not depend on the texts' order), the token limit and long-text
+    mode, and the forward pass's precision. Not the batch size or the device: they move the
+    mean's last bits only."""
+    corpus = hashlib.sha1()
+    for text, count in sorted(zip(unique, map(int, counts.tolist()))):
+        corpus.update(f"{len(text)}:{text}{count};".encode("utf-8", "surrogatepass"))
+    definition = (model, layer, corpus.hexdigest(), request.max_length, request.long_texts, request.dtype)
+    return hashlib.sha1(repr(definition).encode()).hexdigest()
 
 
 DEFAULT_CORPUS = STATS_DIR / "wmt17_references.txt.gz"
@@ -154,7 +173,16 @@ CACHE_VARIABLE = "MOVERKIT_CENTERING_CACHE"
 nothing on disk."""
 
 _FITTED: dict[tuple, CenteringStats] = {}
-_FITTED_LOCK = threading.Lock()
+_FITTING: dict[tuple, threading.Lock] = {}
+_FITTING_LOCK = threading.Lock()
+
+
+def _fit_lock(key: tuple) -> threading.Lock:
+    """The lock of one encoder's statistic (:func:`default_corpus_stats`' key): a thread fitting it
+    (a minute for a large encoder on a CPU) makes the threads that want the same one wait and take
+    its result, and no thread that wants another encoder's."""
+    with _FITTING_LOCK:
+        return _FITTING.setdefault(key, threading.Lock())
 
 
 def default_corpus() -> list[str]:
@@ -179,7 +207,7 @@ def default_corpus_stats(encoder: Encoder | SentenceEncoder, dtype: str) -> Cent
     layer = SENTENCE_LAYER if sentence else encoder.layer
     limit = None if sentence else encoder.max_length
     key = (encoder.name, layer, limit, str(encoder.device), dtype)
-    with _FITTED_LOCK:
+    with _fit_lock(key):
         if key in _FITTED:
             return _FITTED[key]
         path = _cache_path(encoder.name, layer, limit, dtype)
@@ -232,7 +260,9 @@ def _read_cached(path: Path | None, model: str, layer: int) -> CenteringStats | 
         stats = CenteringStats.load(path)
     except (OSError, ValueError, TypeError):
         return None
-    return stats if stats.model == model and stats.layer == layer else None
+    # a file written before statistics recorded their source is fitted again: its digest would
+    # hash the bits of a mean fitted on some CPU
+    return stats if stats.model == model and stats.layer == layer and stats.source else None
 
 
 def _save(stats: CenteringStats, path: Path | None) -> bool:

@@ -17,6 +17,7 @@ import io
 import math
 import numbers
 import os
+import re
 import stat
 import zipfile
 import zlib
@@ -38,6 +39,10 @@ class CenteringStats:
     Token vectors carry their layer (a block index >= 0); sentence vectors carry
     ``layer = -1`` (the model's pooled sentence embedding) and count sentences in ``n_tokens``,
     so that a statistic of one kind is refused for the other.
+
+    ``source``: what defines the mean, as :func:`~moverkit._core.centering.fit.fit_centering`
+    records it (a SHA-1 of the model, layer, level, the counted corpus, token limit and precision);
+    ``""`` for a mean given as numbers. The :attr:`digest` hashes it when it is there.
     """
 
     mean: np.ndarray  # (dim,), float64
@@ -45,17 +50,25 @@ class CenteringStats:
     layer: int
     n_texts: int
     n_tokens: int
+    source: str = ""
 
     def __post_init__(self):
         # Checked however it was made (fit, loaded, or built by hand): a bad mean would turn every
         # score of a call into NaN, 0 or 1 without a word.
         fields = {"model": self.model, "layer": self.layer, "n_texts": self.n_texts, "n_tokens": self.n_tokens}
         object.__setattr__(self, "mean", check_stats_fields("centering_stats", mean=self.mean, **fields))
+        if not isinstance(self.source, str) or not _SOURCE.fullmatch(self.source):
+            raise ValueError(f"centering_stats: source must be '' or a SHA-1 in hexadecimal, got {self.source!r:.80}")
 
     @property
     def digest(self) -> str:
-        """Short fingerprint of the statistic, named in hashcodes."""
-        h = hashlib.sha1(np.ascontiguousarray(self.mean, dtype=np.float64).tobytes())
+        """Short fingerprint of the statistic, named in hashcodes. A fitted statistic's digest hashes
+        its :attr:`source`, what defines its mean, not the mean's float64 bits: those differ in
+        their last bits by the CPU's kernels and the batch size (all-mpnet-base-v2's mean on the
+        shipped corpus: 8e-10 apart at batch sizes 16 and 64), and a hashcode names the
+        configuration. A mean given as numbers (built by hand, or read from a file written before
+        moverkit recorded the source, as the shipped statistics) is hashed by its bits."""
+        h = hashlib.sha1(self.source.encode() if self.source else np.ascontiguousarray(self.mean, np.float64).tobytes())
         h.update(f"{self.model}|{self.layer}".encode())
         return h.hexdigest()[:10]
 
@@ -76,6 +89,7 @@ class CenteringStats:
             layer=np.array(self.layer),
             n_texts=np.array(self.n_texts),
             n_tokens=np.array(self.n_tokens),
+            **({"source": np.array(self.source)} if self.source else {}),
         )
 
     @classmethod
@@ -87,7 +101,7 @@ class CenteringStats:
 
         A statistic may come from a stranger (an upload to a demo page), so the file is read as
         hostile (:func:`read_stats_file`): at most :data:`MAX_STATS_FILE_BYTES` on disk, only the
-        five members :meth:`save` writes, each member's declared size and ``.npy`` header checked
+        members :meth:`save` writes (five, and ``source`` for a fitted statistic), each member's declared size and ``.npy`` header checked
         against what its field can be (:data:`MAX_STATS_DIM`, :data:`MAX_MODEL_CHARS`) before a
         byte of its data is decompressed. ``numpy.load`` would decompress any member in full: a
         file of 0.8 MB whose mean declares 10^8 zeros took 1.6 GB to load (issue 21).
@@ -101,10 +115,14 @@ class CenteringStats:
         arrays = read_stats_file(path, where)
         fields = {key: _scalar(where, key, arrays[key]) for key in _FIELDS[1:]}
         fields["mean"] = check_stats_fields(where, mean=arrays["mean"], **fields)
-        return cls(**fields)
+        optional = {key: _scalar(where, key, arrays[key]) for key in _OPTIONAL if key in arrays}
+        return cls(**fields, **optional)
 
 
 _FIELDS = ("mean", "model", "layer", "n_texts", "n_tokens")
+_OPTIONAL = ("source",)
+"""Fields a file may hold (written since moverkit recorded them) and may lack."""
+_SOURCE = re.compile(r"|[0-9a-f]{40}")
 
 MAX_STATS_DIM = 65_536
 """The largest dimension of a mean that :meth:`CenteringStats.load` reads. Hidden sizes reach 768
@@ -119,9 +137,12 @@ Linux's PATH_MAX)."""
 _MAX_NPY_HEADER = 1_024
 """The longest ``.npy`` header read (numpy writes 128 bytes for the fields of a statistic)."""
 
+_MAX_CHARS = {"model": MAX_MODEL_CHARS, "source": 40}
+"""The longest string of each string field."""
+
 _MEMBER_BYTES = {
     "mean": _MAX_NPY_HEADER + 8 * MAX_STATS_DIM,
-    "model": _MAX_NPY_HEADER + 4 * MAX_MODEL_CHARS,  # numpy stores a str as UTF-32
+    **{key: _MAX_NPY_HEADER + 4 * chars for key, chars in _MAX_CHARS.items()},  # numpy stores a str as UTF-32
     **dict.fromkeys(_FIELDS[2:], _MAX_NPY_HEADER + 8),
 }
 """The most bytes a member of a statistic file may declare, once decompressed."""
@@ -149,13 +170,14 @@ def _not_a_statistic(where: str, reason: str) -> ValueError:
 
 
 def read_stats_file(path: str | os.PathLike, where: str) -> dict[str, np.ndarray]:
-    """The five arrays of the statistic file ``path`` (by field name), read as hostile input; a
-    ``ValueError`` starting with ``where`` for any file :meth:`CenteringStats.save` did not write.
+    """The arrays of the statistic file ``path`` (by field name: five, and ``source`` when it was
+    fitted), read as hostile input; a ``ValueError`` starting with ``where`` for any file
+    :meth:`CenteringStats.save` did not write.
 
     In this order, each step before any later one reads a byte: the file is a regular file of at
     most :data:`MAX_STATS_FILE_BYTES`; it is a zip archive whose members are exactly ``mean.npy``,
-    ``model.npy``, ``layer.npy``, ``n_texts.npy`` and ``n_tokens.npy``, once each; per member,
-    stored or deflated, declaring at most the bytes its field can take once decompressed
+    ``model.npy``, ``layer.npy``, ``n_texts.npy`` and ``n_tokens.npy``, once each, and at most once
+    ``source.npy``; per member, stored or deflated, declaring at most the bytes its field can take once decompressed
     (zipfile never inflates past the declared size); its ``.npy`` header (read from the member
     stream) declares the dtype and shape of its field (:func:`_check_header`); then exactly the
     data that header declares is read, and nothing after it."""
@@ -184,7 +206,7 @@ def read_stats_file(path: str | os.PathLike, where: str) -> dict[str, np.ndarray
             members = archive.infolist()
             names = [member.filename for member in members]
             for name in names:
-                if name.removesuffix(".npy") not in _FIELDS or not name.endswith(".npy"):
+                if name.removesuffix(".npy") not in _FIELDS + _OPTIONAL or not name.endswith(".npy"):
                     raise ValueError(
                         f"{where} holds a member {name!r} that a statistic has not (it holds "
                         f"{', '.join(key + '.npy' for key in _FIELDS)}): not a statistic written by CenteringStats.save"
@@ -263,9 +285,9 @@ def _check_header(where: str, key: str, shape: tuple, dtype: np.dtype) -> None:
                 f"{where}: mean must be a non-empty vector of at most {MAX_STATS_DIM:,} real numbers (of at most 8 "
                 f"bytes each), {got}; fit it again with moverkit.fit_centering"
             )
-    elif key == "model":
-        if shape != () or dtype.kind != "U" or dtype.itemsize > 4 * MAX_MODEL_CHARS:
-            raise ValueError(f"{where}: model must be a string of at most {MAX_MODEL_CHARS:,} characters, {got}")
+    elif key in _MAX_CHARS:
+        if shape != () or dtype.kind != "U" or dtype.itemsize > 4 * _MAX_CHARS[key]:
+            raise ValueError(f"{where}: {key} must be a string of at most {_MAX_CHARS[key]:,} characters, {got}")
     elif shape != () or dtype.kind not in "iu" or dtype.itemsize > 8:
         raise ValueError(f"{where}: {key} must be an integer, {got}")
 
@@ -282,11 +304,11 @@ text. A larger value comes from a corrupted or foreign file, and would swamp eve
 
 def _scalar(where: str, key: str, array: np.ndarray) -> str | int:
     """The 0-d string (``model``) or integer (the others) field ``key`` of a loaded statistic."""
-    kind = "U" if key == "model" else "iu"
-    if array.ndim != 0 or array.dtype.kind not in kind:
-        expected = "a string" if key == "model" else "an integer"
+    text = key in _MAX_CHARS
+    if array.ndim != 0 or array.dtype.kind not in ("U" if text else "iu"):
+        expected = "a string" if text else "an integer"
         raise ValueError(f"{where}: {key} must be {expected}, got an array of {array.dtype} and shape {array.shape}")
-    return str(array) if key == "model" else int(array)
+    return str(array) if text else int(array)
 
 
 def check_stats_fields(where: str, *, mean, model, layer, n_texts, n_tokens) -> np.ndarray:
