@@ -110,7 +110,7 @@ def test_the_sentence_splitter_takes_lang_as_every_metric_does():
     # One language check (issue 33): the splitter's codes are checked by check_lang too, so
     # split_sentences and sentence-level fit_centering take "DE" as sbertscore does, and refuse a
     # code pysbd has no splitter for by listing the ones it has.
-    from moverkit._core.encoding.sentences import split_sentences, splitter_tag
+    from moverkit._core.encoding.splitting import split_sentences, splitter_tag
 
     text = "Das kostet z. B. 3,50 Euro. Dann ging er."
     assert (

@@ -11,7 +11,7 @@ import pytest
 from moverkit import functional
 from moverkit._core import get_encoder
 from moverkit._core.encoding import CallTokenizer
-from moverkit._core.encoding.sentences import SPLIT_WINDOW, pysbd_segments, split_sentences
+from moverkit._core.encoding.splitting import SPLIT_WINDOW, pysbd_segments, split_sentences
 
 TOKEN_LEVEL = {
     "centered_bertscore": ("precision", "recall", "f1"),

@@ -16,7 +16,7 @@ from moverkit import MoverkitWarning, fit_centering
 from moverkit._core import SENTENCE_LAYER, CenteringStats, embedded_model_path, get_sentence_encoder, split_sentences
 from moverkit._core.centering.stats_file import shipped_stats_path
 from moverkit._core.encoding.request import DEFAULT_MODEL
-from moverkit._core.encoding.sentences import (
+from moverkit._core.encoding.splitting import (
     CLOSING_QUOTES,
     LETTER_OR_DIGIT,
     PLAIN_MARKS,

@@ -35,12 +35,8 @@ from moverkit._core.encoding.cache import cached_encode, cached_sentence_vectors
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
 from moverkit._core.encoding.idf import IdfTable, check_idf, token_weights
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import (
-    SENTENCE_LAYER,
-    SentenceEncoder,
-    split_texts,
-    splitter_tag,
-)
+from moverkit._core.encoding.sentences import SENTENCE_LAYER, SentenceEncoder
+from moverkit._core.encoding.splitting import split_texts, splitter_tag
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
 
 PAIR_BATCH_ELEMENTS = 1 << 24

@@ -26,11 +26,8 @@ from moverkit._core.centering.stats_file import SENTENCE_LAYER, STATS_DIR, Cente
 from moverkit._core.encoding.cache import cached_encode, cached_sentence_vectors
 from moverkit._core.encoding.encoder import Encoder, get_encoder
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import (
-    SentenceEncoder,
-    get_sentence_encoder,
-    split_sentences,
-)
+from moverkit._core.encoding.sentences import SentenceEncoder, get_sentence_encoder
+from moverkit._core.encoding.splitting import split_sentences
 from moverkit._core.encoding.tokens import CallTokenizer
 
 MIN_FIT_TEXTS = MIN_BATCH_TEXTS

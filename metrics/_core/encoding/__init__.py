@@ -43,10 +43,8 @@ from moverkit._core.encoding.sentences import (
     encode_sentences,
     get_sentence_encoder,
     sentence_encoder_for,
-    split_sentences,
-    splitter_languages,
-    splitter_tag,
 )
+from moverkit._core.encoding.splitting import split_sentences, splitter_languages, splitter_tag
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, tokenize
 
 __all__ = [
