@@ -58,7 +58,7 @@ GPU_DTYPES = ("float32", "float16")
 NO_DEVICE = "no device this session"
 
 HASHCODE = re.compile(r"^(?P<metric>\w+):(?P<model>.*)_L(?P<layer>-?\d+)_(?P<idf>[^_]+)_center=(?P<center>[^_]+)_")
-"""The head of a hashcode (:func:`moverkit._core.call.opening.get_hash`): metric, model, the layer
+"""The head of a hashcode (:func:`moverkit._core.call.closing.get_hash`): metric, model, the layer
 used, the IDF tag and the centering (``corpus:<digest>`` where a statistic was used)."""
 
 

@@ -106,7 +106,7 @@ def load_settings(path: str | os.PathLike | Settings, metric: str | None = None,
 def score_with_settings(function, metric: str, settings, predictions, references, kwargs: dict) -> dict:
     """``function(predictions, references, **kwargs)`` (``moverkit.functional.<metric>``) under the
     settings file ``settings`` (see the module doc): the file's arguments join the call's, and its
-    digest ends the hashcode. :func:`moverkit.functional.entry.metric_function` calls it for
+    digest ends the hashcode. :func:`moverkit.functional.signature.metric_function` calls it for
     ``settings=PATH``."""
     tuned = load_settings(settings, metric, function)
     for name, value in tuned.arguments.items():

@@ -5,7 +5,7 @@
 2. :func:`~moverkit._core.call.streaming.chunks` prepares it once: the texts checked
    (:class:`~moverkit._core.base.inputs.CallTexts`), the encoder resolved, the token limit checked,
    the IDF table of a chunked call fitted; it yields the call as one chunk, or as several under
-   the memory budget, each a prepared :class:`MetricCall`;
+   the memory budget, each a :class:`PreparedChunk`;
 3. the metric scores each chunk from :meth:`PreparedChunk.pairs` (its padded token clouds) and
    turns the pair scores into the chunk's result with :meth:`PreparedChunk.results`;
 4. :meth:`MetricCall.close` merges the chunks' results into the call's.

@@ -191,7 +191,7 @@ class PairData:
     clouds: TokenClouds
     pred_weights: torch.Tensor  # (n_tokens,) weights as a prediction: idf or 1; 0 for special and dropped tokens
     ref_weights: torch.Tensor  # (n_tokens,) the same when a text is a reference
-    kept: torch.Tensor  # (n_tokens,) bool, False for the tokens the filter (drop_tokens) left out
+    kept: torch.Tensor  # (n_tokens,) bool, False for the tokens the filter (PairOptions.drop, a TokenDrop) left out
     pred_index: torch.Tensor
     ref_index: torch.Tensor
     group: torch.Tensor

@@ -29,15 +29,17 @@ from moverkit._core.encoding.python_tokens import python_encode
 from moverkit._core.encoding.rust_tokens import rust_copy
 
 
-class Encoder(Protocol):
-    """What tokenizing reads of an encoder (:class:`~moverkit._core.encoding.encoder.Encoder`)."""
+class HasTokenizer(Protocol):
+    """What tokenizing reads of an encoder (:class:`~moverkit._core.encoding.encoder.Encoder`, the
+    one encoder type): its name, its tokenizer and its token limit, named as a protocol so that
+    tokenizing does not import the model's code."""
 
     name: str
     tokenizer: object
     max_length: int
 
 
-def check_max_length(encoder: Encoder, max_length: int | None) -> int:
+def check_max_length(encoder: HasTokenizer, max_length: int | None) -> int:
     """The token limit texts are truncated to: ``max_length`` capped by the model's own, or the
     model's. It must hold the special tokens the tokenizer adds and one token of text ([CLS] x
     [SEP]: 3 for BERT-like and RoBERTa-like tokenizers, 1 for one that adds none); any less leaves
@@ -124,7 +126,7 @@ class CallTokenizer:
     @classmethod
     def of(
         cls,
-        encoder: Encoder,
+        encoder: HasTokenizer,
         max_length: int | None = None,
         long_texts: str = "truncate",
         truncations: Truncations | None = None,
@@ -187,7 +189,7 @@ class CallTokenizer:
 
 
 def tokenize(
-    encoder: Encoder, texts: Sequence[str], max_length: int | None = None, long_texts: str = "truncate"
+    encoder: HasTokenizer, texts: Sequence[str], max_length: int | None = None, long_texts: str = "truncate"
 ) -> tuple[list[list[int]], list[list[int]]]:
     """The ids and special masks of ``texts`` as a call with ``max_length`` and ``long_texts``
     tokenizes them (:class:`CallTokenizer`; one warning if some were cut, each distinct text once)."""
