@@ -39,22 +39,7 @@ from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc, SamplingMethod
 from lighteval.utils.utils import as_list
 
-from moverkit.registry import get
-
-__all__ = [
-    "MoverkitSampleScore",
-    "centered_bertscore",
-    "centered_bertscore_precision",
-    "centered_bertscore_recall",
-    "lazy_emd",
-    "metric",
-    "metrics",
-    "moverscore",
-    "sbertscore",
-    "sbertscore_precision",
-    "sbertscore_recall",
-    "twmd",
-]
+from moverkit.registry import REGISTRY, get
 
 
 class TaskScorer:
@@ -178,8 +163,19 @@ def metric(name: str, output: str | None = None, *, metric_name: str | None = No
     return metrics(name, metric_name=metric_name, **arguments)[spec.outputs.index(output)]
 
 
-centered_bertscore_precision, centered_bertscore_recall, centered_bertscore = metrics("centered_bertscore")
-sbertscore_precision, sbertscore_recall, sbertscore = metrics("sbertscore")
-(twmd,) = metrics("twmd")
-(moverscore,) = metrics("moverscore", idf=False)
-(lazy_emd,) = metrics("lazy_emd")
+def _default_metrics() -> dict[str, Metric]:
+    """Every metric's outputs at its defaults (IDF off where it would be fitted over the task:
+    :attr:`~moverkit.registry.Metric.independent_defaults`), by the name this module exports:
+    ``<metric>`` for the main output, ``<metric>_<output>`` for the others
+    (``centered_bertscore_precision``)."""
+    exported = {}
+    for name, entry in REGISTRY.items():
+        for output, made in zip(entry.spec.outputs, metrics(name, **entry.independent_defaults)):
+            exported[name if output == entry.spec.main else f"{name}_{output}"] = made
+    return exported
+
+
+_DEFAULT_METRICS = _default_metrics()
+globals().update(_DEFAULT_METRICS)
+
+__all__ = ["MoverkitSampleScore", "metric", "metrics", *_DEFAULT_METRICS]

@@ -28,19 +28,30 @@ are no scores."""
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric: ``spec`` (its facts: outputs, direction, range, reference points), ``function``
-    (``moverkit.functional.<name>``), ``class_name`` (its class in torchmetrics' style, as
-    ``BERTScore``) and ``differentiable`` (``(data, params) -> scores`` with autograd through the encoder, for
+    """One metric: ``spec`` (its facts: outputs, direction, range, reference points, its class
+    name), ``function`` (``moverkit.functional.<name>``) and ``differentiable`` (``(data, params) -> scores`` with autograd through the encoder, for
     :mod:`moverkit.finetune`; ``None`` where the metric has none)."""
 
     spec: MetricSpec
     function: Callable
-    class_name: str
     differentiable: Callable | None = None
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def independent_defaults(self) -> dict[str, object]:
+        """Defaults under which a pair scores the same whatever the other pairs of its call, where the
+        function's differ: IDF off unless a table is given, for a metric whose default fits IDF over
+        the call's references (moverscore's ``idf=None``, its presets' True). Rewards, MBR and the
+        lighteval metrics score with these."""
+        return {"idf": False} if self.defaults.get("idf", False) is not False else {}
+
+    @property
+    def class_name(self) -> str:
+        """Its class in torchmetrics' style (``moverkit.torchmetrics``), as ``CenteredBERTScore``."""
+        return self.spec.class_name
 
     @property
     def defaults(self) -> dict[str, object]:
@@ -89,20 +100,12 @@ class Metric:
         return None
 
 
-_CLASS_NAMES = {
-    "centered_bertscore": "CenteredBERTScore",
-    "lazy_emd": "LazyEMD",
-    "moverscore": "MoverScore",
-    "sbertscore": "SBERTScore",
-    "twmd": "TWMD",
-}
 _DIFFERENTIABLE = {"twmd": differentiable_similarity}
 
 REGISTRY: dict[str, Metric] = {
     name: Metric(
         spec,
         getattr(functional, name),
-        _CLASS_NAMES[name],
         _DIFFERENTIABLE.get(name),
     )
     for name, spec in SPECS.items()

@@ -168,9 +168,7 @@ def independent_arguments(metric: str, arguments: dict, caller: str, consequence
     from moverkit.registry import get
 
     entry = get(metric)
-    fitted_idf = entry.defaults.get("idf", False) is not False  # True, or moverscore's None (its presets' True)
-    independent = {"idf": False} if fitted_idf else {}
-    arguments = entry.scoring_arguments({**independent, **arguments}, caller)
+    arguments = entry.scoring_arguments({**entry.independent_defaults, **arguments}, caller)
     dependence = entry.batch_dependence(arguments)
     if dependence is not None:
         raise ValueError(

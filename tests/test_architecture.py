@@ -205,25 +205,26 @@ def test_the_registry_does_not_import_tuning(edges):
 
 
 def _lists_of_every_metric(tree: ast.AST, names: set[str]):
-    """Line numbers of the literal lists, tuples and sets that name every metric (an ``__all__``,
-    which exports objects named after them, left aside)."""
-    exported = {
-        id(node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
-    }
+    """Line numbers of the literals that name every metric: lists, tuples and sets (an ``__all__``
+    among them), and dicts by their keys (issue 61: a table keyed by every metric's name is a second
+    list of the metrics)."""
     for node in ast.walk(tree):
-        listed = isinstance(node, (ast.List, ast.Tuple, ast.Set)) and id(node) not in exported
-        if listed and names <= {e.value for e in node.elts if isinstance(e, ast.Constant)}:
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            elements = node.elts
+        elif isinstance(node, ast.Dict):
+            elements = [key for key in node.keys if key is not None]
+        else:
+            continue
+        if names <= {e.value for e in elements if isinstance(e, ast.Constant)}:
             yield node.lineno
 
 
 @pytest.mark.slow
 def test_the_metrics_are_listed_once():
-    """Issue 52: the list of the metrics is spelled out in one place, the specs table; everything
-    else reads it (no literal list, tuple or set of every metric's name elsewhere in the package).
-    A table of per-metric data keyed by name (the registry's class names, tuning's targets) and a
-    selection of some metrics with its reason are not the list."""
+    """Issues 52 and 61: the list of the metrics is spelled out in one place, the specs table;
+    everything else reads it (no literal list, tuple, set, ``__all__`` or dict keyed by every
+    metric's name elsewhere in the package: a per-metric fact goes in the spec). A selection of
+    some metrics with its reason is not the list."""
     from moverkit.facts.specs import SPECS
 
     names = set(SPECS)

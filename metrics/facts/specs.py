@@ -37,7 +37,8 @@ class MetricSpec:
     vectors: exact MBR scores it in one block of cosines per source, and reference aggregation
     applies) or ``"transport"`` (an optimal transport plan); ``default_layer``, the layer
     ``num_layers=None`` takes: ``None`` for the model's entry in the layer table, ``-1`` for the
-    last (MoverScore's release); ``baseline_form``, the rows of its rescaling baseline file:
+    last (MoverScore's release); ``class_name``, its class in torchmetrics' style
+    (``moverkit.torchmetrics``, as ``BERTScore``); ``baseline_form``, the rows of its rescaling baseline file:
     ``"bert-score"`` (``LAYER,P,R,F``, bert-score's own files, which it reads as they are) or
     ``"keyed"`` (each row also names the settings it was fitted under)."""
 
@@ -52,6 +53,7 @@ class MetricSpec:
     empty: float
     unrelated: float
     translation: float
+    class_name: str = ""
     level: str = "token"
     matcher: str = "transport"
     default_layer: int | None = None
@@ -125,7 +127,7 @@ SPECS = {
     for spec in (
         MetricSpec(
             "centered_bertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.138, translation=0.739,
-            matcher="greedy", baseline_form="bert-score", **SIMILARITY,
+            class_name="CenteredBERTScore", matcher="greedy", baseline_form="bert-score", **SIMILARITY,
         ),
         MetricSpec(
             "lazy_emd",
@@ -139,16 +141,19 @@ SPECS = {
             empty=1.0,
             unrelated=0.188,
             translation=0.126,
+            class_name="LazyEMD",
         ),
         MetricSpec(
             "moverscore", ("moverscore",), "moverscore", low=0.0, unrelated=0.429, translation=0.603,
-            default_layer=-1, **SIMILARITY,
+            class_name="MoverScore", default_layer=-1, **SIMILARITY,
         ),  # low: v2's 1/(1 + wmd); v1's 1 - wmd reaches -3
         MetricSpec(
             "sbertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.057, translation=0.768,
-            level="sentence", matcher="greedy", **SIMILARITY,
+            class_name="SBERTScore", level="sentence", matcher="greedy", **SIMILARITY,
         ),
-        MetricSpec("twmd", ("twmd",), "twmd", low=-1.0, unrelated=0.034, translation=0.638, **SIMILARITY),
+        MetricSpec(
+            "twmd", ("twmd",), "twmd", low=-1.0, unrelated=0.034, translation=0.638, class_name="TWMD", **SIMILARITY,
+        ),
     )
 }  # fmt: skip
 """Every bundled metric's :class:`MetricSpec`, by name (the names of :data:`moverkit.METRICS`)."""

@@ -127,69 +127,76 @@ def _moverscore_score(data, shared, setting) -> np.ndarray:
 
 
 TARGETS = {
-    "twmd": Target(
-        "twmd",
-        frozenset({"num_layers", "centering", "variant", "temperature", "sinkhorn_iterations", "normalize"}),
-        _twmd_grid,
-        ("num_layers", "centering"),
-        _plain_prepare,
-        _twmd_similarities,
-        _twmd_score,
-        _twmd_canonical,
-    ),
-    "centered_bertscore": Target(
-        "centered_bertscore",
-        frozenset({"num_layers", "centering", "idf"}),
-        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": _centerings(corpus), "idf": [False, True]},
-        ("num_layers", "centering", "idf"),
-        _plain_prepare,
-        None,
-        _bertscore_score,
-    ),
-    "lazy_emd": Target(
-        "lazy_emd",
-        frozenset({"num_layers", "centering", "idf", "epsilon", "reg_c", "reg_r", "max_iter"}),
-        lambda n, corpus: {
-            "num_layers": list(range(1, n + 1)),
-            "centering": ["none", "batch"],
-            "idf": [False, True],
-            "epsilon": [0.009, 0.05],
-        },
-        ("num_layers", "centering", "idf"),
-        _plain_prepare,
-        _lazy_emd_live,
-        _lazy_emd_score,
-    ),
-    "moverscore": Target(
-        "moverscore",
-        frozenset(
-            {
-                "num_layers",
-                "centering",
-                "idf",
-                "prediction_idf",
-                "n_gram",
-                "variant",
-                "remove_subwords",
-                "remove_punctuation",
-                "cost",
-                "score_form",
-            }
-        ),  # fmt: skip
-        lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": ["none", "batch"], "n_gram": [1, 2]},
-        ("num_layers", "centering", "idf", "prediction_idf", "remove_subwords", "remove_punctuation"),
-        _moverscore_prepare,
-        None,
-        _moverscore_score,
-        _moverscore_canonical,
-    ),
-    "sbertscore": Target(
-        "sbertscore",
-        frozenset({"centering"}),
-        lambda n, corpus: {"centering": ["none", "dim", "batch", *(["corpus"] if corpus else [])]},
-        (),
-        None,
-        None,
-        None,
-    ),
+    target.name: target
+    for target in (
+        Target(
+            "twmd",
+            frozenset({"num_layers", "centering", "variant", "temperature", "sinkhorn_iterations", "normalize"}),
+            _twmd_grid,
+            ("num_layers", "centering"),
+            _plain_prepare,
+            _twmd_similarities,
+            _twmd_score,
+            _twmd_canonical,
+        ),
+        Target(
+            "centered_bertscore",
+            frozenset({"num_layers", "centering", "idf"}),
+            lambda n, corpus: {
+                "num_layers": list(range(1, n + 1)),
+                "centering": _centerings(corpus),
+                "idf": [False, True],
+            },
+            ("num_layers", "centering", "idf"),
+            _plain_prepare,
+            None,
+            _bertscore_score,
+        ),
+        Target(
+            "lazy_emd",
+            frozenset({"num_layers", "centering", "idf", "epsilon", "reg_c", "reg_r", "max_iter"}),
+            lambda n, corpus: {
+                "num_layers": list(range(1, n + 1)),
+                "centering": ["none", "batch"],
+                "idf": [False, True],
+                "epsilon": [0.009, 0.05],
+            },
+            ("num_layers", "centering", "idf"),
+            _plain_prepare,
+            _lazy_emd_live,
+            _lazy_emd_score,
+        ),
+        Target(
+            "moverscore",
+            frozenset(
+                {
+                    "num_layers",
+                    "centering",
+                    "idf",
+                    "prediction_idf",
+                    "n_gram",
+                    "variant",
+                    "remove_subwords",
+                    "remove_punctuation",
+                    "cost",
+                    "score_form",
+                }
+            ),  # fmt: skip
+            lambda n, corpus: {"num_layers": list(range(1, n + 1)), "centering": ["none", "batch"], "n_gram": [1, 2]},
+            ("num_layers", "centering", "idf", "prediction_idf", "remove_subwords", "remove_punctuation"),
+            _moverscore_prepare,
+            None,
+            _moverscore_score,
+            _moverscore_canonical,
+        ),
+        Target(
+            "sbertscore",
+            frozenset({"centering"}),
+            lambda n, corpus: {"centering": ["none", "dim", "batch", *(["corpus"] if corpus else [])]},
+            (),
+            None,
+            None,
+            None,
+        ),
+    )
 }
