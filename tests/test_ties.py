@@ -82,6 +82,11 @@ def test_the_best_reference_is_the_first_of_tied_ones():
     assert kept.tolist() == [0.8 + NOISE, 0.4] and reference_index(pair, group) == [1, 0]
     kept, pair = best_per_group(torch.tensor([0.3, 0.3 - NOISE, 0.9]), torch.tensor([0, 0, 0]), 1, True)
     assert reference_index(pair, torch.tensor([0, 0, 0])) == [0]
+    for values in ([0.5, math.inf, 0.7], [-math.inf, -math.inf, 0.2], [-math.inf] * 3):
+        kept, pair = best_per_group(torch.tensor(values, dtype=torch.float64), torch.tensor([0, 0, 0]), 1)
+        assert kept.tolist() == [max(values)] and reference_index(pair, torch.tensor([0, 0, 0])) == [
+            values.index(max(values))
+        ]
 
 
 def test_a_comparison_calls_float_noise_a_tie():
