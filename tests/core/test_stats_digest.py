@@ -28,6 +28,7 @@ def texts(wmt_pairs):
     return list(dict.fromkeys(wmt_pairs[1]))[:60]
 
 
+@pytest.mark.slow
 def test_the_digest_does_not_follow_the_bits(texts):
     small, large = fit_centering(texts, batch_size=16), fit_centering(texts, batch_size=64)
     assert np.allclose(small.mean, large.mean, atol=1e-6)
