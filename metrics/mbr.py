@@ -298,8 +298,8 @@ def matched_pairs(pred, ref, rows: list[int], columns: list[int], row_part: slic
     """Precision and recall (float64, on the host), each (len(rows), len(columns)), of the padded
     candidates ``pred[row_part]`` against the padded pseudo-references ``ref[first:]`` (``rows``
     and ``columns`` their texts: a text against itself has the cosine 1 with each of its units).
-    The cosines are written in place: one (rows x columns x units x units) tensor, then the
-    greedy match's own copy."""
+    The cosines are one (rows x columns x units x units) product, laid out pair by pair for the
+    matcher and clamped in place; the self-cosines and the greedy match each take a copy."""
     import torch
 
     from moverkit._core import greedy_match, self_cosine_one
