@@ -21,7 +21,7 @@ where moverkit is installed (a checkout installed with ``pip install -e .``).
 
 Usage (from the repository root; the output folder is the one the bench reads by default)::
 
-    python data/extract_wmt17_system_level.py PATH/WMT17 --segments 500 --out metrics/bench/data
+    python data/extract_wmt17_system_level.py PATH/WMT17 --segments 500 --out data
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("wmt17", type=Path, help="the WMT17/ folder (DA-syslevel.csv, references/, system-outputs/)")
     parser.add_argument("--segments", type=int, default=500, help="keep the first N segments of each test set (500)")
-    parser.add_argument("--out", type=Path, default=Path("metrics/bench/data"), help="output folder")
+    parser.add_argument("--out", type=Path, default=Path("data"), help="output folder")
     args = parser.parse_args(argv)
     if args.segments < 1:
         parser.error("--segments must be >= 1")

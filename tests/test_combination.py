@@ -343,8 +343,8 @@ def test_cli_combine_names_a_group_it_cannot_hold_out(tmp_path, capsys, rows, me
 def test_cli_combine_system_level_never_fits_on_the_unseen_pairs(tmp_path, capsys, monkeypatch):
     from moverkit import judgments
 
-    shipped = judgments.read_shipped(segments=4)
-    monkeypatch.setattr(judgments, "read_shipped", lambda: shipped)
+    shipped = judgments.read_extract(segments=4)
+    monkeypatch.setattr(judgments, "read_extract", lambda: shipped)
     data, out = tmp_path / "judgments.tsv", tmp_path / "combo.json"
     write_tsv(data, [("cs-en", h, r, q) for q, (h, r) in zip([1.0, 0.5, -0.5, -1.0], PAIRS)])
     argv = ["combine", "--data", str(data), "--component", "twmd", "--component", "chrF", "--out", str(out)]

@@ -11,6 +11,7 @@ import torch
 
 import moverkit
 from moverkit import MoverkitWarning
+from moverkit._core.base.sizes import parse_size
 from moverkit._core.call import streaming
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.tokens import CallTokenizer
@@ -136,7 +137,7 @@ def test_chunked_batch_mean_is_the_whole_calls(pairs, tiny_budget):
     ("size", "expected"), [("512MB", 512 * 2**20), ("2 GB", 2 * 2**30), ("1.5g", int(1.5 * 2**30)), (4096, 4096)]
 )
 def test_parse_size(size, expected):
-    assert streaming.parse_size(size) == expected
+    assert parse_size(size) == expected
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """The system-level benchmark's reading and arithmetic, on a small WMT17-shaped folder made here,
-and the shipped extract (checked against the full WMT17 folder when ``MOVERKIT_WMT17`` names it)."""
+and the extract in data/ (checked against the full WMT17 folder when ``MOVERKIT_WMT17`` names it)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from moverkit.bench.system_level import (
     per_system_batch,
     system_level,
 )
-from moverkit.judgments import SHIPPED, SHIPPED_HUMAN, TestSet, read_shipped, read_wmt17
+from moverkit.judgments import EXTRACT, EXTRACT_HUMAN, TestSet, read_extract, read_wmt17
 from moverkit.judgments.correlation import pairwise
 
 EXTRACTION = Path(__file__).resolve().parents[1] / "data" / "extract_wmt17_system_level.py"
@@ -125,18 +125,18 @@ def test_sacrebleu_paired_bootstrap_finds_a_clearly_better_system_and_agrees_wit
         assert bench.anchor_significant_agreement(reversed_human, anchor, resamples=200) == (0, 2)
 
 
-# --- the shipped extract -----------------------------------------------------------------------
+# --- the extract in data/ -----------------------------------------------------------------------
 
 
-def test_the_extraction_round_trips_through_the_shipped_reader(wmt17, tmp_path):
+def test_the_extraction_round_trips_through_the_extracts_reader(wmt17, tmp_path):
     script = extraction_script()
     texts, human = script.write(tmp_path / "out", *script.extract(wmt17, segments=3))
-    assert read_shipped(texts, human) == read_wmt17(wmt17, segments=3)
-    assert read_shipped(texts, human, segments=2) == read_wmt17(wmt17, segments=2)
+    assert read_extract(texts, human) == read_wmt17(wmt17, segments=3)
+    assert read_extract(texts, human, segments=2) == read_wmt17(wmt17, segments=2)
     with gzip.open(texts, "rt", encoding="utf-8") as f:
         assert f.readline() == "lp\tsystem\tsid\ttext\n"
     with pytest.raises(ValueError, match="holds the first 3 segments of cs-en, fewer than the 4"):
-        read_shipped(texts, human, segments=4)
+        read_extract(texts, human, segments=4)
     # The same input gives the same bytes (no time or name in the gzip header).
     again, _ = script.write(tmp_path / "again", *script.extract(wmt17, segments=3))
     assert again.read_bytes() == texts.read_bytes()
@@ -147,22 +147,36 @@ def test_the_extraction_refuses_more_segments_than_the_references_hold(wmt17):
         extraction_script().extract(wmt17, segments=5)
 
 
-def test_the_shipped_extract_holds_the_65_rated_systems_of_7_pairs():
-    sets = read_shipped()
+def test_the_extract_holds_the_65_rated_systems_of_7_pairs():
+    sets = read_extract()
     assert [t.lp for t in sets] == ["cs-en", "de-en", "fi-en", "lv-en", "ru-en", "tr-en", "zh-en"]
     assert [len(t.outputs) for t in sets] == [4, 11, 6, 9, 9, 10, 16]
     assert sum(len(t.outputs) for t in sets) == 65
     assert all(len(t.references) == 500 and all(len(o) == 500 for o in t.outputs.values()) for t in sets)
     assert sets[-1].human["SogouKnowing-nmt.5171"] == 0.209  # DA-syslevel.csv: zh-en 0.209 SogouKnowing-nmt.5171
-    assert SHIPPED.stat().st_size + SHIPPED_HUMAN.stat().st_size < 2_000_000
+    assert EXTRACT.stat().st_size + EXTRACT_HUMAN.stat().st_size < 2_000_000
+
+
+def test_the_names_of_020_still_work_with_a_deprecation_warning():
+    import moverkit.judgments as judgments
+
+    for old, new in (("SHIPPED", "EXTRACT"), ("SHIPPED_HUMAN", "EXTRACT_HUMAN"), ("read_shipped", "read_extract")):
+        with pytest.warns(DeprecationWarning, match=f"judgments.{old} is deprecated: use {new}"):
+            assert getattr(judgments, old) is getattr(judgments, new)
+
+
+def test_without_the_extract_the_error_says_where_it_is(tmp_path):
+    """A wheel install has no data/ folder: the reader names the file and the way to get it."""
+    with pytest.raises(FileNotFoundError, match="in moverkit's repository \\(data/\\), not in the wheel"):
+        read_extract(tmp_path / "wmt17_system_level_to_en.tsv.gz", EXTRACT_HUMAN)
 
 
 @pytest.mark.skipif(not os.environ.get("MOVERKIT_WMT17"), reason="set MOVERKIT_WMT17 to the full WMT17/ folder")
-def test_the_shipped_extract_is_the_full_folder_cut_to_500_segments():
-    assert read_shipped() == read_wmt17(os.environ["MOVERKIT_WMT17"], segments=500)
+def test_the_extract_is_the_full_folder_cut_to_500_segments():
+    assert read_extract() == read_wmt17(os.environ["MOVERKIT_WMT17"], segments=500)
 
 
-def test_the_bench_reads_the_shipped_extract_by_default(monkeypatch, capsys):
+def test_the_bench_reads_the_extract_by_default(monkeypatch, capsys):
     from moverkit.cli import main
 
     seen = {}
@@ -175,7 +189,7 @@ def test_the_bench_reads_the_shipped_extract_by_default(monkeypatch, capsys):
     assert main(["bench", "system-level", "--metrics", "twmd", "--segments", "2", "--resamples", "20"]) == 0
     assert sum(len(t.outputs) for t in seen["sets"]) == 65 and len(seen["sets"][0].references) == 2
     out = capsys.readouterr().out
-    assert "(the shipped extract), 65 systems, the first 2 segments" in out and "| twmd |" in out
+    assert "(the extract in data/), 65 systems, the first 2 segments" in out and "| twmd |" in out
 
 
 # --- per-system batch centering ------------------------------------------------------------------

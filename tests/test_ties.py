@@ -20,7 +20,7 @@ import torch
 
 from moverkit.facts.ties import TIE_TOLERANCE, first_best, tie_order, tie_width, tied
 
-SYSTEM_OUTPUTS = Path(__file__).resolve().parents[1] / "metrics" / "bench" / "data" / "wmt17_system_level_to_en.tsv.gz"
+SYSTEM_OUTPUTS = Path(__file__).resolve().parents[1] / "data" / "wmt17_system_level_to_en.tsv.gz"
 NOISE = 2e-7  # a few float32 units in the last place of a score near 1: what float rounding may move
 
 

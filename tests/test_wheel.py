@@ -107,3 +107,20 @@ print(json.dumps(out))
     assert re.search(r"/venv\d*/lib/python[\d.]+/site-packages/moverkit/__init__\.py$", result.pop("file"))
     assert result.pop("baselines") >= 2  # the shipped rescaling baselines are package data
     assert result == {name: True for name in moverkit.METRICS}
+
+
+def test_the_wheel_holds_no_benchmark_data_and_its_bench_says_where_it_is(dist, fresh_venv):
+    """The benchmarks' data stay in the repository (issue 61): the wheel has no data file past its
+    scoring's own (statistics, baselines, the examples), and a bench that needs the WMT17 extract
+    says, from a plain install, where it is."""
+    import zipfile
+
+    (wheel,) = dist.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if "wmt17_system_level" in n or n.endswith(".tsv") or ".tsv." in n]
+    done = _run([str(fresh_venv), "-m", "pip", "install", "--no-deps", "--ignore-installed", "--no-index", str(wheel)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = _run([str(fresh_venv), "-m", "moverkit.cli", "bench", "system-level", "--segments", "2"], cwd=dist)
+    assert done.returncode != 0
+    assert "not in the wheel; run from a checkout" in done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr

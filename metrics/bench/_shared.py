@@ -205,14 +205,15 @@ def sentence_encoder_floor(predictions, references):
     """The sentence encoder alone on the distinct sentences of the texts (split untimed): the floor
     of sbertscore, as :func:`encoder_floor` is the token-level metrics'."""
     from moverkit._core import encode_sentences, split_sentences
-    from moverkit._core.encoding import EncoderRequest, sentence_encoder_for
+    from moverkit._core.encoding import EncoderRequest, sentence_encoder_for, sentence_truncations
 
     request = EncoderRequest()
     encoder = sentence_encoder_for(request)
     texts = dict.fromkeys(list(predictions) + list(references))
     sentences = list(dict.fromkeys(s for text in texts for s in split_sentences(text)))
-    encode_sentences(encoder, sentences[:2], request)
-    return lambda: encode_sentences(encoder, sentences, request)
+    truncations = sentence_truncations(encoder)  # counted, never reported: the floor is timed, not scored
+    encode_sentences(encoder, sentences[:2], request, truncations)
+    return lambda: encode_sentences(encoder, sentences, request, truncations)
 
 
 def metric_run(name: str, **kwargs):

@@ -223,13 +223,13 @@ def command(args) -> int:
 
     from moverkit.combination.crossval import format_segment, segment_report
     from moverkit.formats.lines import write_atomic
-    from moverkit.judgments import read_shipped
+    from moverkit.judgments import read_extract
 
     data = judgments(args, "json", "scores_cache")
     components = COMBINATIONS["combination (all 7)"]
     features = segment_features(data, components, args.scores_cache, log=progress)
     segment = segment_report(data, features, COMBINATIONS)
-    test_sets = read_shipped()
+    test_sets = read_extract()
     metrics = [c for c in components if c not in ANCHORS]
     segments = system_segment_scores(test_sets, metrics, args.scores_cache, log=progress)
     system = system_bench(test_sets, segments, COMBINATIONS)

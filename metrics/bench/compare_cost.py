@@ -1,7 +1,7 @@
 """``moverkit bench compare-cost``: what :func:`moverkit.compare` costs against encoding its texts once.
 
 The workload is the one the issue names: 10 systems of 500 segments, taken from the shipped WMT17
-system-level extract (:data:`moverkit.judgments.SHIPPED`): the first language pair (by
+system-level extract (:data:`moverkit.judgments.EXTRACT`): the first language pair (by
 name) with at least that many rated systems, its first systems by name, the first segments. Per
 metric, two contenders are timed side by side in interleaved rounds (each round runs each
 contender once in turn, so drift in machine load hits both alike; medians reported):
@@ -161,14 +161,14 @@ def command(args) -> int:
     import torch
 
     from moverkit.formats.lines import check_out
-    from moverkit.judgments import read_shipped
+    from moverkit.judgments import read_extract
 
     check_out(args.out, [])
     cores = os.cpu_count() or 1
     if args.threads > cores:  # torch.set_num_threads(999999) crashed the process
         raise ValueError(f"--threads {args.threads}: this machine has {cores} cores")
     torch.set_num_threads(args.threads)
-    workload = pick_workload(read_shipped(), systems=args.systems, segments=args.segments)
+    workload = pick_workload(read_extract(), systems=args.systems, segments=args.segments)
     rows = []
     for metric in args.metrics or ("centered_bertscore", "twmd"):
         rows.append(measure(metric, workload, rounds=args.rounds, resamples=args.resamples))

@@ -2,7 +2,7 @@
 
 WMT17 to-English (newstest2017): every rated system's output against the reference, and the human
 system-level DA score of each system (the WMT17 metrics task's ``DA-syslevel.csv``). By default the
-bench reads the extract shipped with moverkit (:data:`moverkit.judgments.SHIPPED`: the first 500
+bench reads the extract in the repository (:data:`moverkit.judgments.EXTRACT`, ``data/`` of a checkout: the first 500
 segments of each test set, the 65 rated systems of the 7 to-English pairs, their human scores;
 made by ``data/extract_wmt17_system_level.py``, provenance in ``data/README.md``). ``--wmt17``
 reads the full ``WMT17/`` folder of the public repository AIPHES/ACL20-Reference-Free-MT-Evaluation
@@ -304,7 +304,7 @@ def register(which) -> None:
         "--wmt17",
         type=Path,
         help="read the full WMT17/ folder of AIPHES/ACL20-Reference-Free-MT-Evaluation (references/, "
-        "system-outputs/, DA-syslevel.csv) instead of the shipped extract (its first 500 segments)",
+        "system-outputs/, DA-syslevel.csv) instead of the extract in data/ (its first 500 segments)",
     )
     system.add_argument(
         "--metrics",
@@ -315,7 +315,7 @@ def register(which) -> None:
     system.add_argument(
         "--segments",
         type=positive_int,
-        help="score only the first N segments of each test set (default: all the data holds: 500 in the shipped extract)",
+        help="score only the first N segments of each test set (default: all the data holds: 500 in the extract)",
     )
     system.add_argument(
         "--data",
@@ -336,12 +336,12 @@ def register(which) -> None:
 
 def command(args) -> int:
     from moverkit.formats.lines import check_out
-    from moverkit.judgments import read_judgments, read_shipped, read_wmt17
+    from moverkit.judgments import read_extract, read_judgments, read_wmt17
 
     check_out(args.out, [] if args.data is None else [args.data])
     if args.wmt17 is None:
-        test_sets = read_shipped(segments=args.segments)
-        source = "the shipped extract"
+        test_sets = read_extract(segments=args.segments)
+        source = "the extract in data/"
     else:
         test_sets = read_wmt17(args.wmt17, segments=args.segments)
         source = str(args.wmt17)

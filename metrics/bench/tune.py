@@ -198,12 +198,12 @@ def command(args) -> int:
     ]
     record = {"segment": {metric: tuning.to_dict() for metric, tuning in tunings.items()}}
     if args.system_level:
-        from moverkit.judgments import read_shipped
+        from moverkit.judgments import read_extract
 
-        test_sets = read_shipped(segments=args.segments)
+        test_sets = read_extract(segments=args.segments)
         system = system_level(tunings, test_sets, model_type=args.model)
         report += [
-            "System level: the shipped WMT17 extract, each pair with its held-out settings",
+            "System level: the WMT17 extract, each pair with its held-out settings",
             format_system(system),
         ]
         record["system"] = system

@@ -36,7 +36,7 @@ def register(commands) -> None:
     combine.add_argument(
         "--system-level",
         action="store_true",
-        help="also fit the system level, on the shipped WMT17 extract's five fit pairs (cs, de, ru, tr, zh to en; "
+        help="also fit the system level, on the WMT17 extract's five fit pairs (data/ of a checkout) (cs, de, ru, tr, zh to en; "
         "fi-en and lv-en are never fitted on); scores 48 systems of 500 segments: minutes on a CPU",
     )
     combine.add_argument(
@@ -139,12 +139,12 @@ def _check_groups(data, path) -> None:
 
 
 def _system_level(components, kwargs, batch_size, device) -> dict:
-    """``{lp: (features, human)}`` of the shipped extract's fit pairs, as :func:`moverkit.combination.fit_system` takes."""
+    """``{lp: (features, human)}`` of the WMT17 extract's fit pairs, as :func:`moverkit.combination.fit_system` takes."""
     from moverkit._core.encoding import cache_enabled
     from moverkit.combination.scoring import system_features
-    from moverkit.judgments import UNSEEN_PAIRS, read_shipped, segment_scores
+    from moverkit.judgments import UNSEEN_PAIRS, read_extract, segment_scores
 
-    test_sets = [t for t in read_shipped() if t.lp not in UNSEEN_PAIRS]
+    test_sets = [t for t in read_extract() if t.lp not in UNSEEN_PAIRS]
     passthrough = {k: v for k, v in (("batch_size", batch_size), ("device", device)) if v is not None}
     segments = {}
     with cache_enabled():

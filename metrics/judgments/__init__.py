@@ -1,9 +1,9 @@
 """Human judgments: reading a TSV of them (WMT17 segment-level DA and files laid out like it), and
 WMT17's to-English system-level test sets (:class:`TestSet`: references, every rated system's
-output, the human system-level DA scores), read from the extract shipped with moverkit
-(:data:`SHIPPED`: the first 500 segments of each test set, the 65 rated systems of the 7
-to-English pairs, their human scores; made by ``data/extract_wmt17_system_level.py``, provenance
-in ``data/README.md``) or from the full ``WMT17/`` folder of the public repository
+output, the human system-level DA scores), read from the extract in moverkit's repository
+(:data:`EXTRACT`, ``data/`` of a checkout, not in the wheel: the first 500 segments of each test
+set, the 65 rated systems of the 7 to-English pairs, their human scores; made by
+``data/extract_wmt17_system_level.py``, provenance in ``data/README.md``) or from the full ``WMT17/`` folder of the public repository
 AIPHES/ACL20-Reference-Free-MT-Evaluation (``references/``, ``system-outputs/<lp>/``,
 ``DA-syslevel.csv``). Only WMT17 is read: the other years are kept for independent checks.
 
@@ -134,13 +134,30 @@ UNSEEN_PAIRS = ("fi-en", "lv-en")
 """Language pairs outside the five that moverkit's shipped statistics were fitted on."""
 
 
-SHIPPED = Path(__file__).parent.parent / "bench" / "data" / "wmt17_system_level_to_en.tsv.gz"
-"""The shipped extract's texts: ``lp, system, sid, text`` (``system`` is ``reference`` for the
+CHECKOUT_DATA = Path(__file__).resolve().parents[2] / "data"
+"""The ``data/`` folder of the repository checkout moverkit runs from (``pip install -e .``); a
+wheel does not hold it (the benchmarks' data are 1.6 MB, of no use to scoring)."""
+
+EXTRACT = CHECKOUT_DATA / "wmt17_system_level_to_en.tsv.gz"
+"""The extract's texts: ``lp, system, sid, text`` (``system`` is ``reference`` for the
 references), written by ``data/extract_wmt17_system_level.py``."""
 
+EXTRACT_HUMAN = CHECKOUT_DATA / "wmt17_system_level_to_en_human.tsv"
+"""The extract's human system-level scores: ``lp, system, human``."""
 
-SHIPPED_HUMAN = SHIPPED.with_name("wmt17_system_level_to_en_human.tsv")
-"""The shipped extract's human system-level scores: ``lp, system, human``."""
+_MOVED = {"SHIPPED": "EXTRACT", "SHIPPED_HUMAN": "EXTRACT_HUMAN", "read_shipped": "read_extract"}
+"""Names of 0.2.0, renamed in 0.3.0 when the extract left the wheel: kept for one release, with a
+``DeprecationWarning``."""
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import warnings
+
+        new = _MOVED[name]
+        warnings.warn(f"moverkit.judgments.{name} is deprecated: use {new}", DeprecationWarning, stacklevel=2)
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 REFERENCE = "reference"
@@ -190,14 +207,23 @@ def read_wmt17(folder: str | Path, segments: int | None = None) -> list[TestSet]
     return sets
 
 
-def read_shipped(
-    texts: str | Path = SHIPPED, human: str | Path = SHIPPED_HUMAN, segments: int | None = None
+def read_extract(
+    texts: str | Path = EXTRACT, human: str | Path = EXTRACT_HUMAN, segments: int | None = None
 ) -> list[TestSet]:
-    """The test sets of the shipped extract (or of files in its format), as :func:`read_wmt17`
-    reads them from the full folder, each cut to its first ``segments`` segments when given; more
-    segments than the extract holds is an error. Every system of ``human`` must have the same
-    segments as the references of its language pair."""
+    """The test sets of the repository's extract (or of files in its format), as
+    :func:`read_wmt17` reads them from the full folder, each cut to its first ``segments`` segments
+    when given; more segments than the extract holds is an error. Every system of ``human`` must
+    have the same segments as the references of its language pair. Without the files (a wheel
+    install) the error says where they are."""
     import gzip
+
+    for path in (Path(texts), Path(human)):
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} not found: the WMT17 system-level extract is in moverkit's repository (data/), not in the "
+                "wheel; run from a checkout (git clone, then pip install -e .). moverkit bench system-level also "
+                "reads the full WMT17/ folder of AIPHES/ACL20-Reference-Free-MT-Evaluation (--wmt17)"
+            )
 
     scores: dict[str, dict[str, float]] = {}
     for line in read_lines(Path(human))[1:]:

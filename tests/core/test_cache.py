@@ -25,7 +25,7 @@ from moverkit._core.encoding.cache import (
     set_cache,
 )
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import encode_sentences, get_sentence_encoder
+from moverkit._core.encoding.sentences import encode_sentences, get_sentence_encoder, sentence_truncations
 from moverkit._core.encoding.tokens import CallTokenizer
 
 
@@ -149,13 +149,14 @@ def test_cached_sentence_vectors_are_encode_sentences(cache_on, tiny_model_path)
     before = cache_info()
     got = cached_sentence_vectors(encoder, sentences, request)
     assert (cache_info()["hits"] - before["hits"], cache_info()["misses"] - before["misses"]) == (4, 6)
-    assert torch.equal(got, encode_sentences(encoder, sentences, request))
+    assert torch.equal(got, encode_sentences(encoder, sentences, request, sentence_truncations(encoder)))
     assert torch.equal(cached_sentence_vectors(encoder, sentences, request), got)  # all hits
     # The dtype of the forward pass is in the key: a bfloat16 request encodes again.
     bfloat16 = EncoderRequest(model_type=tiny_model_path, batch_size=1, dtype="bfloat16")
     misses = cache_info()["misses"]
     assert torch.equal(
-        cached_sentence_vectors(encoder, sentences[:3], bfloat16), encode_sentences(encoder, sentences[:3], bfloat16)
+        cached_sentence_vectors(encoder, sentences[:3], bfloat16),
+        encode_sentences(encoder, sentences[:3], bfloat16, sentence_truncations(encoder)),
     )
     assert cache_info()["misses"] == misses + 3
 
@@ -189,6 +190,17 @@ def test_tokens_made_ahead_are_taken_for_the_texts_the_cache_lacks(cache_on, tin
     want = encode_texts(encoder, texts, request)
     assert got.token_ids == want.token_ids
     assert torch.equal(got.vectors, want.vectors)
+
+
+def test_tokens_of_other_texts_are_refused(cache_on, tiny_model_path):
+    """cached_encode takes tokens made ahead by position: tokens of other texts (or in another
+    order) would give a text another text's vectors, so they are an error, never a silent misalignment."""
+    encoder = get_encoder(tiny_model_path)
+    tokenizer = CallTokenizer.of(encoder)
+    texts = REFERENCES[:3]
+    for other in (texts[::-1], texts[:2], texts + ["one more"]):
+        with pytest.raises(ValueError, match="tokens of other texts"):
+            cached_encode(encoder, texts, tokenizer, EncoderRequest(), tokens=tokenizer.tokenize(other))
 
 
 @pytest.mark.slow

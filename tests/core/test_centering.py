@@ -117,6 +117,7 @@ def test_a_vector_centered_to_zero_stays_zero_not_nan():
 
 def test_fit_centering_token_and_sentence_levels(tiny_model_path):
     from moverkit._core import encode_sentences, encode_texts, get_encoder, get_sentence_encoder
+    from moverkit._core.encoding import sentence_truncations
 
     texts = ["The cat sat. It purred.", "Stocks fell.", "Stocks fell.", "   "]
     # Token level, positional (model_type, num_layers) as the CLI calls it: the mean non-special token.
@@ -130,7 +131,8 @@ def test_fit_centering_token_and_sentence_levels(tiny_model_path):
     with pytest.warns(UserWarning, match="fit_centering over only 3 distinct sentences"):
         stats = moverkit.fit_centering(texts, model_type=tiny_model_path, level="sentence")
     sentences = ["The cat sat.", "It purred.", "Stocks fell.", "Stocks fell."]
-    vectors = encode_sentences(get_sentence_encoder(tiny_model_path), sentences, EncoderRequest()).double()
+    encoder = get_sentence_encoder(tiny_model_path)
+    vectors = encode_sentences(encoder, sentences, EncoderRequest(), sentence_truncations(encoder)).double()
     np.testing.assert_allclose(stats.mean, vectors.mean(0).numpy(), atol=1e-6)
     assert (stats.layer, stats.n_texts, stats.n_tokens) == (-1, 4, 4)
 

@@ -281,11 +281,11 @@ def test_roberta_like_text_spelling_s_and_mask_is_tokenized_as_text(tiny_roberta
 @pytest.mark.slow
 def test_sentence_encoder_tokenizes_spelled_special_tokens_as_text():
     from moverkit._core import encode_sentences, get_sentence_encoder
+    from moverkit._core.encoding import sentence_truncations
 
     encoder = get_sentence_encoder()
-    vectors = encode_sentences(
-        encoder, [SPELLED, "[ cls ] hello [ sep ] [ pad ] world [ mask ] [ unk ]"], EncoderRequest()
-    )
+    spelled_out = "[ cls ] hello [ sep ] [ pad ] world [ mask ] [ unk ]"
+    vectors = encode_sentences(encoder, [SPELLED, spelled_out], EncoderRequest(), sentence_truncations(encoder))
     torch.testing.assert_close(vectors[0], vectors[1], atol=1e-6, rtol=1e-6)
 
 

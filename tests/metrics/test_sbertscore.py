@@ -490,6 +490,38 @@ def test_long_sentences_are_truncated_with_one_warning(metric):
     assert math.isfinite(result["f1"][0])
 
 
+@pytest.mark.slow
+def test_sentence_truncation_is_the_calls_one_warning_and_counts_cached_sentences(monkeypatch):
+    """Issue 61: sbertscore's cut sentences are counted in the call's Truncations and reported by
+    its close, once; a sentence the cache holds (encoded cut by an earlier call) is counted too."""
+    import warnings
+
+    from moverkit._core.encoding.cache import cache_enabled
+    from moverkit._core.encoding.tokens import Truncations
+
+    closes = []
+    close = Truncations.close
+
+    def spy(self, n_texts=None):
+        closes.append((self.unit, len(self.cut)))
+        close(self, n_texts)
+
+    monkeypatch.setattr(Truncations, "close", spy)
+    long_sentence = " ".join(["word"] * 400) + "."
+    with cache_enabled():
+        for _ in range(2):  # the second call finds both sentences in the cache
+            closes.clear()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                sbertscore([long_sentence + " Another one."], ["Short one."])
+            said = [str(w.message) for w in caught if "longer than" in str(w.message)]
+            assert said == [
+                "1 of 3 sentences are longer than 256 tokens and were truncated (the max_seq_length of "
+                "sentence-transformers/all-MiniLM-L6-v2)."
+            ]
+            assert closes == [("sentences", 1)]
+
+
 def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, tiny_model_path):
     from pathlib import Path
 

@@ -6,6 +6,7 @@ the hashcode, streaming (``chunks``: the call prepared once, in chunks under the
 the rescaling baselines.
 """
 
+from moverkit._core.base.hardware import set_memory_budget, temporary_memory_budget
 from moverkit._core.call.baseline import baseline_csv, score_columns, settings_key
 from moverkit._core.call.closing import get_hash, pair_hash
 from moverkit._core.call.opening import MetricCall, Opening, PreparedChunk, open_call
@@ -19,7 +20,7 @@ from moverkit._core.call.pairs import (
     prepare_pairs,
     subword_marker,
 )
-from moverkit._core.call.streaming import chunks, set_memory_budget, temporary_memory_budget
+from moverkit._core.call.streaming import chunks
 
 __all__ = [
     "MetricCall",

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import torch
@@ -39,7 +38,7 @@ from moverkit._core.call.pairs import NO_OPTIONS, PairData, PairOptions, pair_da
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.encoder import Encoder
 from moverkit._core.encoding.request import EncoderRequest, check_lang
-from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, Truncations
+from moverkit._core.encoding.tokens import AheadTokens, CallTokenizer, Truncations
 
 
 @dataclass(frozen=True)
@@ -91,8 +90,9 @@ class PreparedChunk:
     mean and a quiet bar), the call's ``tokenizer`` (``None`` for sentences) and, for ``idf=True``
     past the memory budget, ``call_idf``, the table fitted on the whole call's references (and
     ``call_prediction_idf`` on its predictions, for ``prediction_idf=True``), and ``tokens``, its
-    distinct texts tokenized where that was done ahead (in a thread while the previous chunk
-    encoded: a ``Future``; or when the call was planned). Within the memory budget a call is one
+    distinct texts tokenized where that was done ahead (an
+    :class:`~moverkit._core.encoding.tokens.AheadTokens`: in a thread while the previous chunk
+    encoded, or when the call was planned). Within the memory budget a call is one
     chunk, itself."""
 
     call: MetricCall
@@ -105,7 +105,7 @@ class PreparedChunk:
     tokenizer: CallTokenizer | None = None
     call_idf: Mapping | None = None
     call_prediction_idf: Mapping | None = None
-    tokens: TokenizedTexts | Future | None = None
+    tokens: AheadTokens | None = None
 
     @property
     def rescaled(self) -> bool:
@@ -122,8 +122,7 @@ class PreparedChunk:
         sentence-level call, its sentence clouds
         (:func:`~moverkit._core.call.pairs.sentence_pair_data`; no option applies)."""
         if self.centering.level == "sentence":  # units are sentences (sbertscore)
-            return sentence_pair_data(self.texts, self.encoder, self.request, self.centering)
-        tokens = self.tokens.result() if isinstance(self.tokens, Future) else self.tokens
+            return sentence_pair_data(self.texts, self.encoder, self.request, self.centering, self.call.truncations)
         return pair_data(
             self.texts,
             self.encoder,
@@ -133,7 +132,7 @@ class PreparedChunk:
             options,
             call_idf=self.call_idf,
             call_prediction_idf=self.call_prediction_idf,
-            tokens=tokens,
+            tokens=None if self.tokens is None else self.tokens.get(),
         )
 
     def results(

@@ -35,9 +35,9 @@ from moverkit._core.encoding.cache import cached_encode, cached_sentence_vectors
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encoder_for, offsets_of
 from moverkit._core.encoding.idf import IdfTable, check_idf, token_weights
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import SENTENCE_LAYER, SentenceEncoder
+from moverkit._core.encoding.sentences import SENTENCE_LAYER, SentenceClouds, SentenceEncoder
 from moverkit._core.encoding.splitting import split_texts, splitter_tag
-from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, Truncations
 
 PAIR_BATCH_ELEMENTS = 1 << 24
 """Entries of one padded (pairs x prediction length x reference length) tensor (64 MiB in float32)."""
@@ -409,7 +409,7 @@ def pair_data(
         prediction_idf=prediction_idf,
         layers=used_layers,
         max_length=tokenizer.limit,
-        long_texts=request.long_texts,
+        long_texts=tokenizer.long_texts,
         dtype=request.dtype,
     )
 
@@ -432,15 +432,20 @@ def _pairs_of(texts: CallTexts, encoder, clouds: TokenClouds, pred_weights, ref_
     )
 
 
-def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: EncoderRequest, centering: Centering):
+def sentence_pair_data(
+    texts: CallTexts, encoder: SentenceEncoder, request: EncoderRequest, centering: Centering, truncations: Truncations
+):
     """The sentence clouds of a call's pairs, laid out as token clouds are, so that the same
     bucketing, padding and greedy matching score them (sbertscore: Sharma et al., 2023, Section 3).
 
     Every distinct text is split once (pysbd, ``request.lang``) and every distinct sentence
-    embedded once (or taken from the cache across calls: :func:`~moverkit._core.encoding.cache.cached_sentence_vectors`); a sentence counts, for a ``batch`` mean, as often as it occurs in the call's
-    texts. Vectors are centered in float64 (float32 unit vectors give self-similarities of
+    embedded once (or taken from the cache across calls:
+    :func:`~moverkit._core.encoding.cache.cached_sentence_vectors`), those cut at the model's limit
+    counted in the call's ``truncations``; a sentence counts, for a ``batch`` mean, as often as it
+    occurs in the call's texts. Vectors are centered in float64 (float32 unit vectors give self-similarities of
     1 + 1e-7), every sentence weighs 1 and none is special: text ``i`` owns rows
-    ``offsets[i]:offsets[i + 1]``, one per sentence, and its sentences are ``clouds.units[i]``."""
+    ``offsets[i]:offsets[i + 1]``, one per sentence, and its sentences are ``clouds.units[i]``
+    (:class:`~moverkit._core.encoding.sentences.SentenceClouds`)."""
     stats = centering.resolved(
         encoder.name, SENTENCE_LAYER, encoder.dim, lambda: default_corpus_stats(encoder, request.dtype)
     )
@@ -451,7 +456,8 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
             sentence_counts[sentence] += n
     sentences = list(sentence_counts)
     position = {s: i for i, s in enumerate(sentences)}
-    vectors = cached_sentence_vectors(encoder, sentences, request).double()
+    truncations.n_texts = len(sentences)
+    vectors = cached_sentence_vectors(encoder, sentences, request, truncations).double()
     counts = torch.tensor([sentence_counts[s] for s in sentences], dtype=torch.float64)
     vectors = center_rows(vectors, centering.mode, counts=counts, stats=stats)
     on = vectors.device
@@ -459,7 +465,7 @@ def sentence_pair_data(texts: CallTexts, encoder: SentenceEncoder, request: Enco
     units = [split[t] for t in texts.unique]
     offsets = offsets_of(map(len, units), len(units)).to(on)
     special = torch.zeros_like(rows, dtype=torch.bool)
-    clouds = TokenClouds(texts.unique, vectors[rows], offsets, [[] for _ in units], special, None, units=units)
+    clouds = SentenceClouds(texts.unique, vectors[rows], offsets, [[] for _ in units], special, None, units=units)
     ones = torch.ones(len(rows), dtype=torch.float64, device=on)
     return _pairs_of(
         texts,

@@ -3,7 +3,7 @@ r"""Scoring any number of pairs in bounded memory: chunked calls under a memory 
 A token-level metric holds the token vectors of every distinct text of its call (and a centered
 copy), so one call over :math:`N` texts needs memory in :math:`O(N)`. :func:`chunks` prepares a
 metric call once and hands it to the metric as chunks: one, the call itself, within the memory
-budget (:func:`set_memory_budget`); past it, consecutive chunks of predictions, each scored the
+budget (:func:`~moverkit._core.base.hardware.set_memory_budget`); past it, consecutive chunks of predictions, each scored the
 same way (:meth:`~moverkit._core.call.opening.PreparedChunk.pairs`, the same encoder) and merged
 (:meth:`~moverkit._core.call.opening.MetricCall.close`). Every pair's score is the one of the unchunked call:
 
@@ -37,11 +37,9 @@ tokens counted, not a second tokenization.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, TypeVar
 
 import torch
@@ -50,7 +48,6 @@ from tqdm.auto import tqdm
 from moverkit._core.base.hardware import available_host_memory, current_environment, tokenizes_ahead
 from moverkit._core.base.heap import fix_mmap_threshold
 from moverkit._core.base.inputs import CallTexts, call_texts
-from moverkit._core.base.sizes import parse_size
 from moverkit._core.call.opening import MetricCall, PreparedChunk
 from moverkit._core.centering.maths import RowMean, warn_small_batch
 from moverkit._core.centering.stats_file import CenteringStats
@@ -58,11 +55,11 @@ from moverkit._core.encoding.cache import cached_encode
 from moverkit._core.encoding.encoder import Encoder, encoder_for
 from moverkit._core.encoding.idf import IdfTable
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import sentence_encoder_for
-from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
+from moverkit._core.encoding.sentences import sentence_encoder_for, sentence_truncations
+from moverkit._core.encoding.tokens import AheadTokens, CallTokenizer, TokenizedTexts
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
-"""Bytes of token vectors one chunk may hold on a CPU when neither :func:`set_memory_budget` nor
+"""Bytes of token vectors one chunk may hold on a CPU when neither :func:`~moverkit._core.base.hardware.set_memory_budget` nor
 the ``MOVERKIT_MEMORY_BUDGET`` environment variable says otherwise and the memory the machine has
 left is unknown (the model, torch and the padded pair batches, a few hundred MB, come on top); the
 least budget :data:`HOST_MEMORY_SHARE` gives. On a CUDA device see :data:`CUDA_MEMORY_SHARE`."""
@@ -84,35 +81,6 @@ CHARS_PER_TOKEN = 3.0
 """A low estimate of characters per token (English word pieces run at about 4), so that chunks
 are planned on the safe side before any text is tokenized."""
 
-_budget: int | None = None
-_BUDGET_LOCK = threading.Lock()
-_BLOCK_BUDGET: contextvars.ContextVar[int | None] = contextvars.ContextVar("moverkit_memory_budget", default=None)
-
-
-def set_memory_budget(size) -> None:
-    """Bound the token vectors a metric call holds at once (``"1GB"``, ``"512MB"``, bytes; ``None``
-    restores the default: ``MOVERKIT_MEMORY_BUDGET`` or :data:`DEFAULT_MEMORY_BUDGET`), for every
-    thread's calls but those in a :func:`temporary_memory_budget` block. Calls over the budget run
-    in chunks (:func:`chunks`); scores do not change."""
-    global _budget
-    size = None if size is None else parse_size(size)
-    with _BUDGET_LOCK:
-        _budget = size
-
-
-@contextlib.contextmanager
-def temporary_memory_budget(size) -> Iterator[None]:
-    """The budget ``size`` (as :func:`set_memory_budget`) for the calls in the block, in this thread
-    (context: a :class:`contextvars.ContextVar`; ``None``: the budget as it is); it outranks the
-    process's, and no other thread's calls see it, so blocks of several threads (or nested ones)
-    each restore their own (a bench's run under its own budget)."""
-    token = _BLOCK_BUDGET.set(_BLOCK_BUDGET.get() if size is None else parse_size(size))
-    try:
-        yield
-    finally:
-        _BLOCK_BUDGET.reset(token)
-
-
 CUDA_MEMORY_SHARE = 0.5
 """The share of a CUDA device's free memory (at the call's start) that a call's token vectors may
 take when no budget is set: there the vectors live in the device's memory, not the host's, and a
@@ -123,14 +91,15 @@ from 0.47 s to 0.23 s). The other half is left to the forward passes and the pai
 
 
 def memory_budget(device: torch.device | None = None) -> int:
-    """The budget in bytes: the :func:`temporary_memory_budget` block's, else
-    :func:`set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s (read when the call opened:
-    :mod:`~moverkit._core.base.hardware`), else, on a CUDA ``device``, :data:`CUDA_MEMORY_SHARE`
-    of its free memory, else :data:`HOST_MEMORY_SHARE` of the host's available memory (at least
-    the default)."""
-    for budget in (_BLOCK_BUDGET.get(), _budget, current_environment().memory_budget):
-        if budget is not None:
-            return budget
+    """The budget in bytes: the one the call's opening read
+    (:func:`~moverkit._core.base.hardware.read_environment`: the
+    :func:`~moverkit._core.base.hardware.temporary_memory_budget` block's, else
+    :func:`~moverkit._core.base.hardware.set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s),
+    else, on a CUDA ``device``, :data:`CUDA_MEMORY_SHARE` of its free memory, else
+    :data:`HOST_MEMORY_SHARE` of the host's available memory (at least the default)."""
+    budget = current_environment().memory_budget
+    if budget is not None:
+        return budget
     if device is not None and device.type == "cuda":
         return max(int(CUDA_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]), 1)
     return max(int(HOST_MEMORY_SHARE * (available_host_memory() or 0)), DEFAULT_MEMORY_BUDGET)
@@ -165,6 +134,7 @@ def chunks(
         # One vector per sentence, not per token: a sentence call is one chunk (its vectors take
         # about a twentieth of a token call's), encoded by the sentence encoder.
         encoder = sentence_encoder_for(request)
+        sentence_truncations(encoder, call.truncations)
         yield PreparedChunk(call, call.predictions, call.references, texts, encoder, request, call.centering)
         return
     encoder = encoder_for(request)
@@ -174,7 +144,7 @@ def chunks(
     max_tokens = memory_budget(encoder.device) // token_bytes
     plan = None if one_chunk else plan_chunks(texts, max_tokens, tokenizer)
     if plan is None or len(plan.ranges) == 1:  # within the budget (or never cut): the bar is the encoding's
-        tokens = None if plan is None else plan.tokens
+        tokens = None if plan is None or plan.tokens is None else AheadTokens(plan.tokens)
         yield PreparedChunk(
             call, call.predictions, call.references, texts, encoder, request, call.centering, tokenizer, tokens=tokens
         )
@@ -244,12 +214,12 @@ class TokenizingThread:
 
     def parts(
         self, parts: Iterable[Part], texts_of: Callable[[Part], Sequence[str]]
-    ) -> Iterator[tuple[Part, TokenizedTexts | Future]]:
-        """Each of ``parts`` with the tokens of ``texts_of(part)`` (a ``Future`` of them while
-        they are being made in the thread), in order; at most two parts' tokens held at once."""
+    ) -> Iterator[tuple[Part, AheadTokens]]:
+        """Each of ``parts`` with the tokens of ``texts_of(part)`` (being made in the thread, while
+        enabled), in order; at most two parts' tokens held at once."""
         if not self.enabled:
             for part in parts:
-                yield part, self.tokenizer.tokenize(texts_of(part))
+                yield part, AheadTokens(self.tokenizer.tokenize(texts_of(part)))
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=TOKENIZER_THREAD)
@@ -257,7 +227,9 @@ class TokenizingThread:
         parts = iter(parts)
 
         def started(part):
-            return None if part is end else (part, self._pool.submit(self.tokenizer.tokenize, texts_of(part)))
+            if part is end:
+                return None
+            return part, AheadTokens(self._pool.submit(self.tokenizer.tokenize, texts_of(part)))
 
         ahead = started(next(parts, end))
         while ahead is not None:
@@ -380,16 +352,11 @@ def batch_mean(
     mean = RowMean()
     slices = text_chunks(unique, max_tokens, tokenizer.truncating)
     for (start, end), tokens in ahead.parts(slices, lambda r: unique[r[0] : r[1]]):
-        clouds = cached_encode(encoder, unique[start:end], tokenizer, request, tokens=resolved(tokens))
+        clouds = cached_encode(encoder, unique[start:end], tokenizer, request, tokens=tokens.get())
         mean.add(clouds.vectors, offsets=clouds.offsets, scored=~clouds.special, counts=counts[start:end])
         del clouds
     warn_small_batch(mean.sizes(), "texts")  # as an unchunked call warns (its chunks then do not)
     return mean.stats(encoder.name, encoder.layer, len(unique))
-
-
-def resolved(tokens: TokenizedTexts | Future | None) -> TokenizedTexts | None:
-    """Tokens made ahead: waited for where a thread is making them (raising what it raised)."""
-    return tokens.result() if isinstance(tokens, Future) else tokens
 
 
 def fit_idf(texts: list[str], ahead: TokenizingThread) -> IdfTable:
@@ -397,4 +364,4 @@ def fit_idf(texts: list[str], ahead: TokenizingThread) -> IdfTable:
     call (one document per pair; for ``prediction_idf=True``, every prediction), tokenized slice
     by slice by the call's tokenizer."""
     slices = (texts[start : start + 4096] for start in range(0, len(texts), 4096))
-    return IdfTable(row for _, tokens in ahead.parts(slices, lambda part: part) for row in resolved(tokens).ids)
+    return IdfTable(row for _, tokens in ahead.parts(slices, lambda part: part) for row in tokens.get().ids)

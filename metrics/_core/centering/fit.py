@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from moverkit._core.base import checks
+from moverkit._core.base.hardware import current_environment
 from moverkit._core.base.inputs import check_texts
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, RowMean, row_mean
@@ -164,11 +165,6 @@ DEFAULT_CORPUS = STATS_DIR / "wmt17_references.txt.gz"
 reference translations of the WMT17 segment-level DA file (news, cs, de, ru, tr, zh to English),
 one a line. :func:`default_corpus_stats` fits on it for an encoder no statistic ships for."""
 
-CACHE_VARIABLE = "MOVERKIT_CENTERING_CACHE"
-"""Folder where :func:`default_corpus_stats` keeps what it fits (default
-``$XDG_CACHE_HOME/moverkit/centering``, else ``~/.cache/moverkit/centering``); ``off`` keeps
-nothing on disk."""
-
 _FITTED: dict[tuple, CenteringStats] = {}
 _FITTING: dict[tuple, threading.Lock] = {}
 _FITTING_LOCK = threading.Lock()
@@ -195,7 +191,9 @@ def default_corpus_stats(encoder: Encoder | SentenceEncoder, dtype: str) -> Cent
     the call's precision ``dtype``. ``centering="corpus"``, the default of centered_bertscore and
     twmd, thus works with every encoder, with a mean that does not depend on the call's texts.
 
-    Fitted once per process and encoder, and kept in :data:`CACHE_VARIABLE`'s folder so that the
+    Fitted once per process and encoder, and kept in the folder of
+    :data:`~moverkit._core.base.hardware.CENTERING_CACHE_VARIABLE` (as the call's opening read it)
+    so that the
     next process reads it (a 110M-parameter encoder takes about a minute on a CPU to fit it); one
     warning says so, with where it is kept. Its digest is in the hashcode of every score it centers,
     as a shipped statistic's. A file that fails :meth:`CenteringStats.load`'s checks, or that is of
@@ -238,13 +236,11 @@ def _fit_default(encoder: Encoder | SentenceEncoder, dtype: str) -> CenteringSta
 
 
 def _cache_path(model: str, layer: int, limit: int | None, dtype: str) -> Path | None:
-    """Where :func:`default_corpus_stats` keeps a statistic; ``None`` when the cache is off."""
-    folder = os.environ.get(CACHE_VARIABLE)
-    if folder is not None and folder.strip().lower() in {"", "off", "0", "none"}:
-        return None
+    """Where :func:`default_corpus_stats` keeps a statistic (in the running call's
+    :attr:`~moverkit._core.base.hardware.Environment.centering_cache`); ``None`` when that is off."""
+    folder = current_environment().centering_cache
     if folder is None:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        folder = os.path.join(base, "moverkit", "centering")
+        return None
     corpus = hashlib.sha1(DEFAULT_CORPUS.read_bytes()).hexdigest()[:10]
     key = hashlib.sha1(repr((model, layer, limit, dtype, corpus)).encode()).hexdigest()[:16]
     return Path(folder) / f"{key}.npz"

@@ -43,6 +43,7 @@ from moverkit._core.encoding.sentences import (
     encode_sentences,
     get_sentence_encoder,
     sentence_encoder_for,
+    sentence_truncations,
 )
 from moverkit._core.encoding.splitting import split_sentences, splitter_languages, splitter_tag
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, tokenize
@@ -80,6 +81,7 @@ __all__ = [
     "resolve_layer",
     "resolve_model",
     "sentence_encoder_for",
+    "sentence_truncations",
     "set_cache",
     "split_sentences",
     "splitter_languages",

@@ -69,6 +69,17 @@ def load_settings(config) -> dict:
     return {}
 
 
+def config_settings(path: str, local_only: bool) -> dict:
+    """:func:`load_settings` of the config at ``path``, for a library that builds the model itself
+    from overrides (sentence-transformers' ``config_kwargs``); none where no config is there to read."""
+    from transformers import AutoConfig
+
+    try:
+        return load_settings(AutoConfig.from_pretrained(path, local_files_only=local_only))
+    except (OSError, ValueError):
+        return {}
+
+
 class ModelChangesItself(ValueError):
     """A forward pass changed a setting of the model (:func:`unchanged`)."""
 

@@ -60,8 +60,8 @@ from moverkit._core.base.heap import trim_heap
 from moverkit._core.base.sizes import parse_size, size_from_env
 from moverkit._core.encoding.encoder import Encoder, TokenClouds, encode
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit._core.encoding.sentences import SentenceEncoder, encode_sentences
-from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts
+from moverkit._core.encoding.sentences import SentenceEncoder, encode_sentences, sentence_truncations
+from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, Truncations
 
 DEFAULT_MAX_BYTES = 768 * 2**20
 """Bytes :func:`set_cache` keeps unless told otherwise: about 500,000 tokens of a 384-dimensional
@@ -93,9 +93,12 @@ class _Cloud:
 
 @dataclass(frozen=True)
 class _SentenceVector:
-    """The raw (not centered) embedding of one sentence, as :func:`encode_sentences` gives it."""
+    """The raw (not centered) embedding of one sentence, as :func:`encode_sentences` gives it, and
+    whether the model ``cut`` it at its ``max_seq_length`` (a call that finds it here still counts
+    it in its truncation warning)."""
 
     vector: torch.Tensor  # (dim,)
+    cut: bool
 
     def nbytes(self, text: str) -> int:
         return self.vector.nbytes + sys.getsizeof(text)
@@ -250,6 +253,8 @@ def cached_encode(
     ``tokenizer`` (``tokens``: those texts tokenized already, ahead of their turn), encoding only
     the texts the cache does not hold, tokenized only then, and keeping the new ones. When every
     text misses, ``encode``'s own result is returned."""
+    if tokens is not None and (len(tokens) != len(texts) or list(tokens.texts) != list(texts)):
+        raise ValueError(f"cached_encode was given the tokens of other texts than its {len(texts)} texts")
     scope = _scope()
     if scope.max_bytes == 0 or encoder.trainable or encoder.model.training:
         return encode(encoder, tokenizer.tokenize(texts) if tokens is None else tokens, request, layers=layers)
@@ -274,26 +279,38 @@ def cached_encode(
 
 
 def cached_sentence_vectors(
-    encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest
+    encoder: SentenceEncoder,
+    sentences: Sequence[str],
+    request: EncoderRequest,
+    truncations: Truncations | None = None,
 ) -> torch.Tensor:
     """The :func:`~moverkit._core.encoding.sentences.encode_sentences` of ``sentences`` (distinct),
-    encoding only the sentences the cache does not hold and keeping the new ones."""
+    encoding only the sentences the cache does not hold and keeping the new ones. The sentences
+    cut at the model's limit, encoded now or found cut in the cache, go into ``truncations`` (the
+    call's, :func:`~moverkit._core.encoding.sentences.sentence_truncations`), whose call warns
+    once; without one, into a tally of their own, which warns here."""
+    tally = sentence_truncations(encoder) if truncations is None else truncations
     scope = _scope()
     if scope.max_bytes == 0 or encoder.model.training:
-        return encode_sentences(encoder, sentences, request)
-    config = ("sentences", _model_id(encoder.model), encoder.name, str(encoder.device))
-    config += (encoder.model.max_seq_length, request.dtype)
-    found = [_CACHE.get(scope, (config, sentence)) for sentence in sentences]
-    missing = [i for i, entry in enumerate(found) if entry is None]
-    if len(missing) == len(sentences):
-        vectors = encode_sentences(encoder, sentences, request)
+        vectors = encode_sentences(encoder, sentences, request, tally)
     else:
-        blank = torch.zeros(encoder.dim, dtype=torch.float32, device=encoder.device)
-        vectors = torch.stack([blank if entry is None else entry.vector for entry in found])
-        if missing:
-            vectors[missing] = encode_sentences(encoder, [sentences[i] for i in missing], request)
-    for i in missing:
-        _CACHE.put(scope, (config, sentences[i]), _SentenceVector(vectors[i].clone()))
+        config = ("sentences", _model_id(encoder.model), encoder.name, str(encoder.device))
+        config += (encoder.model.max_seq_length, request.dtype)
+        found = [_CACHE.get(scope, (config, sentence)) for sentence in sentences]
+        missing = [i for i, entry in enumerate(found) if entry is None]
+        if len(missing) == len(sentences):
+            vectors = encode_sentences(encoder, sentences, request, tally)
+        else:
+            blank = torch.zeros(encoder.dim, dtype=torch.float32, device=encoder.device)
+            vectors = torch.stack([blank if entry is None else entry.vector for entry in found])
+            if missing:
+                vectors[missing] = encode_sentences(encoder, [sentences[i] for i in missing], request, tally)
+        tally.add(sentence for sentence, entry in zip(sentences, found) if entry is not None and entry.cut)
+        for i in missing:
+            entry = _SentenceVector(vectors[i].clone(), tally.holds(sentences[i]))
+            _CACHE.put(scope, (config, sentences[i]), entry)
+    if truncations is None:
+        tally.close(len(sentences))
     return vectors
 
 

@@ -391,18 +391,13 @@ class TokenClouds:
     # Only from encode(..., layers=...): the vectors of each requested layer, same rows as `vectors`.
     layer_vectors: torch.Tensor | None = None  # (n_layers, n_tokens, dim), float32
     layers: tuple[int, ...] | None = None
-    # Only for clouds of sentences (sbertscore): each text's sentences, its units instead of tokens.
-    units: list[list[str]] | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
         return self.offsets[1:] - self.offsets[:-1]
 
     def tokens(self, i: int) -> list[str]:
-        """Token strings of text ``i`` (special tokens included), for alignments and filters; the
-        sentences of text ``i`` for clouds of sentences."""
-        if self.units is not None:
-            return self.units[i]
+        """Token strings of text ``i`` (special tokens included), for alignments and filters."""
         return self.tokenizer.convert_ids_to_tokens(self.token_ids[i])
 
     def scored_tokens(self, i: int) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from moverkit._core.base import checks
-from moverkit._core.base.hardware import DTYPES, auto_dtype, check_dtype, resolve_device
+from moverkit._core.base.hardware import DTYPES, auto_dtype, check_dtype, current_environment, resolve_device
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.base.windows import LONG_TEXT_MODES
 
@@ -205,8 +205,9 @@ def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
 
 def local_files_only(path: str) -> bool:
     """What ``from_pretrained`` gets as ``local_files_only`` for ``path`` (as :func:`resolve_model`
-    gives it): a local folder, or any path while ``HF_HUB_OFFLINE=1``, is never looked up online."""
-    return os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1"
+    gives it): a local folder, or any path while ``HF_HUB_OFFLINE=1`` (as the running call's opening
+    read it, :func:`~moverkit._core.base.hardware.read_environment`), is never looked up online."""
+    return os.path.isdir(path) or current_environment().hub_offline
 
 
 def default_layer(name: str, n_layers: int, origin: str | None = None) -> int:
@@ -303,7 +304,9 @@ class EncoderRequest:
 
     model_type: str | os.PathLike | None = None
     num_layers: int | None = None
-    device: str | int | torch.device | None = None
+    # A torch.device once made: given as "cpu", "cuda:1", a CUDA ordinal, a torch.device or None (the
+    # best there is), it is resolved in __post_init__, as a converter would (dataclasses have none).
+    device: torch.device = None  # type: ignore[assignment]
     batch_size: int = 64
     max_length: int | None = None
     long_texts: str = "truncate"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -21,13 +21,14 @@ from moverkit._core.base.batching import pad
 from moverkit._core.base.hardware import precision, resolve_device
 from moverkit._core.encoding.architecture import (
     PROBE_TOKENS,
-    load_settings,
+    config_settings,
     position_limit,
     probe_rows,
     square_mask,
     takes_square_mask,
 )
 from moverkit._core.encoding.encoder import (
+    TokenClouds,
     all_finite,
     cached_model,
     check_finite,
@@ -78,6 +79,20 @@ class SentenceEncoder:
         return int(getter())
 
 
+@dataclass(eq=False)
+class SentenceClouds(TokenClouds):
+    """The sentence vectors of texts laid out as token clouds are (text ``i`` owns rows
+    ``offsets[i]:offsets[i + 1]``, one per sentence, none special, no token ids and no tokenizer),
+    so that the same padding and matching score them; ``units[i]`` are text ``i``'s sentences,
+    what its alignment names."""
+
+    units: list[list[str]] = field(default_factory=list)
+
+    def tokens(self, i: int) -> list[str]:
+        """The sentences of text ``i``."""
+        return self.units[i]
+
+
 def get_sentence_encoder(
     model_type: str | os.PathLike | None = None, device: str | int | torch.device | None = None
 ) -> SentenceEncoder:
@@ -115,7 +130,7 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
             device=str(device),
             local_files_only=local_only,
             model_kwargs={"dtype": torch.float32},
-            config_kwargs=_config_settings(path, local_only),
+            config_kwargs=config_settings(path, local_only),
         )
     except (OSError, ValueError) as err:
         where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: from the local cache)"
@@ -146,17 +161,6 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
     return encoder
 
 
-def _config_settings(path: str, local_only: bool) -> dict:
-    """:func:`~moverkit._core.encoding.architecture.load_settings` of the config at ``path``, for
-    sentence-transformers to build its transformer with; none where no config is there to read."""
-    from transformers import AutoConfig
-
-    try:
-        return load_settings(AutoConfig.from_pretrained(path, local_files_only=local_only))
-    except (OSError, ValueError):
-        return {}
-
-
 def _module_takes_mask(model, device: torch.device, limit: int) -> bool:
     """Whether the model's first module, called with ``attention_mask=`` beside its features,
     passes that mask to its transformer (sentence-transformers >= 5 lets a call's arguments
@@ -173,10 +177,23 @@ def _module_takes_mask(model, device: torch.device, limit: int) -> bool:
     return bool(torch.equal(plain[kept], square["token_embeddings"][kept]))
 
 
-def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest) -> torch.Tensor:
+def sentence_truncations(encoder: SentenceEncoder, truncations: Truncations | None = None) -> Truncations:
+    """``truncations`` (a call's tally, :class:`~moverkit._core.encoding.tokens.Truncations`; a new
+    one if not given) made to count sentences cut at ``encoder``'s ``max_seq_length``: what
+    :class:`~moverkit._core.encoding.tokens.CallTokenizer.of` does for a token-level call."""
+    truncations = Truncations() if truncations is None else truncations
+    truncations.unit, truncations.limit = "sentences", encoder.model.max_seq_length or 0
+    truncations.reason = f"and were truncated (the max_seq_length of {encoder.name})."
+    return truncations
+
+
+def encode_sentences(
+    encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest, truncations: Truncations
+) -> torch.Tensor:
     """Sentence embeddings of ``sentences``, shape (n, dim), float32 on the encoder's device, as
     ``SentenceTransformer.encode`` gives them (its pooling; not yet centered or re-normalized).
-    Sentences longer than the model's ``max_seq_length`` are truncated by it, with one warning.
+    Sentences longer than the model's ``max_seq_length`` are truncated by it and added to
+    ``truncations`` (:func:`sentence_truncations`), whose owner gives the one warning.
     ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) gives the batch size, the
     progress bar and ``dtype``, the precision of the forward pass; the embeddings are float32
     whatever it is.
@@ -196,9 +213,9 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
     if not sentences:
         return vectors
     described = f"model_type={encoder.path!r} ({encoder.name}, sentence vectors)"
-    ids = _sentence_ids(encoder, sentences)
+    ids = _sentence_ids(encoder, sentences, truncations)
     if ids is None:
-        return _encode_with_sentence_transformers(encoder, sentences, request, vectors, described)
+        return _encode_with_sentence_transformers(encoder, sentences, request, vectors, described, truncations)
     lengths = [len(row) for row in ids]
     offsets = offsets_of(lengths, len(ids))
     flat_ids = torch.from_numpy(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(offsets[-1])))
@@ -221,10 +238,12 @@ def encode_sentences(encoder: SentenceEncoder, sentences: Sequence[str], request
     return vectors
 
 
-def _sentence_ids(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[list[int]] | None:
+def _sentence_ids(
+    encoder: SentenceEncoder, sentences: Sequence[str], truncations: Truncations
+) -> list[list[int]] | None:
     """The token ids sentence-transformers' ``Transformer`` module gives ``sentences`` (stripped,
     lower-cased if the module says so, truncated at ``max_seq_length``), from one Rust batch call,
-    warning once about the sentences truncated; ``None`` for a model this path does not take."""
+    the sentences cut added to ``truncations``; ``None`` for a model this path does not take."""
     from sentence_transformers.models import Transformer
 
     first = encoder.model[0] if len(encoder.model) else None
@@ -235,18 +254,20 @@ def _sentence_ids(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[li
     backend = rust_copy(first.tokenizer, limit)
     if backend is None:
         return None
-    tokenizer = CallTokenizer(first.tokenizer, limit, "truncate", backend, _truncations(encoder, limit))
-    ids = tokenizer.tokenize(texts).ids
-    tokenizer.close(len(sentences))
-    return ids
+    return CallTokenizer(first.tokenizer, limit, "truncate", backend, truncations).tokenize(texts).ids
 
 
 def _encode_with_sentence_transformers(
-    encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest, vectors: torch.Tensor, described: str
+    encoder: SentenceEncoder,
+    sentences: Sequence[str],
+    request: EncoderRequest,
+    vectors: torch.Tensor,
+    described: str,
+    truncations: Truncations,
 ) -> torch.Tensor:
     """:func:`encode_sentences` through ``SentenceTransformer.encode``, ``batch_size`` sentences at a
     time sorted by token length (character length for a model without a callable tokenizer)."""
-    lengths = _token_lengths(encoder, sentences)
+    lengths = _token_lengths(encoder, sentences, truncations)
     order = sorted(range(len(sentences)), key=lambda i: -lengths[i])
     starts = range(0, len(order), request.batch_size)
     for start in tqdm(starts, desc="encoding sentences", unit="batch", disable=not request.verbose):
@@ -260,20 +281,15 @@ def _encode_with_sentence_transformers(
     return vectors
 
 
-def _token_lengths(encoder: SentenceEncoder, sentences: Sequence[str]) -> list[int]:
-    """Token counts (special tokens included) by the model's tokenizer, warning once about those
-    over ``max_seq_length``; character counts for a model without a callable tokenizer."""
+def _token_lengths(encoder: SentenceEncoder, sentences: Sequence[str], truncations: Truncations) -> list[int]:
+    """Token counts (special tokens included) by the model's tokenizer, those over
+    ``max_seq_length`` added to ``truncations``; character counts for a model without a callable
+    tokenizer."""
     tokenizer = getattr(encoder.model, "tokenizer", None)
     if not sentences or not callable(tokenizer):
         return [len(s) for s in sentences]
     lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
     limit = getattr(encoder.model, "max_seq_length", None)
     if limit:
-        truncations = _truncations(encoder, limit)
         truncations.add(s for s, n in zip(sentences, lengths) if n > limit)
-        truncations.close(len(sentences))
     return lengths
-
-
-def _truncations(encoder: SentenceEncoder, limit: int) -> Truncations:
-    return Truncations("sentences", limit, f"and were truncated (the max_seq_length of {encoder.name}).")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -74,6 +75,11 @@ class Truncations:
         with self._lock:
             self.cut.update(texts)
 
+    def holds(self, text: str) -> bool:
+        """Whether ``text`` was cut in this call so far (what a cache keeps beside its vectors)."""
+        with self._lock:
+            return text in self.cut
+
     def close(self, n_texts: int | None = None) -> None:
         """The call's one warning, if it cut any of its ``n_texts`` (default :attr:`n_texts`)
         distinct texts; forgotten once given."""
@@ -114,6 +120,26 @@ class TokenizedTexts:
 
 
 @dataclass(frozen=True)
+class AheadTokens:
+    """Texts tokenized ahead of their turn (a chunk's, or a slice of a call's texts): made already
+    (``made`` is their :class:`TokenizedTexts`), or being made in the call's tokenizing thread (a
+    ``Future`` of them; :class:`~moverkit._core.call.streaming.TokenizingThread`)."""
+
+    made: TokenizedTexts | Future
+
+    def get(self) -> TokenizedTexts:
+        """The tokens, waited for where the thread is making them (raising what it raised): the one
+        place a ``Future`` of tokens is resolved."""
+        return self.made.result() if isinstance(self.made, Future) else self.made
+
+
+def cut_at(limit: int, long_texts: str) -> int | None:
+    """The token count texts are cut at under ``long_texts`` (``None`` for ``"window"``: tokenized
+    whole, the encoder cuts windows)."""
+    return None if long_texts == "window" else limit
+
+
+@dataclass(frozen=True)
 class CallTokenizer:
     """One call's tokenizer (:meth:`of`): made once, when the call is prepared, and frozen."""
 
@@ -139,15 +165,15 @@ class CallTokenizer:
         else:
             reason = f"and were truncated (max_length={limit}; the model takes up to {encoder.max_length})."
         reason += " long_texts='window' scores them whole, encoded in overlapping windows."
-        truncating = None if long_texts == "window" else limit
         truncations = Truncations() if truncations is None else truncations
         truncations.limit, truncations.reason = limit, reason
-        return cls(encoder.tokenizer, limit, long_texts, rust_copy(encoder.tokenizer, truncating), truncations)
+        backend = rust_copy(encoder.tokenizer, cut_at(limit, long_texts))
+        return cls(encoder.tokenizer, limit, long_texts, backend, truncations)
 
     @property
     def truncating(self) -> int | None:
-        """The limit texts are cut at: ``None`` for ``long_texts="window"`` (tokenized whole)."""
-        return None if self.long_texts == "window" else self.limit
+        """The limit texts are cut at (:func:`cut_at`)."""
+        return cut_at(self.limit, self.long_texts)
 
     def encodings(self, texts: Sequence[str]) -> list:
         """Each text's encoding (``ids``, ``special_tokens_mask``, ``overflowing``): stripped,

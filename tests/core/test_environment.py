@@ -1,0 +1,116 @@
+"""Issue 61: what a metric call reads from its surroundings is read once, when it opens
+(``hardware.read_environment``), and the call runs with that snapshot: a variable set (or a
+process-wide budget changed) while it runs changes nothing in it."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from moverkit._core.base import hardware
+from moverkit._core.call import streaming
+from moverkit._core.centering import fit
+from moverkit._core.encoding.request import local_files_only
+from moverkit.functional import twmd
+
+PREDICTIONS = ["The cat sat on the mat.", "A dog barked twice at night.", "It rained all day long."]
+REFERENCES = ["A cat was sitting on the mat.", "The dog barked two times.", "Rain fell the whole day."]
+HUB_ID = "some-org/a-model-on-the-hub"  # not a folder: offline or not is the variable's to say
+
+
+def _scored(tiny_model_path: str) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fitted mean's notice: no statistic ships for the tiny model
+        return twmd(PREDICTIONS, REFERENCES, model_type=tiny_model_path, centering="corpus")
+
+
+def test_every_setting_a_call_reads_is_read_when_it_opens(tiny_model_path, tmp_path, monkeypatch):
+    opened_cache = tmp_path / "cache-at-opening"
+    monkeypatch.setenv(hardware.CENTERING_CACHE_VARIABLE, str(opened_cache))
+    monkeypatch.setenv(hardware.HUB_OFFLINE_VARIABLE, "1")
+    for name in (hardware.MEMORY_BUDGET_VARIABLE, hardware.TOKENIZE_AHEAD_VARIABLE, hardware.PLAN_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(fit, "_FITTED", {})  # the tiny model's corpus mean is fitted in the call, and kept on disk
+    corpus = fit.default_corpus()[:40]
+    monkeypatch.setattr(fit, "default_corpus", lambda: corpus)  # a few of its texts: the fit is not what is tested
+    undisturbed = _scored(tiny_model_path)
+    assert len(list(opened_cache.glob("*.npz"))) == 1
+    for kept in opened_cache.glob("*.npz"):
+        kept.unlink()
+    monkeypatch.setattr(fit, "_FITTED", {})
+
+    moved, xdg = tmp_path / "cache-set-mid-call", tmp_path / "xdg-set-mid-call"
+    mid_call = {
+        hardware.MEMORY_BUDGET_VARIABLE: "1",  # every prediction a chunk of its own, were it read
+        hardware.TOKENIZE_AHEAD_VARIABLE: "maybe",  # a ValueError, were it read
+        hardware.PLAN_VARIABLE: "gpu",  # a ValueError, were it read
+        hardware.CENTERING_CACHE_VARIABLE: str(moved),
+        "XDG_CACHE_HOME": str(xdg),
+        hardware.HUB_OFFLINE_VARIABLE: "0",
+    }
+    seen = {}
+    call_texts, memory_budget = streaming.call_texts, streaming.memory_budget
+
+    def disturbed_call_texts(*args, **kwargs):  # the call has opened: its texts are checked next
+        for name, value in mid_call.items():
+            monkeypatch.setenv(name, value)
+        hardware.set_memory_budget(2)  # as another thread may, process-wide
+        seen["offline"] = local_files_only(HUB_ID)
+        return call_texts(*args, **kwargs)
+
+    def recorded_budget(device=None):
+        seen["budget"] = memory_budget(device)
+        return seen["budget"]
+
+    monkeypatch.setattr(streaming, "call_texts", disturbed_call_texts)
+    monkeypatch.setattr(streaming, "memory_budget", recorded_budget)
+    try:
+        disturbed = _scored(tiny_model_path)
+        assert seen["budget"] not in (1, 2)  # neither the variable nor the process budget set mid-call
+    finally:
+        hardware.set_memory_budget(None)
+
+    assert disturbed == undisturbed  # the same chunks, the same fitted mean: the same bits
+    assert seen["offline"] is True  # HF_HUB_OFFLINE as the call opened with it
+    assert len(list(opened_cache.glob("*.npz"))) == 1  # the mean kept where the opening said
+    assert not moved.exists() and not xdg.exists()
+    # Outside a call the settings are read as they are now: each changed value would have been seen.
+    with pytest.raises(ValueError, match=hardware.TOKENIZE_AHEAD_VARIABLE):
+        hardware.read_environment()
+    monkeypatch.setenv(hardware.TOKENIZE_AHEAD_VARIABLE, "1")
+    with pytest.raises(ValueError, match=hardware.PLAN_VARIABLE):
+        hardware.read_environment()
+    monkeypatch.setenv(hardware.PLAN_VARIABLE, "cpu")
+    assert local_files_only(HUB_ID) is False
+    assert hardware.read_environment().centering_cache == str(moved)
+    assert hardware.read_environment().memory_budget == 1
+
+
+def test_the_budget_a_call_opens_with_is_the_blocks_then_the_processs_then_the_variables(monkeypatch):
+    monkeypatch.setenv(hardware.MEMORY_BUDGET_VARIABLE, "3MB")
+    assert hardware.read_environment().memory_budget == 3 * 2**20
+    try:
+        hardware.set_memory_budget("2MB")
+        assert hardware.read_environment().memory_budget == 2 * 2**20
+        with hardware.temporary_memory_budget("1MB"):
+            assert hardware.read_environment().memory_budget == 2**20
+    finally:
+        hardware.set_memory_budget(None)
+    assert hardware.read_environment().memory_budget == 3 * 2**20
+
+
+@pytest.mark.parametrize(
+    ("variables", "folder"),
+    [
+        ({"MOVERKIT_CENTERING_CACHE": "off"}, None),
+        ({"MOVERKIT_CENTERING_CACHE": "/data/means"}, "/data/means"),
+        ({"XDG_CACHE_HOME": "/xdg"}, "/xdg/moverkit/centering"),
+    ],
+)
+def test_the_centering_cache_folder(variables, folder, monkeypatch):
+    for name in ("MOVERKIT_CENTERING_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    assert hardware.read_environment().centering_cache == folder
