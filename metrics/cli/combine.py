@@ -36,8 +36,8 @@ def register(commands) -> None:
     combine.add_argument(
         "--system-level",
         action="store_true",
-        help="also fit the system level, on the WMT17 extract's five fit pairs (data/ of a checkout) (cs, de, ru, tr, zh to en; "
-        "fi-en and lv-en are never fitted on); scores 48 systems of 500 segments: minutes on a CPU",
+        help="also fit the system level, on the five fit pairs of the WMT17 extract in data/ of a checkout (cs, de, ru, "
+        "tr, zh to en; fi-en and lv-en are never fitted on); scores 48 systems of 500 segments: minutes on a CPU",
     )
     combine.add_argument(
         "--arg",

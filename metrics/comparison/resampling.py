@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from moverkit.facts.ties import TIE_TOLERANCE, tie_width
+from moverkit.facts.ties import tie_width
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def segment_differences(x: np.ndarray, y: np.ndarray, higher_is_better: bool) ->
     (:func:`~moverkit.facts.ties.tied`) set to 0: a segment the two systems score the same in
     exact arithmetic is a tie, not a win for whichever the CPU's last bit favours."""
     d = (x - y) if higher_is_better else (y - x)
-    width = TIE_TOLERANCE * np.maximum(1.0, np.maximum(np.abs(x), np.abs(y)))
+    width = tie_width(np.maximum(np.abs(x), np.abs(y)))
     return np.where(np.abs(d) <= width, 0.0, d)
 
 

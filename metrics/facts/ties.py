@@ -36,9 +36,14 @@ TIE_TOLERANCE = 1e-6
 """The relative tolerance :math:`\\tau` under which two values are one (see the module doc)."""
 
 
-def tie_width(value: float) -> float:
-    """How far from ``value`` another value is still a tie with it: :math:`\\tau \\max(1, |v|)`."""
-    return TIE_TOLERANCE * max(1.0, abs(value))
+def tie_width(value):
+    """How far from ``value`` another value is still a tie with it: :math:`\\tau \\max(1, |v|)`;
+    elementwise for a numpy array or a torch tensor (the one formula of the comparison's segment
+    differences and of a prediction's best reference; this room imports neither library)."""
+    magnitude = abs(value)
+    if isinstance(magnitude, (float, int)):
+        return TIE_TOLERANCE * max(1.0, magnitude)
+    return TIE_TOLERANCE * magnitude.clip(min=1.0)
 
 
 def tied(a: float, b: float) -> bool:

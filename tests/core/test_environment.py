@@ -4,7 +4,10 @@ process-wide budget changed) while it runs changes nothing in it."""
 
 from __future__ import annotations
 
+import ast
+import re
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +117,77 @@ def test_the_centering_cache_folder(variables, folder, monkeypatch):
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
     assert hardware.read_environment().centering_cache == folder
+
+
+# --- the two lists of docs/architecture.md ---------------------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parents[2] / "metrics"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]*)+_?$")
+READS = re.compile(r"environ|size_from_env")  # os.environ, and sizes.size_from_env(variable, ...)
+
+
+def _strings(node: ast.AST, constants: dict) -> set[str]:
+    """The string constants in ``node``, and those of the module constants it names."""
+    found = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            found.add(sub.value)
+        elif isinstance(sub, ast.Name) and sub.id in constants:
+            found |= constants[sub.id]
+    return found
+
+
+def variables_read_by_the_package() -> dict[str, set[str]]:
+    """Each variable name the package's code reads or sets through ``os.environ`` (or
+    ``size_from_env``), with its files: the string constants of every simple statement (and of a
+    loop's iterable, a condition) that touches it, the module constants it names resolved."""
+    names: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        constants = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                constants[node.targets[0].id] = _strings(node.value, {})
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.For, ast.AsyncFor)) and READS.search(ast.unparse(node)):
+                parts = [node.iter]
+            elif isinstance(node, (ast.If, ast.While)) and READS.search(ast.unparse(node.test)):
+                parts = [node.test]
+            elif isinstance(node, ast.stmt) and not hasattr(node, "body") and READS.search(ast.unparse(node)):
+                parts = [node]
+            else:
+                continue
+            for part in parts:
+                for name in filter(NAME.match, _strings(part, constants)):
+                    names.setdefault(name, set()).add(str(path.relative_to(PACKAGE)))
+    return names
+
+
+def _section(title: str) -> str:
+    text = ARCHITECTURE.read_text()
+    start = text.index(f"## {title}\n")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_every_variable_the_package_reads_is_in_one_of_the_two_lists():
+    section = _section("The environment")
+    call, process = section.split("**Process settings**")
+    listed_call = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", call))
+    listed_process = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", process))
+    read = variables_read_by_the_package()
+    assert {"HF_HUB_OFFLINE", "MOVERKIT_CACHE_BYTES", "ONEDNN_MAX_CPU_ISA", "GITHUB_SHA"} <= set(read)  # the scan sees
+    unlisted = {name: sorted(files) for name, files in read.items() if name not in listed_call | listed_process}
+    assert not unlisted, f"read by the package but in neither list of docs/architecture.md: {unlisted}"
+    assert not listed_call & listed_process
+    # The call's list is what read_environment reads, and only it reads those.
+    assert listed_call == {
+        hardware.MEMORY_BUDGET_VARIABLE,
+        hardware.TOKENIZE_AHEAD_VARIABLE,
+        hardware.PLAN_VARIABLE,
+        hardware.CENTERING_CACHE_VARIABLE,
+        hardware.HUB_OFFLINE_VARIABLE,
+        "XDG_CACHE_HOME",
+    }
+    for name in listed_call:
+        assert read[name] == {"_core/base/hardware.py"}, (name, read[name])

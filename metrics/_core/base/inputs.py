@@ -11,7 +11,7 @@ from functools import cached_property
 
 import torch
 
-from moverkit.facts.ties import TIE_TOLERANCE
+from moverkit.facts.ties import tie_width
 
 
 def check_texts(values, name: str) -> list[str]:
@@ -183,8 +183,7 @@ def best_per_group(values: torch.Tensor, group: torch.Tensor, n_groups: int, low
     sign = -1.0 if lower_is_better else 1.0
     best = torch.full((n_groups,), float("-inf"), dtype=torch.float64)
     best.scatter_reduce_(0, group, sign * values, reduce="amax")
-    # tie_width of each best; an infinite best ties with itself only
-    width = torch.where(best.isfinite(), TIE_TOLERANCE * best.abs().clamp_min(1.0), 0.0)
+    width = torch.where(best.isfinite(), tie_width(best), 0.0)  # an infinite best ties with itself only
     is_best = (sign * values) >= (best - width)[group]
     first = torch.full((n_groups,), len(values), dtype=torch.long)
     first.scatter_reduce_(0, group[is_best], torch.nonzero(is_best).flatten(), reduce="amin")
