@@ -279,8 +279,9 @@ def test_cache_enabled_turns_it_on_for_a_block_and_restores_the_budget_before():
             assert cache_info()["max_bytes"] == DEFAULT_MAX_BYTES
             cached(get_encoder(), REFERENCES, EncoderRequest())
             assert cache_info()["texts"] == len(REFERENCES)
+            block = cache._scope()
         assert (cache_info()["max_bytes"], cache_info()["bytes"], cache_info()["texts"]) == (0, 0, 0)
-        assert not cache._CACHE._entries  # the block's texts are forgotten with it
+        assert not block.entries and not cache._PROCESS.entries  # the block's texts are forgotten with it
         set_cache(12345)
         with cache_enabled():  # a budget the user set is kept
             assert cache_info()["max_bytes"] == 12345
@@ -323,6 +324,7 @@ def test_a_block_is_its_threads_alone_and_forgets_its_texts():
 
     set_cache(0)
     with cache_enabled():
+        block = cache._scope()
         _put("mine")
         thread = threading.Thread(target=other_thread)
         thread.start()
@@ -336,7 +338,7 @@ def test_a_block_is_its_threads_alone_and_forgets_its_texts():
         with cache_enabled("1MB"):  # a budget of its own: texts of its own
             assert not _held("mine")
     set_cache(0)
-    assert not cache._CACHE._entries
+    assert not block.entries and not cache._PROCESS.entries
 
 
 def test_a_block_evicts_only_its_own_texts():

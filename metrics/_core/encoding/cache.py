@@ -31,10 +31,10 @@ The budget is in bytes, not tokens: 200 texts of 140 KB truncated to a few token
 metrics encode each distinct text once) turns it on for the calls of that block, in that thread
 (context: a :class:`contextvars.ContextVar`), never for another thread's calls, which see the
 cache as ``set_cache`` set it. In a process whose cache is off (or with a budget of its own,
-``cache_enabled("256MB")``) the block's texts are entries of its own in the one least-recently-used
-storage, keyed by the block: they count against the block's budget alone, are evicted only to make
+``cache_enabled("256MB")``) the block's texts are kept in a least-recently-used map of the
+block's own: they count against the block's budget alone, are evicted only to make
 room for the block's own texts, are read by no other block, and are forgotten when the block
-ends; the storage holds at most the process's budget plus each running block's. Two threads'
+ends; the cache holds at most the process's budget plus each running block's. Two threads'
 blocks over the same texts thus each encode them, as two blocks one after the other do, and each
 block scores as it does alone, to the last bit (a cloud encoded in another call's batches could
 differ in its last digits, above). In a process whose cache is on, ``cache_enabled()`` changes
@@ -106,40 +106,42 @@ class _SentenceVector:
 
 class _Scope:
     """Whose entries: the process's (:func:`set_cache`) or one :func:`cache_enabled` block's; its
-    budget in bytes (0: off), the ``bytes`` and ``texts`` it holds, its ``hits`` and ``misses``."""
+    budget in bytes (0: off), its ``entries`` (a least-recently-used map of ``(config, text)`` to a
+    cloud or sentence vector and its size), the ``bytes`` and ``texts`` they hold, its ``hits`` and
+    ``misses``."""
 
-    __slots__ = ("max_bytes", "bytes", "texts", "hits", "misses")
+    __slots__ = ("max_bytes", "entries", "bytes", "texts", "hits", "misses")
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
+        self.entries: OrderedDict[tuple, tuple[_Cloud | _SentenceVector, int]] = OrderedDict()
         self.bytes = self.texts = self.hits = self.misses = 0
 
 
 class _Cache:
-    """A least-recently-used map of texts' clouds (and sentences' vectors). A key is ``(scope,
-    config, text)``; each entry remembers its size, each scope counts its own bytes against its
-    own budget, and evicting takes the least recently used entry of the same scope."""
+    """The scopes' entries under one lock. Each scope keeps its own least-recently-used map and
+    counts its own bytes against its own budget, so that evicting takes the least recently used
+    entry of that scope at once, and forgetting a block's entries touches no other scope's."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[tuple, tuple[_Cloud | _SentenceVector, int]] = OrderedDict()
         self._lock = threading.RLock()
 
     def get(self, scope: _Scope, key: tuple) -> _Cloud | _SentenceVector | None:
         with self._lock:
-            entry = self._entries.get((scope, *key))
+            entry = scope.entries.get(key)
             if entry is None:
                 scope.misses += 1
                 return None
             scope.hits += 1
-            self._entries.move_to_end((scope, *key))
+            scope.entries.move_to_end(key)
             return entry[0]
 
     def put(self, scope: _Scope, key: tuple, cloud: _Cloud | _SentenceVector) -> None:
         size = cloud.nbytes(key[1])
         with self._lock:
-            if size > scope.max_bytes or (scope, *key) in self._entries:
+            if size > scope.max_bytes or key in scope.entries:
                 return
-            self._entries[(scope, *key)] = (cloud, size)
+            scope.entries[key] = (cloud, size)
             scope.bytes += size
             scope.texts += 1
             self.shrink(scope)
@@ -148,14 +150,14 @@ class _Cache:
         """Evict ``scope``'s least recently used entries until it is within its budget."""
         with self._lock:
             while scope.bytes > scope.max_bytes:
-                oldest = next(key for key in self._entries if key[0] is scope)
-                scope.bytes -= self._entries.pop(oldest)[1]
+                _, (_, size) = scope.entries.popitem(last=False)
+                scope.bytes -= size
                 scope.texts -= 1
 
     def drop(self, scope: _Scope) -> None:
-        """Forget every entry of ``scope`` (one pass, whatever else the cache holds)."""
+        """Forget every entry of ``scope``."""
         with self._lock:
-            self._entries = OrderedDict((key, entry) for key, entry in self._entries.items() if key[0] is not scope)
+            scope.entries.clear()
             scope.bytes = scope.texts = 0
 
 
