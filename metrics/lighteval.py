@@ -128,9 +128,9 @@ def metrics(name: str, *, metric_name: str | None = None, **arguments) -> list[M
     ``<metric_name>_<output>`` for precision, recall and F1; ``metric_name`` is ``name`` unless
     given. lighteval keeps one score per name in a task, so two metrics of one name with other
     arguments in the same task need a ``metric_name`` each."""
-    entry = get(name)
-    spec = entry.spec
-    arguments = entry.scoring_arguments(arguments, f"moverkit.lighteval.metric({name!r})")
+    registered = get(name)
+    spec = registered.spec
+    arguments = registered.scoring_arguments(arguments, f"moverkit.lighteval.metric({name!r})")
     scorer = TaskScorer(name, arguments)
     base = name if metric_name is None else metric_name
     if len(spec.outputs) == 1:  # one score, whatever its key (twmd's is its variant)
@@ -169,9 +169,9 @@ def _default_metrics() -> dict[str, Metric]:
     ``<metric>`` for the main output, ``<metric>_<output>`` for the others
     (``centered_bertscore_precision``)."""
     exported = {}
-    for name, entry in REGISTRY.items():
-        for output, made in zip(entry.spec.outputs, metrics(name, **entry.independent_defaults)):
-            exported[name if output == entry.spec.main else f"{name}_{output}"] = made
+    for name, registered in REGISTRY.items():
+        for output, made in zip(registered.spec.outputs, metrics(name, **registered.independent_defaults)):
+            exported[name if output == registered.spec.main else f"{name}_{output}"] = made
     return exported
 
 

@@ -49,15 +49,18 @@ embeddings, an approximation whose agreement with exact MBR ``moverkit bench rew
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
+from moverkit._core import PairOptions, check_idf, checks, f_measure, greedy_match, pair_hash, self_cosine_one
+from moverkit._core.base import check_texts, from_numpy
+from moverkit._core.call import chunks
 from moverkit.facts.specs import SPECS
 from moverkit.facts.ties import first_best
-
-if TYPE_CHECKING:
-    from moverkit.registry import Metric
+from moverkit.functional.signature import SHARED
+from moverkit.registry import Metric
+from moverkit.rewards import checked_output, independent_arguments, scores_of
 
 
 def mbr_select(
@@ -95,8 +98,6 @@ def mbr_select(
     candidate that is not a string; an empty candidate is scored as any text (the metric's empty
     score against each pseudo-reference); one candidate is chosen, with its expected utility.
     """
-    from moverkit._core import checks
-    from moverkit.rewards import checked_output, independent_arguments
 
     registered, arguments = independent_arguments(  # the registry's Metric
         metric,
@@ -141,7 +142,6 @@ def mbr_select(
 
 def checked_lists(lists, name: str) -> list[list[str]]:
     """One non-empty list of strings per source, or an error naming the source and the item."""
-    from moverkit._core.base import check_texts, from_numpy
 
     lists = from_numpy(lists)
     if isinstance(lists, str) or not isinstance(lists, Sequence):
@@ -162,7 +162,6 @@ def utility_matrices(
     """Every source's candidates-by-pseudo-references matrix :math:`U` of ``output``, from one call
     of ``function`` (``moverkit.functional.<metric>``) on each source's distinct pairs of texts,
     and the call's hashcode."""
-    from moverkit.rewards import scores_of
 
     predictions, pair_references = [], []
     for texts, refs in zip(sources, references):
@@ -197,7 +196,6 @@ PAIR_ELEMENTS = 1 << 24
 def unmatched_arguments(arguments: dict) -> list[str]:
     """The arguments of ``arguments`` that the matching and aggregated paths do not take: they
     take the encoder's and the centering's, and ``idf`` (a table, or False)."""
-    from moverkit.functional.signature import SHARED
 
     taken = {p.name for p in SHARED} - {"rescale_with_baseline", "baseline_path"}
     return sorted(set(arguments) - taken - {"idf"})
@@ -223,8 +221,6 @@ def prepared_clouds(metric: Metric, texts: list[str], arguments: dict):
     encoder, centering and weights, each text embedded once) and the hashcode of its scores. The
     call is opened by the metric's own front door (``function.open_call``: every check the metric
     makes of its shared arguments, its default centering and level), and scored here in blocks."""
-    from moverkit._core import PairOptions, check_idf, pair_hash
-    from moverkit._core.call import chunks
 
     shared = dict(arguments)
     idf = check_idf(shared.pop("idf", False))
@@ -264,9 +260,6 @@ def matched_block(data, rows: list[int], columns: list[int], output: str) -> np.
     :math:`R(h_j, h_i) = P(h_i, h_j)`: each chunk of rows is matched against the columns from its
     own first row on, and the pairs below are read from the transposes (56% of the cosines at 64
     candidates; equal to matching them, up to the summation order of the product's last bits)."""
-    import torch
-
-    from moverkit._core import f_measure
 
     n_rows, n_columns = len(rows), len(columns)
     pred = data.pad(torch.tensor(rows), data.pred_weights, with_special=True)
@@ -301,9 +294,6 @@ def matched_pairs(pred, ref, rows: list[int], columns: list[int], row_part: slic
     and ``columns`` their texts: a text against itself has the cosine 1 with each of its units).
     The cosines are one (rows x columns x units x units) product, laid out pair by pair for the
     matcher and clamped in place; the self-cosines and the greedy match each take a copy."""
-    import torch
-
-    from moverkit._core import greedy_match, self_cosine_one
 
     k, m = len(rows), len(columns)
     # i = candidates, j = pseudo-references, p and r = their units, d = embedding dimension
@@ -356,7 +346,6 @@ def mean_vectors(clouds, weights) -> np.ndarray:
     r"""(n_texts, D) float64: each text's embedding :math:`e`, the mean of its unit vectors
     weighted by ``weights`` (0 for special tokens), scaled to unit length; 0 for a text with no
     weighted unit (empty)."""
-    import torch
 
     index, vectors = clouds.text_index(), clouds.vectors.double()
     sums = torch.zeros(len(clouds.texts), vectors.shape[1], dtype=torch.float64, device=vectors.device)

@@ -167,15 +167,15 @@ def independent_arguments(metric: str, arguments: dict, caller: str, consequence
     (moverscore's presets) scores with IDF off unless a table is given, as :mod:`moverkit.lighteval` does."""
     from moverkit.registry import get
 
-    entry = get(metric)
-    arguments = entry.scoring_arguments({**entry.independent_defaults, **arguments}, caller)
-    dependence = entry.batch_dependence(arguments)
+    registered = get(metric)
+    arguments = registered.scoring_arguments({**registered.independent_defaults, **arguments}, caller)
+    dependence = registered.batch_dependence(arguments)
     if dependence is not None:
         raise ValueError(
             f"{caller}({metric!r}): {dependence}, so {consequence}; use centering='corpus' or 'none', and "
             "idf=False or an IDF table"
         )
-    return entry, arguments
+    return registered, arguments
 
 
 CPU_BATCH_SIZE = 16
@@ -218,13 +218,13 @@ def reward_function(
     refused; moverscore's IDF is off unless a table is given. Each call leaves the random
     states (Python, numpy, torch) and autograd's mode as they were.
     """
-    entry, arguments = independent_arguments(
+    registered, arguments = independent_arguments(
         metric,
         metric_arguments,
         "reward_function",
         "a completion's reward would depend on the other completions of the step (and on how DDP splits them)",
     )
-    output = checked_output(entry.spec, output)
+    output = checked_output(registered.spec, output)
     if not isinstance(reference_column, str):
         raise TypeError(f"reference_column must be a column name (a string), got {reference_column!r}")
     return MetricReward(metric, reference_column, output, arguments)

@@ -14,10 +14,11 @@ import moverkit
 from moverkit._core.encoding import cache_enabled
 
 PACKAGE = str(Path(moverkit.__file__).resolve().parent) + "/"
-MAX_FILES = 21  # issue 45: tokenizing left encoder.py for its own room, tokens.py; issue 52: the Rust copy of
+MAX_FILES = 22  # issue 45: tokenizing left encoder.py for its own room, tokens.py; issue 52: the Rust copy of
 # the tokenizer (rust_tokens.py) left tokens.py, and the call's close and hashcode left opening.py (closing.py),
 # while the environment's snapshot joined hardware.py and the pair options pairs.py; issue 60: the square
-# mask a model takes (what the model is, read from it) left encoder.py for architecture.py
+# mask a model takes (what the model is, read from it) left encoder.py for architecture.py; issue 61: a
+# prediction's best reference reads the tie width from facts/ties.py, the one formula of it
 """moverkit files one warm centered_bertscore call runs code of (23 before issue 41); each left is
 a step of its own (docs/architecture.md, "The path of one call")."""
 CHECKS = ("call_texts", "check_idf", "check_max_length", "encoder_for", "open_call", "check_centering")
@@ -28,7 +29,7 @@ in Arrow, which fails with no word of the bad item, and to store one layout of r
 
 def follow(call):
     """``call()`` under a profiler: the moverkit functions it ran (file, name) with their counts,
-    and the calls from a file of ``_core`` into a file outside it."""
+    and the calls from a file of ``_core`` into a file of a room above it."""
     ran, upward = collections.Counter(), []
 
     def profile(frame, event, arg):
@@ -39,7 +40,8 @@ def follow(call):
         caller = frame.f_back
         if caller is not None and caller.f_code.co_filename.startswith(PACKAGE):
             source = caller.f_code.co_filename[len(PACKAGE) :]
-            if source.startswith("_core/") and not where.startswith("_core/"):
+            # facts/ and formats/ are the light rooms below _core (docs/architecture.md): not up
+            if source.startswith("_core/") and not where.startswith(("_core/", "facts/", "formats/")):
                 upward.append(f"{source}:{caller.f_code.co_name} -> {where}:{frame.f_code.co_name}")
 
     sys.setprofile(profile)
