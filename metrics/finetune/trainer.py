@@ -49,10 +49,12 @@ class FinetuneResult:
 def trainable_encoder(model_type: str | None = None, num_layers: int | None = None, device: str | None = None):
     """A fresh :class:`~moverkit._core.Encoder` (not the process-wide cached one, which metrics
     share) whose forward pass keeps autograd; its block list is cut after the layer used, and its
-    config says so, so that the saved model's last layer is that layer."""
+    config says how many blocks it kept, so that the saved folder holds them all with their
+    weights: the layer used, where it is the cut model's output, else (a final norm after the last
+    block: GPT-2, Llama, T5) one block more, whose input is that layer (the card then says
+    ``num_layers``; that block gets no gradient and keeps its base weights)."""
     encoder = load_encoder(model_type, num_layers, device, trainable=True)
-    if not encoder.hidden_states_only:
-        encoder.model.config.num_hidden_layers = encoder.layer
+    encoder.model.config.num_hidden_layers = encoder.blocks
     return encoder
 
 

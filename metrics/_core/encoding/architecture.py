@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from typing import NamedTuple
 
 import torch
 
@@ -114,12 +115,19 @@ def unchanged(model: torch.nn.Module):
         )
 
 
-def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PROBE_TOKENS) -> bool:
+class Cut(NamedTuple):
+    """What :func:`cut_after` did: whether the vectors are now read from ``hidden_states[layer]``
+    (rather than the model's output), and how many ``blocks`` the model runs (the blocks a
+    fine-tuned folder saves)."""
+
+    hidden_states_only: bool
+    blocks: int
+
+
+def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PROBE_TOKENS) -> Cut:
     """Cut ``model`` (``n_layers`` blocks) so that it computes no more than layer ``layer`` needs
-    (the top layer: nothing to cut);
-    whether the vectors are then read from ``hidden_states[layer]`` (rather than the model's
-    output). Layer ``k`` is block ``k``'s output as transformers records it
-    (``hidden_states[k]``), and the top layer the model's own output (``last_hidden_state``,
+    (the top layer: nothing to cut), as a :class:`Cut`. Layer ``k`` is block ``k``'s output as
+    transformers records it (``hidden_states[k]``), and the top layer the model's own output (``last_hidden_state``,
     after a final norm where the model has one). Three ways, each read from the model itself
     (probes of :func:`probe_rows`' first row, ``limit`` the model's token limit):
 
@@ -134,7 +142,7 @@ def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PR
       layers: one state per inner layer): the count set to ``layer``, as bert-score cuts ALBERT;
     - else ``hidden_states[layer]``, one state per block."""
     if layer == n_layers:
-        return False
+        return Cut(False, n_layers)
     blocks = _layer_list(model, n_layers, limit)
     if blocks is not None:
         parent, attr = blocks
@@ -144,11 +152,11 @@ def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PR
         cut = _probe(model, limit)
         states = getattr(whole, "hidden_states", None)
         if cut is not None and (states is None or len(states) != n_layers + 1):
-            return False  # no state per block to read: the cut, as it is
+            return Cut(False, layer)  # no state per block to read: the cut, as it is
         if cut is not None and torch.allclose(cut[0], states[layer], rtol=1e-5, atol=1e-6):
-            return False
+            return Cut(False, layer)
         setattr(parent, attr, torch.nn.ModuleList(full[: layer + 1]))
-        return True
+        return Cut(True, layer + 1)
     out = _probe(model, limit, output_hidden_states=True)
     states = getattr(out, "hidden_states", None) if out is not None else None
     if (
@@ -158,8 +166,8 @@ def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PR
     ):
         with contextlib.suppress(NotImplementedError):  # a count derived from others (Funnel's block_sizes)
             model.config.num_hidden_layers = layer
-            return False
-    return True
+            return Cut(False, layer)
+    return Cut(True, n_layers)
 
 
 def _probe(model: torch.nn.Module, limit: int, **kwargs):

@@ -133,6 +133,7 @@ class Encoder:
     model: torch.nn.Module
     max_length: int
     hidden_states_only: bool  # the layer is read from hidden_states, not the model's output (cut_after says when)
+    blocks: int  # the transformer blocks the cut model runs (cut_after): layer, layer + 1, or n_layers
     trainable: bool = False  # fine-tuning (moverkit.finetune): forward keeps autograd instead of inference mode
     square_mask: bool = False  # the model takes the (batch, 1, length, length) mask (takes_square_mask)
 
@@ -297,7 +298,7 @@ def load_encoder(
     name, origin = identify_model(name, path, model, config)
     layer = resolve_layer(name, num_layers, n_layers, origin)
     max_length = model_max_length(tokenizer, model, config)
-    hidden_states_only = cut_after(model, n_layers, layer, max_length)
+    cut = cut_after(model, n_layers, layer, max_length)
     model.eval().to(device)
     encoder = Encoder(
         name=name,
@@ -308,7 +309,8 @@ def load_encoder(
         tokenizer=tokenizer,
         model=model,
         max_length=max_length,
-        hidden_states_only=hidden_states_only,
+        hidden_states_only=cut.hidden_states_only,
+        blocks=cut.blocks,
         trainable=trainable,
     )
     pad_id = tokenizer.pad_token_id or 0
