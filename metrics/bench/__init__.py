@@ -10,7 +10,8 @@ the command's parser (``register``) and run (``command``) beside the benchmark i
 ``correlation``, ``speed``, ``precision`` (float32 against bfloat16), ``quantized``, ``cache`` (an
 evaluation loop with the cache of token clouds), ``scale`` (time and peak memory as the number of
 pairs grows), ``shuffled`` (true reference against another pair's), ``system_level``,
-``compare_cost``, ``combination``, ``tune``, ``overhead``, ``gpu`` and ``host``. No benchmark
+``compare_cost``, ``combination``, ``tune``, ``overhead``, ``gpu``, ``host``, ``encoders``,
+``rewards`` and ``serve`` (the metric server under concurrent clients). No benchmark
 module imports another: what several share (a command's opening, timing, floors, the ISA line)
 is in ``_shared``.
 
@@ -49,6 +50,7 @@ COMMANDS = (
     "host",
     "encoders",
     "rewards",
+    "serve",
 )
 """The benchmark modules that are commands, in the order ``moverkit bench --help`` lists them (each
 command is its module's name, ``_`` written ``-``)."""

@@ -1,11 +1,12 @@
-"""The ``moverkit`` command: score files, compare systems, fit a centering statistic or a baseline,
-fine-tune, run the benchmarks, publish the Spaces.
+"""The ``moverkit`` command: score files, compare systems, serve a metric over HTTP, fit a centering
+statistic or a baseline, fine-tune, run the benchmarks, publish the Spaces.
 
     moverkit score --metric centered_bertscore --predictions hyp.txt --references ref.txt --out scores.jsonl
     moverkit compare --references ref.txt --system A=a.txt --system B=b.txt --metric twmd --json out.json
     moverkit fit-centering --texts corpus.txt --out stats.npz
     moverkit fit-baseline --texts corpus.txt --out baseline.csv
     moverkit bench correlation --data data/wmt17_seg_da_to_en.tsv
+    moverkit serve --metric twmd --replicas 2
     moverkit publish --dry-run OUTDIR
 
 One module per subcommand, each with ``register(commands)`` (its parser) and ``run(args)``; heavy
@@ -28,6 +29,7 @@ COMMANDS = (
     "score",
     "compare",
     "mbr",
+    "serve",
     "tune",
     "combine",
     "fit_centering",
