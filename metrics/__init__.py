@@ -9,7 +9,6 @@ Each metric is a Hugging Face ``evaluate`` module bundled with the package::
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     from moverkit.dataset_map import map_scores
     from moverkit.mbr import mbr_select
     from moverkit.rewards import reward_function
-
-import sys
 
 from moverkit.facts.specs import SPECS
 from moverkit.facts.version import __version__
@@ -115,55 +112,3 @@ __all__ = [
     "set_cache",
     "set_memory_budget",
 ]
-
-
-_MOVED = {
-    "moverkit.leaves": None,
-    "moverkit.leaves.version": "moverkit.facts.version",
-    "moverkit.leaves.specs": "moverkit.facts.specs",
-    "moverkit.leaves.lines": "moverkit.formats.lines",
-    "moverkit.leaves.jsonfile": "moverkit.formats.jsonfile",
-    "moverkit.leaves.settings": "moverkit.formats.settings",
-    "moverkit.leaves.options": "moverkit.formats.options",
-    "moverkit._version": "moverkit.facts.version",
-    "moverkit.specs": "moverkit.facts.specs",
-    "moverkit.lines": "moverkit.formats.lines",
-    "moverkit.jsonfile": "moverkit.formats.jsonfile",
-    "moverkit.settings": "moverkit.formats.settings",
-    "moverkit.options": "moverkit.formats.options",
-    "moverkit.rescaling": "moverkit.baselines",
-    "moverkit.correlation": "moverkit.judgments.correlation",
-    "moverkit.module": "moverkit.evaluate_modules",
-    "moverkit.mapping": "moverkit.dataset_map",
-}
-"""The modules that moved (issue 46 and issue 52), by their old path: deprecated, kept for one release.
-Importing an old path warns once (``DeprecationWarning``, naming the new path) and gives the very
-module of the new path, so every object is the same one (``moverkit.leaves`` itself, whose modules
-went to two rooms, is an empty package that holds its old modules' paths)."""
-
-
-class _Moved:
-    """The import finder and loader of :data:`_MOVED`: ``import moverkit.specs`` warns and binds
-    :mod:`moverkit.facts.specs` itself (a module that replaces itself in ``sys.modules``)."""
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        if name not in _MOVED:
-            return None
-        return importlib.util.spec_from_loader(name, cls(), is_package=_MOVED[name] is None)
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module) -> None:
-        import warnings
-
-        new = _MOVED[module.__name__]
-        where = "moverkit.facts and moverkit.formats" if new is None else new
-        # stacklevel 2: the import machinery's own frames are skipped, so the warning names the user's import.
-        warnings.warn(f"{module.__name__} is deprecated: import {where} instead", DeprecationWarning, stacklevel=2)
-        if new is not None:
-            sys.modules[module.__name__] = importlib.import_module(new)
-
-
-sys.meta_path.append(_Moved)

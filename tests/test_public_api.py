@@ -34,37 +34,18 @@ MODULES = {
     "moverkit.dataset_map": ["MapScores"],
     "moverkit.evaluate_modules": ["evaluate_module"],
     "moverkit.lighteval": ["metric", "metrics"],
+    "moverkit.lm_eval": ["PassThrough", "centered_bertscore", "twmd"],
     "moverkit.mbr": ["mbr_select"],
     "moverkit.ray": ["score_dataset"],
     "moverkit.registry": ["REGISTRY"],
     "moverkit.rewards": ["MetricReward", "reward_function"],
+    "moverkit.serve": ["Batching", "Limits", "MetricServer", "application", "start"],
     "moverkit.torchmetrics": ["CenteredBERTScore", "LazyEMD", "MoverScore", "SBERTScore", "TWMD"],
+    "moverkit.verl": ["compute_score"],
 }
 """The public modules besides the root and ``moverkit.functional``, with names users import from
 them: the only modules loose at the top of ``metrics/`` (issue 46); everything else sits in a
 folder named for its tier or job."""
-DEPRECATED = {
-    "moverkit._version": "moverkit.facts.version",
-    "moverkit.correlation": "moverkit.judgments.correlation",
-    "moverkit.jsonfile": "moverkit.formats.jsonfile",
-    "moverkit.leaves": None,
-    "moverkit.leaves.jsonfile": "moverkit.formats.jsonfile",
-    "moverkit.leaves.lines": "moverkit.formats.lines",
-    "moverkit.leaves.options": "moverkit.formats.options",
-    "moverkit.leaves.settings": "moverkit.formats.settings",
-    "moverkit.leaves.specs": "moverkit.facts.specs",
-    "moverkit.leaves.version": "moverkit.facts.version",
-    "moverkit.lines": "moverkit.formats.lines",
-    "moverkit.mapping": "moverkit.dataset_map",
-    "moverkit.module": "moverkit.evaluate_modules",
-    "moverkit.options": "moverkit.formats.options",
-    "moverkit.rescaling": "moverkit.baselines",
-    "moverkit.settings": "moverkit.formats.settings",
-    "moverkit.specs": "moverkit.facts.specs",
-}
-"""The old paths kept for one release (issue 52), each the very module of its new path (None: the
-old package ``moverkit.leaves``, whose modules went to two rooms); importing one warns
-(``tests/test_moved_modules.py``). Not files: the top of ``metrics/`` stays the public modules."""
 FUNCTIONS = {
     "centered_bertscore": "(predictions, references, *, idf: 'bool | Mapping' = False, use_fast_tokenizer: "
     "'bool' = False, nthreads: 'int' = 4, all_layers: 'bool' = False, model_type: 'str | "
@@ -225,6 +206,21 @@ CLI = {
         "-h",
     ],
     "moverkit bench scale": ["--data", "--help", "--memory-budget", "--out", "--runs", "--sizes", "-h"],
+    "moverkit bench serve": [
+        "--avx2",
+        "--clients",
+        "--completions",
+        "--cpus-per-replica",
+        "--data",
+        "--help",
+        "--max-batch-size",
+        "--metric",
+        "--out",
+        "--replicas",
+        "--rounds",
+        "--verl-python",
+        "-h",
+    ],
     "moverkit bench shuffled": ["--data", "--help", "--out", "--pairs", "--seed", "-h"],
     "moverkit bench speed": ["--data", "--help", "--limit", "--list", "--out", "--repeats", "--suite", "-h"],
     "moverkit bench system-level": [
@@ -353,6 +349,30 @@ CLI = {
         "--out",
         "-h",
     ],
+    "moverkit serve": [
+        "--address",
+        "--arg",
+        "--batch-size",
+        "--batch-wait",
+        "--centering",
+        "--cpus-per-replica",
+        "--device",
+        "--dtype",
+        "--end-marker",
+        "--help",
+        "--host",
+        "--max-batch-size",
+        "--max-body-bytes",
+        "--max-characters",
+        "--max-texts",
+        "--metric",
+        "--model",
+        "--num-layers",
+        "--output",
+        "--port",
+        "--replicas",
+        "-h",
+    ],
     "moverkit publish": ["--commit", "--dry-run", "--help", "--org", "--repository", "--source", "--tag", "-h", "out"],
     "moverkit score": [
         "--arg",
@@ -455,11 +475,14 @@ def test_the_top_level_holds_the_public_modules_only():
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_the_public_modules_and_their_names(module):
-    if module in ("moverkit.lighteval", "moverkit.torchmetrics", "moverkit.ray"):
-        pytest.importorskip(module.split(".")[1])  # the extras' own packages
+    extras = {"moverkit.lighteval": "lighteval", "moverkit.torchmetrics": "torchmetrics", "moverkit.ray": "ray"}
+    extras |= {"moverkit.lm_eval": "lm_eval", "moverkit.serve": "ray.serve"}
+    if module in extras:
+        pytest.importorskip(extras[module])  # the extras' own packages
     imported = importlib.import_module(module)
     assert all(getattr(imported, name, None) is not None for name in MODULES[module]), module
 
 
-def test_the_deprecated_paths():
-    assert moverkit._MOVED == DEPRECATED
+def test_no_deprecated_module_path_is_left():
+    """0.3.0 removed the module paths 0.1.0 moved (tests/test_moved_modules.py)."""
+    assert not hasattr(moverkit, "_MOVED")
