@@ -164,3 +164,33 @@ def masks():
         return torch.tensor([[j < n for j in range(width)] for n, width in lengths_and_widths])
 
     return make
+
+
+@pytest.fixture
+def tiny_causal_lm():
+    """``tiny_causal_lm(n_positions)``: a 2-layer, 32-dimensional random GPT-2 (seed 0) with the
+    embedded model's WordPiece vocabulary, ``[CLS]`` and ``[SEP]`` its start and end tokens, and
+    that tokenizer: the policy of a reward test, the model of an evaluation harness's test."""
+
+    def make(n_positions: int):
+        import torch
+        from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+        from moverkit._core import embedded_model_path
+
+        tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+        tokenizer.bos_token, tokenizer.eos_token = "[CLS]", "[SEP]"
+        torch.manual_seed(0)
+        config = GPT2Config(
+            vocab_size=len(tokenizer),
+            n_embd=32,
+            n_layer=2,
+            n_head=2,
+            n_positions=n_positions,
+            bos_token_id=tokenizer.cls_token_id,
+            eos_token_id=tokenizer.sep_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        return GPT2LMHeadModel(config), tokenizer
+
+    return make

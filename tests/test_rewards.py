@@ -161,26 +161,11 @@ def test_the_reward_pickles_and_runs_on_the_trainers_device():
 
 
 @pytest.mark.integration
-def test_grpo_trainer_runs_two_steps_with_a_moverkit_reward(tmp_path):
+def test_grpo_trainer_runs_two_steps_with_a_moverkit_reward(tmp_path, tiny_causal_lm):
     trl = pytest.importorskip("trl")
     from datasets import Dataset
-    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
 
-    from moverkit._core import embedded_model_path
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
-    tokenizer.bos_token, tokenizer.eos_token = "[CLS]", "[SEP]"
-    torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        n_positions=64,
-        bos_token_id=tokenizer.cls_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    model, tokenizer = tiny_causal_lm(64)
     dataset = Dataset.from_dict(
         {
             "prompt": ["translate: die katze", "translate: der hund"] * 2,
@@ -202,7 +187,7 @@ def test_grpo_trainer_runs_two_steps_with_a_moverkit_reward(tmp_path):
         disable_tqdm=True,
     )
     trainer = trl.GRPOTrainer(
-        model=GPT2LMHeadModel(config),
+        model=model,
         reward_funcs=[reward],
         args=args,
         train_dataset=dataset,

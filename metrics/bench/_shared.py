@@ -129,6 +129,13 @@ def judgments(args, *outputs: str, limit: bool = True) -> Judgments:
     return read_judgments(args.data, limit=getattr(args, "limit", None) if limit else None)
 
 
+def text_pairs(args) -> list[tuple[str, str]]:
+    """The (hypothesis, reference) rows of :func:`judgments` whose two texts are not blank: the
+    texts a generation bench samples completions and references from."""
+    data = judgments(args)
+    return [(h, r) for h, r in zip(data.predictions, data.references) if h.strip() and r.strip()]
+
+
 # ---------------------------------------------------------------------------------------------
 # What the benchmarks measure with
 

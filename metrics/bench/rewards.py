@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from moverkit.bench._shared import AVX2_ENV, command_parser, interleaved, judgments, machine_isa, run_capped
+from moverkit.bench._shared import AVX2_ENV, command_parser, interleaved, machine_isa, run_capped, text_pairs
 from moverkit.formats.options import METRICS, emit, positive_int, progress, rounds
 
 HELP = "reward latency per GRPO step and MBR selection, against sentence-transformers, bert-score and mbrs"
@@ -88,8 +88,7 @@ def register(which) -> None:
 def command(args) -> int:
     if args.avx2:
         return run_capped(capped_argv(args), AVX2_ENV)
-    data = judgments(args)
-    segments = [(h, r) for h, r in zip(data.predictions, data.references) if h.strip() and r.strip()]
+    segments = text_pairs(args)
     report = [machine_isa(), "", reward_latency(args, segments), "", mbr_comparison(args, segments)]
     return emit("\n".join(report), args.out)
 

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from moverkit.bench._shared import AVX2_ENV, command_parser, interleaved, judgments, machine_isa, run_capped
+from moverkit.bench._shared import AVX2_ENV, command_parser, interleaved, machine_isa, run_capped, text_pairs
 from moverkit.formats.options import METRICS, emit, positive_int, rounds
 
 HELP = "the metric server under 32 concurrent clients, against one process (one request at a time, one call)"
@@ -125,8 +125,7 @@ def register(which) -> None:
 def command(args) -> int:
     if args.avx2:
         return run_capped(capped_argv(args), AVX2_ENV)
-    data = judgments(args)
-    segments = [(h, r) for h, r in zip(data.predictions, data.references) if h.strip() and r.strip()]
+    segments = text_pairs(args)
     n = args.completions
     if len(segments) < args.clients * n:
         raise ValueError(f"--data has {len(segments)} usable segments; {args.clients} x {n} completions need more")

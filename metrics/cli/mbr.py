@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 
 from moverkit.formats.options import (
-    DTYPES,
     METRICS,
-    add_encoder_options,
+    add_metric_options,
     encoder_options,
     given_arguments,
     positive_int,
@@ -51,16 +50,7 @@ def register(commands) -> None:
         action="store_true",
         help="reference aggregation, linear time (centered_bertscore and sbertscore)",
     )
-    add_encoder_options(mbr)
-    mbr.add_argument("--dtype", choices=DTYPES, help="precision of the encoder's forward pass (default: float32)")
-    mbr.add_argument("--centering", help="none, dim, sentence (not sbertscore) or corpus (default: the metric's)")
-    mbr.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other argument of the metric (VALUE read as JSON when it parses, e.g. temperature=0.1)",
-    )
+    add_metric_options(mbr)
     mbr.add_argument("--out", type=Path, help="write the choices here (JSON lines) instead of printing them")
     mbr.set_defaults(run=run)
 

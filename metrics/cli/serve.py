@@ -12,9 +12,8 @@ Ray starts: a setting under which a score would depend on the other requests (``
 from __future__ import annotations
 
 from moverkit.formats.options import (
-    DTYPES,
     METRICS,
-    add_encoder_options,
+    add_metric_options,
     encoder_options,
     given_arguments,
     positive_int,
@@ -45,15 +44,7 @@ def register(commands) -> None:
         metavar="TEXT",
         help="cut TEXT from the end of each /get_reward response (the policy's end of sequence, e.g. '<|im_end|>'); repeatable",
     )
-    add_encoder_options(serve)
-    serve.add_argument("--dtype", choices=DTYPES, help="precision of the encoder's forward pass (default: float32)")
-    serve.add_argument("--centering", help="none, dim, sentence (not sbertscore) or corpus (default: the metric's)")
-    serve.add_argument(
-        "--arg",
-        action="repeat",
-        metavar="KEY=VALUE",
-        help="any other argument of the metric (VALUE read as JSON when it parses, e.g. temperature=0.1)",
-    )
+    add_metric_options(serve)
     serve.set_defaults(run=run)
 
 

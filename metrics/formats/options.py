@@ -90,6 +90,22 @@ def add_encoder_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: CUDA when available)")
 
 
+def add_metric_options(parser: argparse.ArgumentParser) -> None:
+    """:func:`add_encoder_options`, and ``--dtype``, ``--centering`` and ``--arg`` (any other
+    argument of the metric): the options of a command that runs one metric with its settings
+    (``moverkit mbr``, ``moverkit serve``), read back by :func:`encoder_options` and
+    :func:`given_arguments`."""
+    add_encoder_options(parser)
+    parser.add_argument("--dtype", choices=DTYPES, help="precision of the encoder's forward pass (default: float32)")
+    parser.add_argument("--centering", help="none, dim, sentence (not sbertscore) or corpus (default: the metric's)")
+    parser.add_argument(
+        "--arg",
+        action="repeat",
+        metavar="KEY=VALUE",
+        help="any other argument of the metric (VALUE read as JSON when it parses, e.g. temperature=0.1)",
+    )
+
+
 def encoder_options(args) -> dict[str, tuple[str, object]]:
     """The options of :func:`add_encoder_options` (and ``--dtype``, ``--centering`` where the
     command has them) as ``{argument: (option, value)}``, the form a command's ``given_arguments``
