@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from moverkit._core.base import MoverkitWarning
-    from moverkit._core.call import set_memory_budget
+    from moverkit._core.call import set_memory_budget, temporary_memory_budget
     from moverkit._core.centering import fit_centering
     from moverkit._core.encoding import release, set_cache
     from moverkit.comparison import compare
@@ -68,7 +68,8 @@ def means(result: dict) -> dict:
 # The functions themselves (their signatures and docs), imported on first use so that
 # ``import moverkit`` stays light (no torch, no transformers): ``fit_centering`` fits the ``corpus``
 # centering statistic of token or sentence vectors; ``release`` frees every loaded model;
-# ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks);
+# ``set_memory_budget`` bounds the token vectors one call holds (larger calls run in chunks), for the
+# process, and ``temporary_memory_budget`` for the calls of a ``with`` block in this thread;
 # ``set_cache`` turns on (or off) the cache of token clouds (and sentence vectors) across calls, emptied by ``release``;
 # ``MoverkitWarning`` is the class of every warning moverkit gives; ``compare`` compares systems
 # with bootstrap intervals and paired significance (moverkit.comparison); ``map_scores`` makes a
@@ -79,6 +80,7 @@ _LAZY = {
     "fit_centering": "._core.centering",
     "release": "._core.encoding",
     "set_memory_budget": "._core.call",
+    "temporary_memory_budget": "._core.call",
     "set_cache": "._core.encoding",
     "MoverkitWarning": "._core.base",
     "compare": ".comparison",
@@ -111,4 +113,5 @@ __all__ = [
     "reward_function",
     "set_cache",
     "set_memory_budget",
+    "temporary_memory_budget",
 ]

@@ -245,7 +245,7 @@ def test_finetuned_folder_loads_in_every_metric(finetuned, tiny_model_path, wmt_
     base = metric(predictions, references, model_type=tiny_model_path, **kwargs)
     values = [v for k, v in tuned.items() if isinstance(v, list)]
     assert values and all(len(v) == 8 and all(math.isfinite(x) for x in v) for v in values)
-    assert f"{finetuned.name}@" in tuned["hashcode"]
+    assert "local@" in tuned["hashcode"] and finetuned.name not in tuned["hashcode"]  # named by what it holds
     assert tuned["hashcode"].partition("@")[2].split("_")[0] != base["hashcode"].partition("@")[2].split("_")[0]
 
 
@@ -666,3 +666,36 @@ def test_a_header_only_tsv_is_named(tmp_path, no_loading, capsys):
         finetune(header, tmp_path / "out")
     code, err = _cli(["finetune", "--data", header, "--out", tmp_path / "out", "--quiet"], capsys)
     assert code == 2 and f"{header} has no row of data" in err
+
+
+@pytest.mark.slow
+def test_a_fine_tuned_folder_records_its_data_and_evaluating_it_there_warns(finetuned, tmp_path, capsys):
+    """Issue 66: ``moverkit combine`` reported a leave-one-language-pair-out table of an encoder
+    trained on all five pairs, with no word. The folder's marker now records what it was trained
+    on, and ``tune`` and ``combine`` warn when they evaluate it on that data."""
+    from moverkit.cli import main
+    from moverkit.formats.training_record import read_record, trained_overlap
+    from moverkit.judgments import read_judgments
+    from moverkit.tuning import tune
+
+    data = read_judgments(SAMPLE)
+    record = read_record(finetuned)
+    assert record["rows"] == len(data.human) and set(record["groups"]) == set(data.groups)
+    segments, groups = trained_overlap(finetuned, data.predictions, data.references, data.groups)
+    assert sum(segments.values()) == len(data.human) and groups == sorted(set(data.groups))
+    assert trained_overlap(finetuned, ["unseen text"], ["another"], ["fi-en"]) == ({}, [])
+    with pytest.warns(UserWarning, match=r"fine-tuned \(moverkit finetune\) on 200 of these 200 segments"):
+        tune(
+            data.predictions,
+            data.references,
+            data.human,
+            data.groups,
+            "twmd",
+            {"temperature": [0.1]},
+            model_type=str(finetuned),
+            batch_size=200,
+        )
+    out = tmp_path / "c.json"
+    args = ["combine", "--data", str(SAMPLE), "--component", "twmd", "--component", "chrF", "--out", str(out)]
+    with pytest.warns(UserWarning, match="twmd's figures on them are not held out"):
+        assert main([*args, "--arg", f"twmd:model_type={finetuned}", "--arg", "twmd:centering=batch"]) == 0

@@ -29,6 +29,7 @@ ROOT = [
     "reward_function",
     "set_cache",
     "set_memory_budget",
+    "temporary_memory_budget",
 ]
 MODULES = {
     "moverkit.dataset_map": ["MapScores"],

@@ -66,8 +66,10 @@ def metric_kwargs(items: list[str], components: list[str]) -> dict[str, dict]:
 
 def run(args) -> int:
     from moverkit import combination
+    from moverkit._core.base import warn_user
     from moverkit.combination.crossval import format_segment, segment_report
     from moverkit.formats.lines import check_out
+    from moverkit.formats.training_record import overlap_warning
     from moverkit.judgments import read_judgments
 
     components = list(args.component)
@@ -78,6 +80,12 @@ def run(args) -> int:
     data = read_judgments(args.data)
     if len(data.human) < 2:
         raise ValueError(f"--data {args.data}: {len(data.human)} segment(s); fitting needs at least two")
+    for component, arguments in kwargs.items():
+        trained_on = overlap_warning(
+            arguments.get("model_type"), data.predictions, data.references, data.groups, f"{component}'s figures"
+        )
+        if trained_on:
+            warn_user(trained_on)
     features, _ = combination.component_scores(
         data.predictions, data.references, components, kwargs, batch_size=args.batch_size, device=args.device
     )

@@ -77,6 +77,7 @@ from moverkit.finetune.trainer import (
     correlations,
     trainable_encoder,
 )
+from moverkit.formats.training_record import training_record
 from moverkit.functional.twmd import resolve_params
 from moverkit.judgments import Judgments
 
@@ -200,7 +201,10 @@ def finetune(
     result = _result(folder.path, trainer, before, after, prepared)
     recipe = _recipe(data, encoder, settings, folder, result, prepared)
     folder.install(encoder.model, encoder.tokenizer, model_card(recipe, result))
-    folder.finish(keep_checkpoints, result.epochs_trained)
+    judged = prepared.judged
+    folder.finish(
+        keep_checkpoints, result.epochs_trained, training_record(judged.predictions, judged.references, judged.groups)
+    )
     return result
 
 

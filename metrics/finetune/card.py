@@ -61,8 +61,8 @@ def _how_to_use(recipe: dict, result: FinetuneResult) -> str:
     _, layer_arg = _layer(recipe)
     return f"""## How to use
 
-Every moverkit metric loads this folder as its model; the hashcode names it (folder name and a
-digest of its files):
+Every moverkit metric loads this folder as its model; the hashcode names what it holds
+(`local@<digest>` of its weights, config and tokenizer files, whatever the folder is called):
 
 ```python
 from moverkit import functional

@@ -17,10 +17,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-MARKER = ".moverkit-finetune.json"
-"""The file a run writes into its output folder: which moverkit wrote it, and what the run wrote
-there (``files``, the model folder's top-level files; ``checkpoints``, the Trainer's folders in
-``checkpoints/``; ``epochs_trained``); a later run may write over these, and over nothing else."""
+from moverkit.formats.training_record import MARKER, RECORD_KEY
+
+# MARKER, the file a run writes into its output folder: which moverkit wrote it, and what the run
+# wrote there (``files``, the model folder's top-level files; ``checkpoints``, the Trainer's folders
+# in ``checkpoints/``; ``epochs_trained``; ``trained_on``, the record of the judgments it trained on,
+# moverkit.formats.training_record); a later run may write over these, and over nothing else.
 
 MODEL_FOLDER_FILES = (
     "README.md",
@@ -167,9 +169,10 @@ class OutputFolder:
             if not existed and folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
 
-    def finish(self, keep_checkpoints: bool, epochs_trained: int) -> None:
+    def finish(self, keep_checkpoints: bool, epochs_trained: int, trained_on: dict) -> None:
         """Remove the checkpoints of our runs (unless ``keep_checkpoints``), then ``checkpoints/``
-        if nothing else is in it, and mark the run complete."""
+        if nothing else is in it, and mark the run complete with the record of what it trained on
+        (:func:`~moverkit.formats.training_record.training_record`)."""
         if not keep_checkpoints:
             for name in sorted(self.ours):
                 if (self.checkpoints / name).is_dir():
@@ -177,7 +180,7 @@ class OutputFolder:
             self.ours = set()
             if self.checkpoints.is_dir() and not any(self.checkpoints.iterdir()):
                 self.checkpoints.rmdir()
-        self._write_marker("complete", epochs_trained=epochs_trained)
+        self._write_marker("complete", epochs_trained=epochs_trained, **{RECORD_KEY: trained_on})
 
     def _trainer_checkpoints(self) -> list[str]:
         """The folders of ``checkpoints/`` that the Trainer counts as its checkpoints (it rotates

