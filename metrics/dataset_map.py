@@ -21,12 +21,17 @@ pandas and pyarrow batches of Ray Data (:mod:`moverkit.ray`).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
-from moverkit._core.base import check_text, from_numpy, is_missing
+from moverkit._core.base import check_text
+from moverkit.integrations import adapter
+from moverkit.integrations.rows import MissingColumn, reference_row, result_columns
 
 _PARENT_PID = os.getpid()
 """The process that imported moverkit; a call anywhere else runs in a (forked) worker."""
+
+ROW_EXTRAS = ("return_alignment", "return_reference_index")
+"""What ``map_scores`` takes beside the scores: per-row columns (each pair's alignment, the index
+of its best reference)."""
 
 
 class MapScores:
@@ -35,15 +40,18 @@ class MapScores:
 
     ``hashcode`` is the result's hashcode (it does not depend on the texts): the one of the last
     call in this process, or, when the calls ran in ``num_proc`` workers, one computed here on
-    first access (a one-pair call). With ``with_rank=True``, worker ``k`` runs on GPU
-    ``k mod n_gpus`` (on the CPU when there is none), unless ``device`` was given.
+    first access (a one-pair call). ``kwargs`` are the compute arguments, checked here as a slice
+    door's (:func:`map_scores`), the batch-independent defaults applied. Each call runs where
+    :func:`moverkit.integrations.adapter.call_arguments` puts a slice door's call unless ``device``
+    was given: with ``with_rank=True``, worker ``k`` on GPU ``k mod n_gpus``; else the current
+    CUDA device; else the CPU (in batches of 16 texts unless ``batch_size`` was given).
     """
 
     def __init__(self, metric: str, predictions: str, references: str, kwargs: dict):
         self.metric = metric
         self.predictions = predictions
         self.references = references
-        self.kwargs = dict(kwargs)
+        self.kwargs = adapter.slice_arguments(metric, kwargs, "map_scores", also=ROW_EXTRAS)
         self._hashcode = None
 
     def __getstate__(self) -> dict:
@@ -60,13 +68,10 @@ class MapScores:
             import torch
 
             torch.set_num_threads(1)
-        kwargs = dict(self.kwargs)
-        if rank is not None and "device" not in kwargs:
-            kwargs["device"] = rank_device(rank)
         predictions, references, single = self.texts(batch)
-        result = self.function()(predictions, references, **kwargs)
+        result = adapter.score(self.metric, predictions, references, adapter.call_arguments(self.kwargs, rank))
         self._hashcode = result["hashcode"]
-        columns = {key: value for key, value in result.items() if isinstance(value, list)}
+        columns = result_columns(result)
         return {key: value[0] for key, value in columns.items()} if single else columns
 
     def texts(self, batch) -> tuple[list[str], list, bool]:
@@ -113,34 +118,14 @@ class MapScores:
         empty = datasets.Dataset.from_dict({name: [] for name in features}, features=features, split=dataset.split)
         return empty.with_format(dataset.format["type"], **dataset.format["format_kwargs"])
 
-    def function(self):
-        from moverkit.registry import REGISTRY
-
-        return REGISTRY[self.metric].function
-
     @property
     def hashcode(self) -> str:
-        if self._hashcode is None:
-            self._hashcode = self.function()(["hashcode"], ["hashcode"], **self.kwargs)["hashcode"]
+        if self._hashcode is None:  # no call in this process yet: a one-pair call keeps its hashcode
+            self({self.predictions: ["hashcode"], self.references: ["hashcode"]})
         return self._hashcode
 
     def __repr__(self) -> str:
         return f"map_scores({self.metric!r}, {self.predictions!r}, {self.references!r}, **{self.kwargs!r})"
-
-
-def rank_device(rank: int) -> str:
-    """The device of ``datasets.map`` worker ``rank``: GPU ``rank mod n_gpus``, else the CPU."""
-    import torch
-
-    return f"cuda:{rank % torch.cuda.device_count()}" if torch.cuda.is_available() else "cpu"
-
-
-class MissingColumn(KeyError):
-    """A column the function reads is not in the batch: a ``KeyError``, as ``batch[name]``
-    raises, whose message reads as written (a ``KeyError`` prints the repr of its message)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 def column_names(batch) -> list[str]:
@@ -173,19 +158,6 @@ def as_list(values) -> list:
     return list(values)
 
 
-def reference_row(value, name: str):
-    """One row of the references column, as ``compute`` takes it: a string, or a non-empty list
-    of strings (several references)."""
-    if isinstance(value, str) or is_missing(value):
-        return check_text(value, name)
-    value = from_numpy(value)
-    if isinstance(value, (bytes, dict)) or not isinstance(value, Sequence):
-        raise TypeError(f"{name} must be a string or a list of strings, got {type(value).__name__}: {value!r}")
-    if len(value) == 0:
-        raise ValueError(f"{name} is an empty list; give at least one reference per prediction")
-    return [check_text(item, f"reference {j} in {name}") for j, item in enumerate(value)]
-
-
 def map_scores(metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
     """A function for ``datasets.Dataset.map`` that adds the metric's per-example scores as
     columns (``hashcode``, one string per call, is the function's ``.hashcode`` instead: ``map``
@@ -196,13 +168,18 @@ def map_scores(metric, predictions: str = "prediction", references: str = "refer
         score.hashcode
 
     ``metric`` is a loaded moverkit metric or its name; ``compute_kwargs`` are its ``compute``
-    arguments. The function is picklable and fork-safe (``num_proc`` works after any ``compute``
+    arguments (checked here by name, ``return_alignment`` and ``return_reference_index`` among them). The function is picklable and fork-safe (``num_proc`` works after any ``compute``
     or ``fit_centering`` in the parent), has a stable fingerprint (an identical second ``map``
     loads from the datasets cache), works with ``batched=False``, and with ``with_rank=True``
     puts worker ``k`` on GPU ``k`` (see :class:`moverkit.dataset_map.MapScores`).
 
-    Each map batch is one call, so ``centering="batch"`` would take the mean of each map batch;
-    use ``"corpus"`` (a statistic fitted once) for scores that do not depend on batching.
+    Each map batch is one call on a slice of the dataset, so ``map_scores`` is a slice door
+    (:mod:`moverkit.integrations.adapter`): a row scores the same whatever ``batch_size`` and
+    ``num_proc``. It takes the batch-independent defaults (moverscore's IDF off unless a table is
+    given; the hashcode says ``no-idf``) and refuses, here and before any model loads, a setting
+    that would make a score depend on its map batch (``centering="batch"``, ``idf=True``, the same
+    from a settings file): use ``centering="corpus"`` (a statistic fitted once), or score the
+    whole corpus in one call (the function, ``moverkit.load``).
 
     An empty dataset gets no columns from ``ds.map`` (datasets returns it unchanged without calling
     the function); ``score.map(ds, **map_kwargs)`` is ``ds.map(score, **map_kwargs)`` that also

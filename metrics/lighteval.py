@@ -18,16 +18,17 @@ batched path takes one name per metric (``lighteval.metrics.apply_metric`` index
 
 ``metrics(name, **arguments)`` makes the metrics of every output with other arguments (those of
 ``moverkit.functional.<name>``), sharing one scorer; ``metric(name, output, **arguments)`` one of
-them; ``metric_name=`` names them apart when one task holds two of one name. Since a task is one call, the settings that look at every text of
-the call work here: ``centering="batch"`` centers by the mean of the task's texts (the paper's batch
-centering), ``idf=True`` (moverscore's default) counts document frequencies over the task's
-references. Their scores then depend on the task's samples, as the paper's batch centering does; the
-defaults do not (a sample scores the same in any task). ``moverscore`` here keeps ``idf=False``
-(every token weighing 1, the releases' ``defaultdict(lambda: 1.)``), as before, so that its numbers do
-not change with the task.
+them; ``metric_name=`` names them apart when one task holds two of one name.
 
-lighteval's per-sample path (``compute_sample(doc=..., model_response=...)``) still scores one
-sample; a batch-dependent setting is refused there, as one sample cannot carry it.
+Two doors in one metric (:mod:`moverkit.integrations.adapter`). lighteval's batched path scores a
+task in one call, a whole-corpus door: the metric's own defaults and every setting, the numbers of
+``moverkit.load(name).compute`` on the task's texts. ``centering="batch"`` centers by the mean of
+the task's texts (the paper's batch centering), ``idf=True`` counts document frequencies over the
+task's references, and so does moverscore's default (``idf=None``): those scores depend on the
+task's samples; ``idf=False`` weighs every token 1 (the releases' ``defaultdict(lambda: 1.)``).
+lighteval's per-sample path (``compute_sample(doc=..., model_response=...)``) scores one sample,
+a slice door: the batch-independent defaults (moverscore's IDF off), and a batch-dependent setting
+refused with the message every slice door gives.
 """
 
 from __future__ import annotations
@@ -39,26 +40,35 @@ from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.requests import Doc, SamplingMethod
 from lighteval.utils.utils import as_list
 
-from moverkit.registry import REGISTRY, get
+from moverkit.integrations import adapter
+from moverkit.registry import REGISTRY
 
 
 class TaskScorer:
     """``moverkit.functional.<name>(**arguments)`` over a task's samples, keeping the last call's
     texts and result: the outputs of one metric (precision, recall, F1), each its own lighteval
-    metric, ask for the same samples in turn and share one call."""
+    metric, ask for the same samples in turn and share one call. A task is a whole-corpus call
+    (the metric's own defaults, every setting); one sample is a slice (:meth:`one_sample`)."""
 
     def __init__(self, name: str, arguments: dict):
         self.name = name
         self.arguments = arguments
-        self.batch_dependence = get(name).batch_dependence(arguments)
         self._last: tuple[tuple, dict] | None = None
 
     def __call__(self, docs: list[Doc], responses: list[ModelResponse]) -> dict:
         texts = _sample_texts(self.name, docs, responses)
         if self._last is None or self._last[0] != texts:
-            result = get(self.name).function(*texts, **self.arguments)
-            self._last = (texts, result)
+            self._last = (texts, adapter.score(self.name, *texts, self.arguments))
         return self._last[1]
+
+    def one_sample(self, doc: Doc, response: ModelResponse) -> dict:
+        """The result of one sample alone: a slice door's call (the batch-independent defaults; a
+        batch-dependent setting refused with the slice doors' message)."""
+        arguments = adapter.slice_arguments(self.name, self.arguments, OWNER)
+        return adapter.score(self.name, *_sample_texts(self.name, [doc], [response]), arguments)
+
+
+OWNER = "moverkit.lighteval"
 
 
 class MoverkitSampleScore(SampleLevelComputation):
@@ -73,13 +83,6 @@ class MoverkitSampleScore(SampleLevelComputation):
         self.scorer = scorer
         self.output = output  # None: the metric's one score, whatever its key (twmd's is its variant)
 
-    def _scores(self, docs: list[Doc], responses: list[ModelResponse]) -> list[float]:
-        result = self.scorer(docs, responses)
-        if self.output is not None:
-            return result[self.output]
-        (scores,) = (value for key, value in result.items() if key != "hashcode")
-        return scores
-
     def compute(
         self,
         doc: Doc | None = None,
@@ -89,13 +92,8 @@ class MoverkitSampleScore(SampleLevelComputation):
         **kwargs,
     ) -> list[float] | float:
         if docs is not None:
-            return self._scores(docs, responses)
-        if self.scorer.batch_dependence:
-            raise ValueError(
-                f"moverkit.lighteval {self.scorer.name}: {self.scorer.batch_dependence}, which one sample cannot "
-                "carry; lighteval's batched path (batched_compute=True, these metrics' default) scores the task at once"
-            )
-        return self._scores([doc], [model_response])[0]
+            return adapter.output_scores(self.scorer(docs, responses), self.output)
+        return adapter.output_scores(self.scorer.one_sample(doc, model_response), self.output)[0]
 
 
 def _sample_texts(name: str, docs: list[Doc], responses: list[ModelResponse]) -> tuple[tuple, tuple]:
@@ -128,9 +126,8 @@ def metrics(name: str, *, metric_name: str | None = None, **arguments) -> list[M
     ``<metric_name>_<output>`` for precision, recall and F1; ``metric_name`` is ``name`` unless
     given. lighteval keeps one score per name in a task, so two metrics of one name with other
     arguments in the same task need a ``metric_name`` each."""
-    registered = get(name)
-    spec = registered.spec
-    arguments = registered.scoring_arguments(arguments, f"moverkit.lighteval.metric({name!r})")
+    arguments = adapter.whole_corpus_arguments(name, arguments, f"{OWNER}.metric({name!r})")
+    spec = REGISTRY[name].spec
     scorer = TaskScorer(name, arguments)
     base = name if metric_name is None else metric_name
     if len(spec.outputs) == 1:  # one score, whatever its key (twmd's is its variant)
@@ -154,24 +151,19 @@ def metric(name: str, output: str | None = None, *, metric_name: str | None = No
     """The batched lighteval metric of ``output`` (default: the metric's main score) of moverkit
     metric ``name`` under ``arguments``: one of :func:`metrics` (its names and checks). Several
     outputs of one metric made by separate calls do not share a scorer: take :func:`metrics`."""
-    spec = get(name).spec
-    output = spec.main if output is None else output
-    if output not in spec.outputs:
-        raise ValueError(
-            f"moverkit.lighteval.metric({name!r}): output {output!r}; {name} gives {', '.join(spec.outputs)}"
-        )
-    return metrics(name, metric_name=metric_name, **arguments)[spec.outputs.index(output)]
+    made = metrics(name, metric_name=metric_name, **arguments)
+    output = adapter.checked_output(name, output)
+    return made[0 if output is None else REGISTRY[name].spec.outputs.index(output)]
 
 
 def _default_metrics() -> dict[str, Metric]:
-    """Every metric's outputs at its defaults (IDF off where it would be fitted over the task:
-    :attr:`~moverkit.registry.Metric.independent_defaults`), by the name this module exports:
-    ``<metric>`` for the main output, ``<metric>_<output>`` for the others
-    (``centered_bertscore_precision``)."""
+    """Every metric's outputs at its defaults, by the name this module exports
+    (:func:`~moverkit.integrations.adapter.output_label`): ``<metric>`` for the main output,
+    ``<metric>_<output>`` for the others (``centered_bertscore_precision``)."""
     exported = {}
     for name, registered in REGISTRY.items():
-        for output, made in zip(registered.spec.outputs, metrics(name, **registered.independent_defaults)):
-            exported[name if output == registered.spec.main else f"{name}_{output}"] = made
+        for output, made in zip(registered.spec.outputs, metrics(name)):
+            exported[adapter.output_label(name, output)] = made
     return exported
 
 

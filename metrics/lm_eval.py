@@ -12,8 +12,9 @@ others: ``centered_bertscore`` is its F1, ``centered_bertscore_precision`` and `
   the mean of its scores, with the metric's direction (``higher_is_better``; False for lazy_emd).
   The outputs of one metric share that call.
 
-In a task YAML (lm-eval's ``!function`` loads a file beside it, here one line,
-``from moverkit.lm_eval import twmd``, which also registers the aggregations)::
+In a task YAML (lm-eval's ``!function`` loads a file beside it, which makes the metric with its
+arguments, ``twmd = moverkit.lm_eval.metric("twmd", temperature=0.1)``, and registers the
+aggregations)::
 
     metric_list:
       - metric: !function moverkit_metrics.twmd
@@ -24,39 +25,65 @@ In a task YAML (lm-eval's ``!function`` loads a file beside it, here one line,
         higher_is_better: true
 
 or, from Python, ``import moverkit.lm_eval`` before ``lm_eval.simple_evaluate`` and ``metric: twmd``
-in the YAML. A task is one call, so the settings that look at every text of a call work here, as in
-:mod:`moverkit.lighteval`: ``centering: batch`` centers by the mean of the task's texts (the
-paper's batch centering), ``idf: true`` counts document frequencies over the task's references;
-their scores then depend on the task's documents, the defaults' do not (moverscore here keeps
-``idf=False`` unless given). lm-eval computes no standard error for these aggregations (it
-bootstraps only its own listed ones): ``N/A``, as for any custom aggregation. One reference per
-document: lm-eval's ``multiple_target`` reduces each per-reference score to whether any is true,
-which a similarity cannot be, and is refused with that reason.
+in the YAML. :func:`metric` checks its arguments by name and by value (the function's own checks,
+:func:`moverkit.integrations.adapter.check_values`) when lm-eval loads the task, before any
+generation; arguments written beside ``metric:`` in the YAML reach the per-item function only once
+lm-eval has generated every answer (it stores them unread until then), so they are checked there,
+at the first document. :data:`TASKS` is the example task's folder, shipped in the wheel, for
+``lm_eval --include_path``. A task is one call, so the aggregation is a whole-corpus door
+(:mod:`moverkit.integrations.adapter`), as the evaluate module and :mod:`moverkit.lighteval`'s
+batched path are: it takes the metric's own defaults and every setting, the numbers of
+``moverkit.load(name).compute`` on the task's texts. ``centering: batch`` centers by the mean of
+the task's texts (the paper's batch centering), ``idf: true`` counts document frequencies over the
+task's references, and so does moverscore's default (``idf=None``; its hashcode says ``idf``):
+those scores depend on the task's documents; ``idf: false`` weighs every token 1. lm-eval
+computes no standard error for these aggregations (it bootstraps only its own listed ones):
+``N/A``, as for any custom aggregation. One reference per document: lm-eval's ``multiple_target``
+reduces each per-reference score to whether any is true, which a similarity cannot be, and is
+refused with that reason.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import lm_eval.api.metrics  # noqa: F401  lm-eval's own metrics first: its registries load them only while empty
 from lm_eval.api.registry import AGGREGATION_REGISTRY, METRIC_REGISTRY, register_aggregation, register_metric
 
-from moverkit.registry import REGISTRY, get
+from moverkit.integrations import adapter
+from moverkit.registry import REGISTRY
+
+TASKS = Path(__file__).resolve().parent / "examples" / "lm_eval_task"
+"""The example task's folder (WMT16 German-English with twmd, centered_bertscore and chrF), shipped in
+the wheel: ``lm_eval ... --include_path "$(python -c 'import moverkit.lm_eval as m; print(m.TASKS)')"``."""
 
 
 class PassThrough:
     """The per-item function of one output: ``(reference, generation, arguments)`` of a document,
-    its arguments checked by name (:meth:`moverkit.registry.Metric.scoring_arguments`)."""
+    its arguments (those :func:`metric` bound, and those of the task's entry) checked by name
+    (:meth:`moverkit.registry.Metric.scoring_arguments`) and, once per set, by value."""
 
-    def __init__(self, name: str, label: str):
+    def __init__(self, name: str, label: str, bound: dict | None = None):
         self.name = name
         self.__name__ = label  # lm-eval names a metric given as a function (``!function``) by it
+        self.bound = dict(bound or {})
+        self._checked: set[str] = set()
 
     def __call__(self, references=None, predictions=None, **arguments) -> tuple:
         owner = f"moverkit.lm_eval {self.__name__}"
+        twice = sorted(set(arguments) & set(self.bound))
+        if twice:
+            raise ValueError(
+                f"{owner}: {twice[0]!r} is given by the task's entry and by the metric it names; give it once"
+            )
         try:
-            arguments = get(self.name).scoring_arguments(arguments, owner)
+            arguments = adapter.whole_corpus_arguments(self.name, {**self.bound, **arguments}, owner)
+            key = json.dumps(arguments, sort_keys=True, default=repr)
+            if key not in self._checked:
+                adapter.check_values(self.name, arguments)
+                self._checked.add(key)
         except TypeError as err:  # lm-eval would take a TypeError for another calling convention
             raise ValueError(str(err)) from None
         if not isinstance(references, list) or not isinstance(predictions, list) or len(predictions) != 1:
@@ -74,17 +101,11 @@ class TaskScore:
         self._last: tuple[str, dict] | None = None
 
     def __call__(self, items: list, output: str | None) -> float:
-        registered = get(self.name)
         references, predictions, arguments = task_items(self.name, items)
-        arguments = {**registered.independent_defaults, **arguments}
         key = json.dumps([predictions, references, arguments], sort_keys=True, default=repr)
         if self._last is None or self._last[0] != key:
-            self._last = (key, registered.function(predictions, references, **arguments))
-        result = self._last[1]
-        if output is None:  # the metric's one score, whatever its key (twmd's is its variant)
-            (scores,) = (values for k, values in result.items() if k != "hashcode")
-        else:
-            scores = result[output]
+            self._last = (key, adapter.score(self.name, predictions, references, arguments))
+        scores = adapter.output_scores(self._last[1], output)
         return math.fsum(scores) / len(scores)
 
 
@@ -106,6 +127,28 @@ def task_items(name: str, items: list) -> tuple[list, list[str], dict]:
     return [item[0] for item in items], [item[1] for item in items], dict(arguments)
 
 
+def metric(name: str, output: str | None = None, **arguments) -> PassThrough:
+    """The per-item function of ``name``'s ``output`` (default: its main one) with ``arguments``
+    (those of ``moverkit.functional.<name>``) bound, for a task's ``!function`` file::
+
+        twmd = moverkit.lm_eval.metric("twmd", temperature=0.1)
+
+    The arguments are checked here, by name and by value, as the function checks them: lm-eval
+    imports the file when it loads the task, so a wrong argument stops the run before any
+    generation. The entry's ``aggregation:`` is the output's registered name (``twmd``,
+    ``centered_bertscore_recall``), which scores the task's items with the bound arguments."""
+    from moverkit.registry import get
+
+    get(name)  # an unknown metric named
+    label = adapter.output_label(name, adapter.checked_output(name, output))
+    owner = f"moverkit.lm_eval.metric({name!r})"
+    bound = adapter.whole_corpus_arguments(name, arguments, owner)
+    adapter.check_values(name, bound)
+    passed = PassThrough(name, label, bound)
+    passed._checked.add(json.dumps(bound, sort_keys=True, default=repr))
+    return passed
+
+
 def _register() -> dict[str, PassThrough]:
     """Every metric's outputs registered (once a process: a name already registered is kept), by
     the name lm-eval knows it under."""
@@ -114,8 +157,8 @@ def _register() -> dict[str, PassThrough]:
         spec = registered.spec
         score = TaskScore(name)
         for output in spec.outputs:
-            label = name if output == spec.main else f"{name}_{output}"
-            reported = None if len(spec.outputs) == 1 else output
+            label = adapter.output_label(name, output)
+            reported = adapter.checked_output(name, output)
 
             def aggregate(items, score=score, reported=reported) -> float:
                 return score(items, reported)
@@ -138,4 +181,4 @@ def _register() -> dict[str, PassThrough]:
 _METRICS = _register()
 globals().update(_METRICS)
 
-__all__ = ["PassThrough", *_METRICS]
+__all__ = ["TASKS", "PassThrough", "metric", *_METRICS]

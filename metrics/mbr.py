@@ -54,13 +54,13 @@ import numpy as np
 import torch
 
 from moverkit._core import PairOptions, check_idf, checks, f_measure, greedy_match, pair_hash, self_cosine_one
-from moverkit._core.base import check_texts, from_numpy
+from moverkit._core.base import check_texts, from_numpy, kept_random_state
 from moverkit._core.call import chunks
 from moverkit.facts.specs import SPECS
 from moverkit.facts.ties import first_best
 from moverkit.functional.signature import SHARED
-from moverkit.registry import Metric
-from moverkit.rewards import checked_output, independent_arguments, scores_of
+from moverkit.integrations import adapter
+from moverkit.registry import Metric, get
 
 
 def mbr_select(
@@ -89,23 +89,21 @@ def mbr_select(
     ``pseudo_references``: one list per source (default: the candidates). ``output``: the
     metric's output to use (default: its main one, F1 for the BERTScore pair). ``aggregate``:
     reference aggregation, linear time, for centered_bertscore and sbertscore (taking the encoder
-    and centering arguments and ``idf`` only). ``metric_arguments``: those of ``moverkit.functional.<metric>``;
+    and centering arguments and ``idf`` only). ``metric_arguments``: those of ``moverkit.functional.<metric>``.
+    A selection scores a slice of the candidates a model makes, so it is a slice door
+    (:mod:`moverkit.integrations.adapter`): moverscore's IDF is off unless a table is given, and
     settings under which a pair's score depends on the other pairs of the call
-    (``centering="batch"``, IDF fitted over the call) are refused, and moverscore's IDF is off
-    unless a table is given.
+    (``centering="batch"``, IDF fitted over the call) are refused, with the message every slice
+    door gives.
 
     A source with no candidate (or no pseudo-reference) is an error naming it, and so is a
     candidate that is not a string; an empty candidate is scored as any text (the metric's empty
     score against each pseudo-reference); one candidate is chosen, with its expected utility.
     """
 
-    registered, arguments = independent_arguments(  # the registry's Metric
-        metric,
-        metric_arguments,
-        "mbr_select",
-        "a candidate's utility would depend on the other sources of the call",
-    )
-    output = checked_output(registered.spec, output)
+    arguments = adapter.slice_arguments(metric, metric_arguments, "mbr_select")
+    registered = get(metric)
+    output = adapter.checked_output(metric, output)
     sources = checked_lists(candidates, "candidates")
     references = sources if pseudo_references is None else checked_lists(pseudo_references, "pseudo_references")
     if len(references) != len(sources):
@@ -125,7 +123,7 @@ def mbr_select(
         matrices, hashcode = matched_matrices(registered, sources, references, output, arguments)
         expected = [matrix.mean(axis=1) for matrix in matrices]
     else:
-        matrices, hashcode = utility_matrices(registered.function, sources, references, output, arguments)
+        matrices, hashcode = utility_matrices(metric, sources, references, output, arguments)
         expected = [matrix.mean(axis=1) for matrix in matrices]
     chosen = [first_best(scores, registered.spec.higher_is_better) for scores in expected]
     result = {
@@ -157,19 +155,19 @@ def checked_lists(lists, name: str) -> list[list[str]]:
 
 
 def utility_matrices(
-    function, sources, references, output: str | None, arguments: dict
+    metric: str, sources, references, output: str | None, arguments: dict
 ) -> tuple[list[np.ndarray], str]:
     """Every source's candidates-by-pseudo-references matrix :math:`U` of ``output``, from one call
-    of ``function`` (``moverkit.functional.<metric>``) on each source's distinct pairs of texts,
-    and the call's hashcode."""
+    of ``moverkit.functional.<metric>`` on each source's distinct pairs of texts, and the call's
+    hashcode."""
 
     predictions, pair_references = [], []
     for texts, refs in zip(sources, references):
         rows, columns = list(dict.fromkeys(texts)), list(dict.fromkeys(refs))
         predictions += [row for row in rows for _ in columns]
         pair_references += [column for _ in rows for column in columns]
-    result = function(predictions, pair_references, **arguments)
-    values = np.asarray(scores_of(result, output), dtype=np.float64)
+    result = adapter.score(metric, predictions, pair_references, arguments)
+    values = np.asarray(adapter.output_scores(result, output), dtype=np.float64)
     matrices, at = [], 0
     for texts, refs in zip(sources, references):
         n, m = len(set(texts)), len(set(refs))
@@ -225,7 +223,7 @@ def prepared_clouds(metric: Metric, texts: list[str], arguments: dict):
     shared = dict(arguments)
     idf = check_idf(shared.pop("idf", False))
     call = metric.function.open_call(texts, texts, **shared)
-    with call.running():
+    with call.running(), kept_random_state():
         (chunk,) = chunks(call, idf=idf, one_chunk=True)
         data = chunk.pairs(PairOptions(idf=idf))
     call.truncations.close()  # the call's one truncation warning, as a metric's close gives it

@@ -2,11 +2,14 @@
 
 Needs the optional extra: ``pip install "moverkit[ray]"``. Each actor of the pool is one
 :class:`RayScorer`: it loads the encoder once (in its constructor) and scores every batch Ray
-sends it, by the same code as ``moverkit.map_scores`` (:class:`~moverkit.dataset_map.MapScores`).
-A pair's score must not depend on which batch it landed in, so ``batch`` centering (the mean of
-each batch) is refused: use ``corpus`` (the default of centered_bertscore and twmd, with the
-statistic shipped for the embedded model, or one fitted once with ``moverkit.fit_centering`` for
-another model or domain) or a per-text mode (``none``, ``dim``, ``sentence``)::
+sends it, by the same code as ``moverkit.map_scores`` (:class:`~moverkit.dataset_map.MapScores`),
+a slice door (:mod:`moverkit.integrations.adapter`): a pair's score must not depend on which
+batch it landed in, so the batch-independent defaults apply (moverscore's IDF off unless a table
+is given) and a batch-dependent setting (``centering="batch"``, the mean of each batch;
+``idf=True``) is refused, with the message every slice door gives, before any model loads. Use
+``corpus`` (the default of centered_bertscore and twmd, with the statistic shipped for the
+embedded model, or one fitted once with ``moverkit.fit_centering`` for another model or domain)
+or a per-text mode (``none``, ``dim``, ``sentence``)::
 
     import ray, moverkit
     from moverkit.ray import score_dataset
@@ -19,8 +22,6 @@ another model or domain) or a per-text mode (``none``, ``dim``, ``sentence``)::
 
 from __future__ import annotations
 
-import inspect
-
 from moverkit.dataset_map import MapScores, map_scores
 
 
@@ -28,18 +29,10 @@ class RayScorer:
     """A callable class for ``map_batches``: adds the metric's per-example results as columns.
 
     ``metric`` is a moverkit metric name (or a loaded module); ``compute_kwargs`` are its
-    ``compute`` arguments, with a batch-independent ``centering``."""
+    ``compute`` arguments, checked as :func:`moverkit.map_scores` checks them (the module doc)."""
 
     def __init__(self, metric, predictions: str = "prediction", references: str = "reference", **compute_kwargs):
         self.score: MapScores = map_scores(metric, predictions, references, **compute_kwargs)
-        centering = compute_kwargs.get("centering", _default_centering(self.score))
-        if centering == "batch":
-            raise ValueError(
-                "a Ray batch is an arbitrary slice of the corpus, so centering='batch' would make each score depend on "
-                "its batch; pass centering='corpus' (the shipped mean of the embedded model, or "
-                "centering_stats=moverkit.fit_centering(texts)), or a per-text "
-                "mode ('none', 'dim', 'sentence')"
-            )
         self.hashcode = self.score.hashcode  # loads this actor's encoder once, before the first batch
 
     def __call__(self, batch):
@@ -128,7 +121,3 @@ def with_columns(batch, columns: dict):
     for key, values in columns.items():
         out[key] = array(key, values)
     return out
-
-
-def _default_centering(score: MapScores) -> str:
-    return inspect.signature(score.function()).parameters["centering"].default

@@ -12,7 +12,7 @@ reads instead; the evaluate modules are ``moverkit.load(name)`` of the same name
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from moverkit import functional
@@ -44,8 +44,8 @@ class Metric:
     def independent_defaults(self) -> dict[str, object]:
         """Defaults under which a pair scores the same whatever the other pairs of its call, where the
         function's differ: IDF off unless a table is given, for a metric whose default fits IDF over
-        the call's references (moverscore's ``idf=None``, its presets' True). Rewards, MBR and the
-        lighteval metrics score with these."""
+        the call's references (moverscore's ``idf=None``, its presets' True). The doors that score
+        slices of a corpus score with these (:mod:`moverkit.integrations.adapter`)."""
         return {"idf": False} if self.defaults.get("idf", False) is not False else {}
 
     @property
@@ -64,12 +64,13 @@ class Metric:
         """The arguments a settings file may set (:func:`moverkit.formats.settings.settable_arguments`)."""
         return settable_arguments(self.function)
 
-    def scoring_arguments(self, arguments: Mapping, owner: str) -> dict:
+    def scoring_arguments(self, arguments: Mapping, owner: str, also: Collection[str] = ()) -> dict:
         """``arguments`` as :attr:`function` takes them, or a ``TypeError`` naming the argument that
-        it does not take (or that ``owner``, a wrapper's name, does not pass on)."""
-        accepted = set(self.defaults) - set(NOT_PASSED_ON)
+        it does not take (or that ``owner``, a wrapper's name, does not pass on: those of
+        :data:`NOT_PASSED_ON` but the ones ``also`` names, which ``moverkit.map_scores`` keeps per row)."""
+        accepted = set(self.defaults) - (set(NOT_PASSED_ON) - set(also))
         for key in arguments:
-            if key in NOT_PASSED_ON:
+            if key not in accepted and key in NOT_PASSED_ON:
                 raise TypeError(f"{owner} does not take {key}: it scores the texts it is given and keeps scores only")
             if key not in accepted:
                 raise TypeError(
@@ -77,6 +78,13 @@ class Metric:
                     f"{', '.join(sorted(accepted))}"
                 )
         return dict(arguments)
+
+    def settings_arguments(self, arguments: Mapping) -> dict:
+        """The arguments the settings file of ``arguments`` sets (``settings=PATH``), read and checked;
+        none without one."""
+        if arguments.get("settings") is None:
+            return {}
+        return dict(load_settings(arguments["settings"], self.name, self.function).arguments)
 
     def batch_dependence(self, arguments: Mapping) -> str | None:
         """Why a pair's score under ``arguments`` depends on the other pairs of the call, or None when
@@ -86,9 +94,7 @@ class Metric:
         call's texts) and ``idf=True`` (document frequencies over the call's references; moverscore's
         ``idf=None``, its presets' default, is ``True``, and so is its ``prediction_idf``, which
         follows ``idf`` when left out). A settings file's arguments count as if passed."""
-        resolved = {**self.defaults, **arguments}
-        if resolved.get("settings") is not None:
-            resolved.update(load_settings(resolved["settings"], self.name, self.function).arguments)
+        resolved = {**self.defaults, **arguments, **self.settings_arguments(arguments)}
         if resolved.get("centering") == "batch":
             return "centering='batch' centers by the mean vector of every text of the call"
         if "prediction_idf" in resolved and resolved["prediction_idf"] is None:

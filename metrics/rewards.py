@@ -30,11 +30,11 @@ and what an empty completion earns (before rescaling):
 
 from __future__ import annotations
 
-import contextlib
-import random
 from collections.abc import Iterable, Mapping, Sequence
 
 from moverkit.facts.specs import SPECS
+from moverkit.integrations import adapter
+from moverkit.integrations.rows import MissingColumn, reference_row
 
 TRAINER_ARGUMENTS = frozenset({"completion_ids", "trainer_state", "log_extra", "log_metric", "environments"})
 """What TRL passes a reward function beside the dataset's columns."""
@@ -47,16 +47,14 @@ class MetricReward:
     pickles, and scores through ``moverkit.functional.<metric>``, whose encoder loads on the first
     call and stays in the process's model registry (``moverkit.release()`` frees it)."""
 
-    def __init__(self, metric: str, reference_column: str, output: str, arguments: dict):
+    def __init__(self, metric: str, reference_column: str, output: str | None, arguments: dict):
         self.metric = metric
         self.reference_column = reference_column
         self.output = output
         self.arguments = arguments
-        self.__name__ = f"moverkit_{metric}" + ("" if output in (None, SPECS[metric].main) else f"_{output}")
+        self.__name__ = f"moverkit_{adapter.output_label(metric, output)}"
 
     def __call__(self, completions, prompts=None, **columns) -> list[float]:
-        from moverkit.registry import REGISTRY
-
         if isinstance(completions, (str, bytes, Mapping)) or not isinstance(completions, Iterable):
             raise TypeError(
                 f"{self.__name__}: completions must be a list with one completion per item, "
@@ -64,8 +62,9 @@ class MetricReward:
             )
         texts = [completion_text(c) for c in completions]
         references = self.references(columns, len(texts))
-        with unchanged_random_state():
-            values = scores_of(REGISTRY[self.metric].function(texts, references, **self.call_arguments()), self.output)
+        values = adapter.output_scores(
+            adapter.score(self.metric, texts, references, self.call_arguments()), self.output
+        )
         if SPECS[self.metric].higher_is_better:
             return [float(v) for v in values]
         rescaled = self.arguments.get("rescale_with_baseline", False)
@@ -74,8 +73,6 @@ class MetricReward:
     def references(self, columns: Mapping, n: int) -> list:
         """The references column, one string or list of strings per completion, or an error naming
         the column (a missing column lists those TRL passed) and the row."""
-        from moverkit.dataset_map import MissingColumn, reference_row
-
         if self.reference_column not in columns:
             given = sorted(set(columns) - TRAINER_ARGUMENTS)
             raise MissingColumn(
@@ -89,34 +86,16 @@ class MetricReward:
         return [reference_row(row, f"column {self.reference_column!r} at row {i}") for i, row in enumerate(rows)]
 
     def call_arguments(self) -> dict:
-        """The metric's arguments, with ``device`` resolved where it was not given: the current CUDA
-        device where there is one (under accelerate and DDP, the process's own GPU), else the CPU;
-        and on a CPU, ``batch_size`` :data:`CPU_BATCH_SIZE` where it was not given."""
-        import torch
-
-        arguments = dict(self.arguments)
-        if "device" not in arguments:
-            arguments["device"] = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
-        device = arguments["device"]
-        on_cpu = not isinstance(device, int) and torch.device(device).type == "cpu"
-        if on_cpu and "batch_size" not in arguments:
-            arguments["batch_size"] = CPU_BATCH_SIZE
-        return arguments
+        """The metric's arguments as a call takes them, with where it runs filled in
+        (:func:`moverkit.integrations.adapter.call_arguments`: the current CUDA device, else the
+        CPU with ``batch_size`` :data:`~moverkit.integrations.adapter.CPU_BATCH_SIZE`)."""
+        return adapter.call_arguments(self.arguments)
 
     def __repr__(self) -> str:
         return (
             f"reward_function({self.metric!r}, reference_column={self.reference_column!r}, "
             f"output={self.output!r}, **{self.arguments!r})"
         )
-
-
-def scores_of(result: dict, output: str | None) -> list[float]:
-    """The scores of ``output`` in a metric's ``result``; for ``None``, its one score, whatever its
-    key (twmd's is its variant, which a settings file may set)."""
-    if output is not None:
-        return result[output]
-    (scores,) = (value for key, value in result.items() if key != "hashcode")
-    return scores
 
 
 def completion_text(completion) -> str:
@@ -139,53 +118,6 @@ def completion_text(completion) -> str:
         return check_text(completion, "completion")
     except ValueError:
         return ""
-
-
-@contextlib.contextmanager
-def unchanged_random_state():
-    """Python's, numpy's and torch's random states (the CPU's and the current CUDA device's) as
-    they were before the block: the policy's sampling does not move with the reward (loading a
-    sentence-transformers model draws from Python's generator)."""
-    import numpy as np
-    import torch
-
-    python_state, numpy_state = random.getstate(), np.random.get_state()
-    devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
-        try:
-            yield
-        finally:
-            random.setstate(python_state)
-            np.random.set_state(numpy_state)
-
-
-def independent_arguments(metric: str, arguments: dict, caller: str, consequence: str):
-    """The registry's :class:`~moverkit.registry.Metric` of ``metric`` and its checked
-    ``arguments`` for ``caller``, refusing a setting under which a text's score depends on the
-    other texts of the call (``consequence`` says what that would mean there): what rewards and
-    MBR selection both need. A metric whose default fits IDF over the call's references
-    (moverscore's presets) scores with IDF off unless a table is given, as :mod:`moverkit.lighteval` does."""
-    from moverkit.registry import get
-
-    registered = get(metric)
-    arguments = registered.scoring_arguments({**registered.independent_defaults, **arguments}, caller)
-    dependence = registered.batch_dependence(arguments)
-    if dependence is not None:
-        raise ValueError(
-            f"{caller}({metric!r}): {dependence}, so {consequence}; use centering='corpus' or 'none', and "
-            "idf=False or an IDF table"
-        )
-    return registered, arguments
-
-
-CPU_BATCH_SIZE = 16
-"""Texts a batch of a reward's encoder holds on a CPU unless ``batch_size`` says otherwise (the
-metrics' default is 64). A CPU's forward pass costs what its batch is padded to, and a GRPO step's
-completions vary in length: 16 prompts x 8 completions of WMT17 length, 3,417 tokens, were padded
-to 5,396 in batches of 64 and to 3,844 in batches of 16, which took a centered_bertscore reward
-from 1.08x a loaded ``BERTScorer``'s time to 0.77x (docs/generation.md). A reward is the metric
-called with ``batch_size=16``, to the bit; it differs from the metric's default batching in the
-last digits only (a text's vectors depend on its batch's shapes at rounding level)."""
 
 
 def reward_function(
@@ -212,32 +144,19 @@ def reward_function(
     ``metric_arguments`` are those of ``moverkit.functional.<metric>`` (``model_type``,
     ``num_layers``, ``dtype="bfloat16"``, ``settings=PATH`` of a tuned settings file,
     ``rescale_with_baseline=True``, ...). ``device`` defaults to the current CUDA device (each
-    DDP process's own), else the CPU, where ``batch_size`` defaults to :data:`CPU_BATCH_SIZE`.
-    Settings under which a completion's score would depend on
-    the other completions of the batch (``centering="batch"``, IDF fitted over the call) are
-    refused; moverscore's IDF is off unless a table is given. Each call leaves the random
+    DDP process's own), else the CPU, where ``batch_size`` defaults to
+    :data:`~moverkit.integrations.adapter.CPU_BATCH_SIZE`. A reward step is a slice of the
+    training data, so the reward is a slice door (:mod:`moverkit.integrations.adapter`): it
+    scores with the batch-independent defaults (moverscore's IDF off unless a table is given) and
+    refuses a setting under which a completion's score would depend on the other completions of
+    the step (``centering="batch"``, IDF fitted over the call). Each call leaves the random
     states (Python, numpy, torch) and autograd's mode as they were.
     """
-    registered, arguments = independent_arguments(
-        metric,
-        metric_arguments,
-        "reward_function",
-        "a completion's reward would depend on the other completions of the step (and on how DDP splits them)",
-    )
-    output = checked_output(registered.spec, output)
+    arguments = adapter.slice_arguments(metric, metric_arguments, "reward_function")
+    output = adapter.checked_output(metric, output)
     if not isinstance(reference_column, str):
         raise TypeError(f"reference_column must be a column name (a string), got {reference_column!r}")
     return MetricReward(metric, reference_column, output, arguments)
-
-
-def checked_output(spec, output: str | None) -> str | None:
-    """``output`` checked against the metric's outputs; by default its main one, or ``None`` (its
-    one score, :func:`scores_of`) for a metric of one output."""
-    if output is None:
-        return None if len(spec.outputs) == 1 else spec.main
-    if output not in spec.outputs:
-        raise ValueError(f"{spec.name} has no output {output!r}; its outputs are {', '.join(spec.outputs)}")
-    return output
 
 
 __all__ = ["MetricReward", "reward_function"]

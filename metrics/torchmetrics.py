@@ -10,7 +10,9 @@ for a PyTorch Lightning ``validation_step``, a ``MetricCollection`` or a plain l
 One class per metric (:class:`CenteredBERTScore`, :class:`TWMD`, :class:`MoverScore`,
 :class:`LazyEMD`, :class:`SBERTScore`), all of them :class:`MoverkitMetric`: the arguments are
 those of ``moverkit.functional.<metric>``, and ``compute()`` gives the numbers that function gives
-for all the pairs at once, whatever the batches and however many processes.
+for all the pairs at once, whatever the batches and however many processes: ``compute()`` is a
+whole-corpus door (:mod:`moverkit.integrations.adapter`), which takes the metric's own defaults and
+every setting.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from torchmetrics.utilities import dim_zero_cat
 from torchmetrics.utilities.distributed import gather_all_tensors
 
 from moverkit._core.base import check_inputs
+from moverkit.integrations import adapter
 from moverkit.registry import REGISTRY, get
 
 __all__ = ["TWMD", "CenteredBERTScore", "LazyEMD", "MoverScore", "MoverkitMetric", "SBERTScore"]
@@ -112,13 +115,11 @@ class MoverkitMetric(Metric):
             )
         torchmetrics_kwargs = {key: kwargs.pop(key) for key in list(kwargs) if key in METRIC_ARGUMENTS}
         super().__init__(**torchmetrics_kwargs)
-        entry = get(self.metric)
-        self._function = entry.function
-        self._arguments = entry.scoring_arguments(kwargs, type(self).__name__)
-        none = self._function([], [], **self._arguments)
+        self._arguments = adapter.whole_corpus_arguments(self.metric, kwargs, type(self).__name__)
+        none = adapter.score(self.metric, [], [], self._arguments)
         self.hashcode = none["hashcode"]
         self.outputs = tuple(key for key in none if key != "hashcode")
-        self.keeps_texts = entry.batch_dependence(self._arguments)
+        self.keeps_texts = get(self.metric).batch_dependence(self._arguments)
         states = {"ranks": torch.long}
         if self.keeps_texts:
             states.update(pred_bytes=torch.uint8, pred_lengths=torch.long, ref_bytes=torch.uint8)
@@ -229,7 +230,7 @@ class MoverkitMetric(Metric):
 
     def _score(self, predictions: list[str], references: list[list[str]]) -> torch.Tensor:
         """The function's scores of the pairs, shape (n_pairs, n_outputs), float64, on the metric's device."""
-        result = self._function(predictions, references, **self._arguments)
+        result = adapter.score(self.metric, predictions, references, self._arguments)
         columns = [result[name] for name in self.outputs]
         return torch.tensor(columns, dtype=torch.float64, device=self.device).T
 

@@ -1,37 +1,49 @@
-"""A metric as verl's reward: :func:`compute_score`, for verl's ``BatchRewardManager`` (and, one
-response at a time, for the per-sample managers of verl 0.9's reward loop).
+"""A metric as verl's reward: :func:`compute_score`, a ``custom_reward_function`` for verl 0.9's
+reward loop (one response per call) and for the batch manager of verl up to 0.8 (a batch per call).
 
-verl's ``BatchRewardManager`` (``reward_model.reward_manager=batch``, verl up to 0.8; verl 0.9 still
-ships it as ``verl.workers.reward_manager.BatchRewardManager``) decodes a batch's responses and
-calls its ``compute_score`` once per batch with keyword arguments: ``data_sources``,
-``solution_strs``, ``ground_truths`` (each row's ``reward_model.ground_truth``), ``extra_infos``,
-and the reward's own arguments (``custom_reward_function.reward_kwargs``, which verl's
-``get_custom_reward_fn`` binds, and ``reward_model.reward_kwargs``, which the manager passes on);
-it takes one float per response. In a verl configuration::
+**verl 0.9** scores through its reward loop (``verl/experimental/reward_loop/``), whose managers are
+registered by name: ``naive`` (the default), ``dapo``, ``remote``, ``gdpo`` and ``limited``; ``batch``
+is not one of them (``reward_model.reward_manager: batch`` raises ``Unknown reward manager: batch``).
+Each calls the custom function once per response, in a worker thread, as
+``compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=..., **reward_kwargs)``
+(``verl/experimental/reward_loop/reward_manager/naive.py``; ``reward_kwargs`` are bound by
+``get_custom_reward_fn`` in ``verl/trainer/ppo/reward.py``, and win over the call's). In its
+configuration::
 
-    reward_model:
-      reward_manager: batch
-    custom_reward_function:           # verl 0.9: reward.custom_reward_function
-      path: pkg://moverkit.verl       # verl >= 0.7; else the file: python -c "import moverkit.verl as m; print(m.__file__)"
-      name: compute_score
-      reward_kwargs:
-        metric: twmd                  # any moverkit metric (default: centered_bertscore)
-        temperature: 0.1              # and any argument of moverkit.functional.twmd
+    reward:
+      reward_manager:
+        name: naive                   # verl 0.9's default; dapo and limited call the same way
+      custom_reward_function:
+        path: pkg://moverkit.verl     # a module by name (verl >= 0.7)
+        name: compute_score
+        reward_kwargs:
+          metric: twmd                # any moverkit metric (default: centered_bertscore)
+          temperature: 0.1            # and any argument of moverkit.functional.twmd
+
+**verl up to 0.8** (``reward_model.reward_manager: batch``, ``custom_reward_function`` at the top
+level): its ``BatchRewardManager`` decodes a batch's responses and calls ``compute_score`` once per
+batch with ``data_sources``, ``solution_strs``, ``ground_truths`` and ``extra_infos``; it takes one
+float per response. :func:`compute_score` takes both calls.
 
 Each response's score is :func:`moverkit.reward_function`'s of the metric and arguments, with the
 row's ground truth as its references (one string or a list of strings, the best kept): higher is
-better (lazy_emd's distance negated), an empty or non-text response earns the metric's empty score,
-settings under which a score would depend on the batch are refused. The reward is made once per
-process and settings, and its encoder loads on the first call and stays in moverkit's model registry,
-so each of verl's reward workers loads one encoder whatever the number of steps.
-``data_sources`` and ``extra_infos`` are not read: every row is scored by the one metric (route by
-data source in a function of your own that calls this one).
+better (lazy_emd's distance negated), an empty or non-text response earns the metric's empty score.
+A ground truth that is a number (GSM8K-style data sets store ``42``) is scored as its text
+(``"42"``); one that is ``None`` or not text (a dict, a NaN) is scored as an empty reference, so the
+response earns the metric's empty score (0; -1 for lazy_emd), and a warning is logged once per
+process: one malformed row does not stop the step, and its reward says it was not scored.
 
-verl 0.9's trainer scores through its reward loop, whose managers (``naive``, ``remote``, ...) call
-``compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=...)`` once per
-response; :func:`compute_score` takes that call too and gives the one response's score, the same
-number, at the cost of one call of the metric per response (no batching across responses: for
-many responses, the batch manager or the server of :mod:`moverkit.serve`).
+A batch of responses is a slice of the rollout, so the reward is a slice door
+(:mod:`moverkit.integrations.adapter`): moverscore's IDF is off unless a table is given, and
+settings under which a score would depend on the batch are refused, with the message every slice
+door gives. The reward is made once per process and settings, and its encoder loads on the first
+call and stays in moverkit's model registry, so each of verl's reward workers loads one encoder
+whatever the number of steps. verl 0.9's managers call from several threads at once; the calls of
+one process take turns (a lock), so the encoder loads once and a call's random states are its own.
+A call per response costs one call of the metric per response: for many responses, post them to the
+server of :mod:`moverkit.serve` from a ``compute_score`` of your own, where the loop's concurrent
+calls are batched. ``data_source`` and ``extra_info`` are not read: every row is scored by the one
+metric (route by data source in a function of your own that calls this one).
 
 verl itself is not needed to import this module. verl 0.9 caps transformers below 5.11 (and
 huggingface-hub below 2), so ``moverkit[verl]`` belongs in an environment of its own.
@@ -40,8 +52,15 @@ huggingface-hub below 2), so ``moverkit[verl]`` belongs in an environment of its
 from __future__ import annotations
 
 import json
+import logging
+import math
+import threading
 
 from moverkit.rewards import MetricReward
+
+logger = logging.getLogger(__name__)
+_TURN = threading.Lock()
+"""The calls of this process take turns (verl 0.9's managers call from a thread pool)."""
 
 _REWARDS: dict[str, MetricReward] = {}
 """The rewards this process made, by their settings (JSON): one encoder per process and model."""
@@ -72,9 +91,37 @@ def compute_score(
         solution_strs, ground_truths = [one["solution_str"]], [one["ground_truth"]]
     if solution_strs is None or ground_truths is None:
         raise TypeError("moverkit.verl.compute_score needs solution_strs and ground_truths")
-    reward = reward_of(metric, output, plain(metric_arguments))
-    scores = reward(list(solution_strs), ground_truths=list(ground_truths))
+    truths = [truth_text(truth, i) for i, truth in enumerate(ground_truths)]
+    with _TURN:
+        reward = reward_of(metric, output, plain(metric_arguments))
+        scores = reward(list(solution_strs), ground_truths=truths)
     return scores[0] if one else scores
+
+
+def truth_text(value, row: int = 0):
+    """A row's ground truth as references: text, or a list of texts, as it is; a number as its text
+    (``42`` is ``"42"``); ``None`` or anything else not text as an empty reference (the metric's
+    empty score), logged once per process."""
+    value = plain(value.tolist() if hasattr(value, "tolist") and not isinstance(value, str) else value)
+    if isinstance(value, list):
+        return [truth_text(item, row) for item in value] or ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return str(value)
+    kind = "None" if value is None else type(value).__name__
+    if kind not in _WARNED:
+        _WARNED.add(kind)
+        logger.warning(
+            "moverkit.verl: a ground truth is %s (row %d of a call), not text: its response is scored against "
+            "an empty reference and earns the metric's empty score; later ones are not logged",
+            kind,
+            row,
+        )
+    return ""
+
+
+_WARNED: set[str] = set()
 
 
 PER_SAMPLE = (

@@ -165,6 +165,7 @@ PUBLIC_SIGNATURES = {
     ("tuning/__init__.py", "tune"): "moverkit.tuning.tune (docs/tuning.md)",
     ("functional/moverscore.py", "moverscore"): "moverkit.functional.moverscore: its own public arguments",
     ("baselines/__init__.py", "fit_baseline"): "moverkit.baselines.fit_baseline: moverkit fit-baseline's flags",
+    ("serve.py", "application"): "moverkit.serve.application: moverkit serve's flags and a Serve config's args",
 }
 """The functions whose parameters are a public signature (issue 46): what they are. Behind them a
 request or options object carries the arguments (EncoderRequest, PairOptions, Loop, GpuPlan)."""

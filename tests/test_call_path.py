@@ -14,11 +14,13 @@ import moverkit
 from moverkit._core.encoding import cache_enabled
 
 PACKAGE = str(Path(moverkit.__file__).resolve().parent) + "/"
-MAX_FILES = 22  # issue 45: tokenizing left encoder.py for its own room, tokens.py; issue 52: the Rust copy of
+MAX_FILES = 26  # issue 45: tokenizing left encoder.py for its own room, tokens.py; issue 52: the Rust copy of
 # the tokenizer (rust_tokens.py) left tokens.py, and the call's close and hashcode left opening.py (closing.py),
 # while the environment's snapshot joined hardware.py and the pair options pairs.py; issue 60: the square
 # mask a model takes (what the model is, read from it) left encoder.py for architecture.py; issue 61: a
-# prediction's best reference reads the tie width from facts/ties.py, the one formula of it
+# prediction's best reference reads the tie width from facts/ties.py, the one formula of it; issue 68, one
+# job per room: the call's environment left hardware.py (environment.py), MoverScore's pair options left
+# pairs.py (pair_options.py), the model registry (models.py) and the token clouds (clouds.py) left encoder.py
 """moverkit files one warm centered_bertscore call runs code of (23 before issue 41); each left is
 a step of its own (docs/architecture.md, "The path of one call")."""
 CHECKS = ("call_texts", "check_idf", "check_max_length", "encoder_for", "open_call", "check_centering")

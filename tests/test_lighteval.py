@@ -4,8 +4,7 @@ file whose tasks use these metrics."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,14 +16,16 @@ from lighteval.models.model_output import ModelResponse
 from lighteval.tasks.registry import Registry
 from lighteval.tasks.requests import Doc
 
+import moverkit
 from moverkit import functional
 from moverkit import lighteval as moverkit_lighteval
 from moverkit.facts.specs import SPECS
+from moverkit.integrations.adapter import refusal
+from moverkit.registry import REGISTRY
 
 TASKS_FILE = Path(__file__).resolve().parents[1] / "docs" / "lighteval_tasks.py"
 PREDICTION = "the cat sat on the mat"
 GOLDS = ["a cat was sitting on the mat", "there is a cat on the mat"]
-FIXED_ARGUMENTS = {"moverscore": {"idf": False}}  # the module's moverscore (one sample has no IDF of its own)
 
 
 def _outputs(name):
@@ -38,11 +39,24 @@ def _outputs(name):
     }
 
 
+def metric_task(name: str, doc: Doc) -> dict:
+    """lighteval's batched path on a task of one sample (``doc``, answered with the prediction), by output."""
+    return {
+        output: metric.compute_sample(docs=[doc], responses=[ModelResponse(text=[PREDICTION])])
+        for output, metric in _outputs(name).items()
+    }
+
+
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_compute_sample_gives_the_function_on_lightevals_objects(name):
     spec = SPECS[name]
     doc = Doc(query="Translate: Die Katze sass auf der Matte.", choices=GOLDS, gold_index=[0, 1])
-    expected = getattr(functional, name)([PREDICTION], [GOLDS], **FIXED_ARGUMENTS.get(name, {}))
+    # a task: the metric's own defaults; one sample: the batch-independent ones (moverscore's IDF off)
+    with warnings.catch_warnings():  # moverscore's IDF over a task of one pair: every token's IDF 0
+        warnings.filterwarnings("ignore", "1 prediction", moverkit.MoverkitWarning)
+        task = getattr(functional, name)([PREDICTION], [GOLDS])
+        one_pair_task = metric_task(name, doc)
+    expected = getattr(functional, name)([PREDICTION], [GOLDS], **REGISTRY[name].independent_defaults)
     for output, metric in _outputs(name).items():
         assert isinstance(metric, SampleLevelMetric) and metric.batched_compute
         assert isinstance(metric.sample_level_fn, SampleLevelComputation)
@@ -51,8 +65,7 @@ def test_compute_sample_gives_the_function_on_lightevals_objects(name):
         # lighteval's per-sample path, and its batched one on a task of one sample
         result = metric.compute_sample(doc=doc, model_response=ModelResponse(text=[PREDICTION]))
         assert result == {metric.metric_name: expected[output][0]}
-        batched = metric.compute_sample(docs=[doc], responses=[ModelResponse(text=[PREDICTION])])
-        assert batched == {metric.metric_name: [expected[output][0]]}
+        assert one_pair_task[output] == {metric.metric_name: [task[output][0]]}
         aggregate = metric.get_corpus_aggregations()
         assert set(aggregate) == set(result) and aggregate[metric.metric_name]([0.25, 0.75]) == 0.5
 
@@ -91,11 +104,14 @@ def task(wmt_pairs):
 # twmd in the quick loop; the others (2-6 s each) in the full suite.
 @pytest.mark.parametrize("name", [n if n == "twmd" else pytest.param(n, marks=pytest.mark.slow) for n in sorted(SPECS)])
 def test_the_batched_metrics_equal_the_per_sample_ones(name, task):
-    """At settings whose scores do not depend on the other pairs (each module object's), a task
-    scored at once gives each sample's own score (within 1e-6), and the function on the task."""
+    """At settings whose scores do not depend on the other pairs (each metric's batch-independent
+    defaults: moverscore's IDF off), a task scored at once gives each sample's own score (within
+    1e-6), and the function on the task."""
     predictions, references, docs, responses = task
-    expected = getattr(functional, name)(predictions, references, **FIXED_ARGUMENTS.get(name, {}))
-    for output, metric in _outputs(name).items():
+    independent = REGISTRY[name].independent_defaults
+    expected = getattr(functional, name)(predictions, references, **independent)
+    made = dict(zip(SPECS[name].outputs, moverkit_lighteval.metrics(name, **independent)))
+    for output, metric in made.items():
         batched = metric.compute_sample(docs=docs, responses=responses)[metric.metric_name]
         alone = [metric.compute_sample(doc=d, model_response=r)[metric.metric_name] for d, r in zip(docs, responses)]
         assert np.allclose(batched, alone, atol=1e-6, rtol=0)
@@ -107,20 +123,11 @@ def test_lightevals_apply_metric_runs_the_outputs_of_one_metric_in_one_call(task
     """lighteval's own batched path (``apply_metric``) over precision, recall and F1 of
     centered_bertscore beside twmd: every name in every sample's output, one function call each."""
     predictions, references, docs, responses = task
+    from moverkit.integrations import adapter
+
     calls = []
-    real_get = moverkit_lighteval.get
-
-    def counting_get(name):
-        entry = real_get(name)
-
-        @functools.wraps(entry.function)
-        def function(*args, **kwargs):
-            calls.append(name)
-            return entry.function(*args, **kwargs)
-
-        return dataclasses.replace(entry, function=function)
-
-    monkeypatch.setattr(moverkit_lighteval, "get", counting_get)
+    score = adapter.score
+    monkeypatch.setattr(adapter, "score", lambda name, *rest: calls.append(name) or score(name, *rest))
     fresh = moverkit_lighteval.metrics("centered_bertscore", centering="sentence")  # one scorer for the three
     outputs = apply_metric(responses=responses, docs=docs, metrics=[*fresh, moverkit_lighteval.twmd])
     assert sorted(calls) == ["centered_bertscore", "twmd"]
@@ -138,13 +145,28 @@ def test_lightevals_apply_metric_runs_the_outputs_of_one_metric_in_one_call(task
 
 @pytest.mark.slow
 def test_batch_dependent_settings_score_the_task_at_once_and_are_refused_per_sample(task):
+    """A task is a whole-corpus call (every setting); one sample is a slice (the slice doors' refusal)."""
     predictions, references, docs, responses = task
-    for name, arguments in (("twmd", {"centering": "batch"}), ("moverscore", {})):
+    for name, arguments in (("twmd", {"centering": "batch"}), ("moverscore", {"idf": True})):
         metric = moverkit_lighteval.metric(name, **arguments)
         expected = getattr(functional, name)(predictions, references, **arguments)[name]
         assert np.allclose(metric.compute_sample(docs=docs, responses=responses)[name], expected, atol=1e-9, rtol=0)
-        with pytest.raises(ValueError, match="which one sample cannot carry"):
+        with pytest.raises(ValueError) as refused:
             metric.compute_sample(doc=docs[0], model_response=responses[0])
+        assert str(refused.value) == refusal(name, REGISTRY[name].batch_dependence(arguments))
+
+
+@pytest.mark.slow
+def test_moverscores_default_is_the_tasks_idf_and_one_samples_none(task):
+    """moverscore's default fits IDF over the call: over the task's references in the batched path
+    (the evaluate module's numbers), off for one sample (the slice doors' numbers)."""
+    predictions, references, docs, responses = task
+    metric = moverkit_lighteval.moverscore
+    batched = metric.compute_sample(docs=docs, responses=responses)["moverscore"]
+    assert batched == functional.moverscore(predictions, references)["moverscore"]
+    alone = metric.compute_sample(doc=docs[0], model_response=responses[0])["moverscore"]
+    assert alone == pytest.approx(functional.moverscore(predictions[:1], references[:1], idf=False)["moverscore"][0])
+    assert abs(alone - batched[0]) > 1e-4
 
 
 @pytest.mark.slow
@@ -179,7 +201,9 @@ def test_a_doc_without_a_gold_is_named():
 def test_arguments_are_checked_by_name_and_output():
     with pytest.raises(TypeError, match="unknown argument 'temprature'"):
         moverkit_lighteval.metric("twmd", temprature=0.1)
-    with pytest.raises(ValueError, match="output 'accuracy'; centered_bertscore gives precision, recall, f1"):
+    with pytest.raises(
+        ValueError, match="centered_bertscore has no output 'accuracy'; its outputs are precision, recall, f1"
+    ):
         moverkit_lighteval.metric("centered_bertscore", "accuracy")
 
 

@@ -97,15 +97,18 @@ def test_rows_and_ranks(wmt_pairs):
 
 
 def test_rank_device(monkeypatch):
+    """Worker ``k`` of ``map(with_rank=True)`` runs on GPU ``k mod n_gpus``, else on the CPU (in
+    batches of 16 texts), unless ``device`` was given."""
     import torch
 
-    from moverkit.dataset_map import rank_device
+    from moverkit.integrations.adapter import call_arguments
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert rank_device(3) == "cpu"
+    assert call_arguments({}, 3) == {"device": "cpu", "batch_size": 16}
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    assert [rank_device(k) for k in range(3)] == ["cuda:0", "cuda:1", "cuda:0"]
+    assert [call_arguments({}, k)["device"] for k in range(3)] == ["cuda:0", "cuda:1", "cuda:0"]
+    assert call_arguments({"device": "cpu", "batch_size": 8}, 1) == {"device": "cpu", "batch_size": 8}
 
 
 def test_unknown_metric():

@@ -40,7 +40,7 @@ MODULES = {
     "moverkit.ray": ["score_dataset"],
     "moverkit.registry": ["REGISTRY"],
     "moverkit.rewards": ["MetricReward", "reward_function"],
-    "moverkit.serve": ["Batching", "Limits", "MetricServer", "application", "start"],
+    "moverkit.serve": ["Batching", "Limits", "MetricServer", "application", "build", "start", "stop"],
     "moverkit.torchmetrics": ["CenteredBERTScore", "LazyEMD", "MoverScore", "SBERTScore", "TWMD"],
     "moverkit.verl": ["compute_score"],
 }
@@ -76,8 +76,8 @@ FUNCTIONS = {
     "= 'truncate', dtype: 'str' = 'float32', rescale_with_baseline: 'bool' = False, "
     "baseline_path: 'str | os.PathLike | None' = None, return_alignment: 'bool' = False, "
     "return_reference_index: 'bool' = False, settings=None) -> 'dict'",
-    "sbertscore": "(predictions, references, *, model_type: 'str | os.PathLike | None' = None, batch_size: "
-    "'int' = 64, device: 'str | int | torch.device | None' = None, verbose: 'bool' = False, "
+    "sbertscore": "(predictions, references, *, prompt_name: 'str | None' = None, prompt: 'str | None' = None, "
+    "model_type: 'str | os.PathLike | None' = None, batch_size: 'int' = 64, device: 'str | int | torch.device | None' = None, verbose: 'bool' = False, "
     "centering: 'str' = 'none', centering_stats=None, lang: 'str' = 'en', dtype: 'str' = "
     "'float32', rescale_with_baseline: 'bool' = False, baseline_path: 'str | os.PathLike | None' "
     "= None, return_alignment: 'bool' = False, return_reference_index: 'bool' = False, "
@@ -372,6 +372,8 @@ CLI = {
         "--output",
         "--port",
         "--replicas",
+        "--request-timeout",
+        "--tokenizer",
         "-h",
     ],
     "moverkit publish": ["--commit", "--dry-run", "--help", "--org", "--repository", "--source", "--tag", "-h", "out"],

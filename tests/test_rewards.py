@@ -125,7 +125,7 @@ def test_a_missing_column_is_named_at_the_first_call():
 
 
 def test_settings_that_depend_on_the_batch_are_refused():
-    with pytest.raises(ValueError, match="centering='batch'.*other completions"):
+    with pytest.raises(ValueError, match="centering='batch'.*other pairs of its slice"):
         moverkit.reward_function("twmd", centering="batch")
     with pytest.raises(ValueError, match="idf=True"):
         moverkit.reward_function("centered_bertscore", idf=True)

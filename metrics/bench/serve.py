@@ -163,8 +163,8 @@ def throughput(args, requests: list[tuple[list[str], list[str]]]) -> str:
     import moverkit
     import moverkit.serve as server
     from moverkit.facts.ties import tied
+    from moverkit.integrations.adapter import checked_output, output_scores
     from moverkit.registry import get
-    from moverkit.rewards import checked_output, scores_of
 
     function = get(args.metric).function
     arguments = moverkit.reward_function(args.metric, device="cpu").call_arguments()
@@ -198,9 +198,9 @@ def throughput(args, requests: list[tuple[list[str], list[str]]]) -> str:
         server.serve.shutdown()
         ray.shutdown()
     served, one_at_a_time, one_call = times.values()
-    output = checked_output(get(args.metric).spec, None)
-    expected = [scores_of(function(p, r, **arguments), output) for p, r in requests]
-    pairs = [(a, e) for k, result in answers.items() for a, e in zip(scores_of(result, output), expected[k])]
+    output = checked_output(args.metric, None)
+    expected = [output_scores(function(p, r, **arguments), output) for p, r in requests]
+    pairs = [(a, e) for k, result in answers.items() for a, e in zip(output_scores(result, output), expected[k])]
     same = sum(a == e for a, e in pairs)
     largest = max(abs(a - e) for a, e in pairs)
     completions = sum(len(p) for p, _ in requests)

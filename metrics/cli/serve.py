@@ -4,9 +4,12 @@
     # POST /score, POST /get_reward (OpenRLHF's --remote_rm_url), GET /health
 
 It starts Ray Serve on the Ray cluster of ``--address`` (a local one by default), prints the URL
-and serves until interrupted (Ctrl-C stops the server). The metric's arguments are checked before
-Ray starts: a setting under which a score would depend on the other requests (``--centering batch``,
-``--arg idf=true``) is refused there.
+and serves until interrupted: Ctrl-C or SIGTERM (a container's stop) stops it, with
+:func:`moverkit.serve.stop`: on a cluster of ``--address`` only moverkit's application is deleted
+(the cluster's other applications keep serving), a local cluster is shut down. Every argument of
+the metric is checked before Ray starts, by name and by value, as the function checks it (``--arg
+temperature=-1``, ``--num-layers 99``, a setting under which a score would depend on the other
+requests, ``--centering batch`` or ``--arg idf=true``): exit status 2 and the function's message.
 """
 
 from __future__ import annotations
@@ -42,13 +45,26 @@ def register(commands) -> None:
         "--end-marker",
         action="repeat",
         metavar="TEXT",
-        help="cut TEXT from the end of each /get_reward response (the policy's end of sequence, e.g. '<|im_end|>'); repeatable",
+        help="cut TEXT from the end of each /get_reward query (the policy's end of sequence, e.g. '<|im_end|>'); "
+        "repeatable (default: the tokenizer's, else common chat models' end markers, moverkit.serve.END_MARKERS)",
+    )
+    serve.add_argument(
+        "--tokenizer",
+        help="the policy's tokenizer (Hugging Face id in the local cache, or a folder): /get_reward cuts its "
+        "end-of-sequence and padding tokens from each query",
+    )
+    serve.add_argument(
+        "--request-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="answer 503 to a request not answered within SECONDS (default: no limit)",
     )
     add_metric_options(serve)
     serve.set_defaults(run=run)
 
 
 def run(args) -> int:
+    import signal
     import time
 
     try:
@@ -67,16 +83,26 @@ def run(args) -> int:
         cpus_per_replica=args.cpus_per_replica,
         batching=server.Batching(**{k: v for k, v in batching.items() if v is not None}),
         limits=server.Limits(**{k: v for k, v in limits.items() if v is not None}),
-        end_markers=tuple(args.end_marker),
+        end_markers=tuple(args.end_marker) or None,
+        tokenizer=args.tokenizer,
+        request_timeout_s=args.request_timeout,
         **given_arguments(encoder_options(args), args.arg),
     )
     print(
-        f"moverkit serve: {args.metric} on {url} (POST /score, POST /get_reward, GET /health); Ctrl-C stops it",
+        f"moverkit serve: {args.metric} on {url} (POST /score, POST /get_reward, GET /health, GET /metrics); "
+        "Ctrl-C stops it",
         flush=True,
     )
+    signal.signal(signal.SIGTERM, interrupted)  # a container's stop drains as Ctrl-C does
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        server.serve.shutdown()
+        done = server.stop(shared=args.address is not None)
+        print(f"moverkit serve: stopped ({'its application deleted' if done == 'delete' else 'Serve shut down'})")
     return 0
+
+
+def interrupted(signum, frame):
+    """SIGTERM as Ctrl-C: the serving loop's ``KeyboardInterrupt``."""
+    raise KeyboardInterrupt

@@ -76,6 +76,8 @@ def sbertscore(
     predictions,
     references,
     *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
     settings=None,
     **shared: Unpack[SharedArguments],
 ) -> dict: ...

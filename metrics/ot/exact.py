@@ -12,7 +12,11 @@ pair of histograms); MoverScore batches the cost matrices and loops over the sol
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+
+from moverkit._core.base import kept_random_state
 
 EMD_MAX_ITER = 10_000_000
 """The network simplex stops at this many iterations (POT's default, 1e5, can be too few for two
@@ -22,10 +26,21 @@ EMD_MAX_ITER = 10_000_000
 def exact_transport(a: np.ndarray, b: np.ndarray, cost: np.ndarray, with_plan: bool = False):
     """``(wmd, plan)`` between the weights ``a`` (n,) and ``b`` (m,), each normalised here to sum 1,
     under ``cost`` (n, m), in float64; the plan (n, m) only ``with_plan`` (else ``None``)."""
-    import ot  # POT, imported where it is used: the other metrics run without it (a GPU machine may lack it)
-
+    ot = _pot()
     a, b, cost = a / a.sum(), b / b.sum(), np.ascontiguousarray(cost)
     if with_plan:
         plan = ot.emd(a, b, cost, numItermax=EMD_MAX_ITER)
         return float((plan * cost).sum()), plan
     return float(ot.emd2(a, b, cost, numItermax=EMD_MAX_ITER)), None
+
+
+@functools.cache
+def _pot():
+    """POT, imported where it is used (the other metrics run without it: a GPU machine may lack
+    it), once, under :func:`~moverkit._core.base.kept_random_state`: importing it imports sklearn
+    and rich, which draw from Python's ``random``, so a process's first exact transport would
+    otherwise move a user's seeded draws."""
+    with kept_random_state():
+        import ot
+
+    return ot

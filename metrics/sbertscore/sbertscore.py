@@ -72,6 +72,13 @@ Args:
     model_type (str, optional): a sentence-transformers model id (from the local cache when
         offline) or a local folder; a plain transformers model gets mean pooling. Default: the
         embedded sentence-transformers/all-MiniLM-L6-v2 (installed with moverkit, no download).
+        Sentences are embedded as the model's SentenceTransformer.encode() embeds them (its
+        default prompt, chat template, pooling, truncate_dim, Dense and Normalize modules).
+    prompt_name (str, optional): the name of one of the model's prompts, put before every
+        sentence (as encode(prompt_name=...)).
+    prompt (str, optional): a text put before every sentence (as encode(prompt=...)). Neither
+        given: the model's default prompt, if it has one. An unknown prompt name, or both given,
+        is a ValueError naming the argument; either, given, is in the hashcode.
     batch_size (int, default 64): sentences per forward pass.
     {device, verbose}
     centering (str, default "none"): centering of the sentence vectors before cosines: "none" (the
@@ -93,7 +100,8 @@ Args:
 
 Returns:
     {precision_recall_f1}
-    hashcode (str): model, sentence layer tag (L-1), centering, splitter and versions.
+    hashcode (str): model, sentence layer tag (L-1), centering, splitter, the prompt arguments
+        given, and versions.
     alignment (list of dict, only with return_alignment): "prediction_sentences",
         "reference_sentences", "similarity" (rows: prediction sentences; columns: reference sentences).
     {reference_index}

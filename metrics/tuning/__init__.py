@@ -359,7 +359,7 @@ def _model_facts(model_type, token_level: bool) -> tuple[str | None, int, bool]:
     encoder = get_encoder(model_type, -1)
     try:
         for layer in range(1, encoder.n_layers + 1):
-            Centering("corpus", None).resolved(encoder.name, layer, encoder.model.config.hidden_size)
+            Centering("corpus", None).resolved(encoder.name, layer, encoder.widths[layer])
     except (ValueError, FileNotFoundError):
         return encoder.name, encoder.n_layers, False
     return encoder.name, encoder.n_layers, True

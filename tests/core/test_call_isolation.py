@@ -15,7 +15,8 @@ import transformers
 import moverkit
 from moverkit._core.call import streaming
 from moverkit._core.encoding import encoder as encoder_module
-from moverkit._core.encoding.encoder import loaded_models
+from moverkit._core.encoding import models
+from moverkit._core.encoding.models import loaded_models
 from moverkit.functional import centered_bertscore, lazy_emd, moverscore, sbertscore, twmd
 
 PREDICTIONS = [f"the cat number {i} sat on the mat near the door" for i in range(40)]
@@ -53,7 +54,7 @@ def test_a_call_leaves_the_warnings_filters_the_log_level_and_the_models_as_they
         assert warnings.filters == inside
     assert warnings.filters == filters and transformers.logging.get_verbosity() == level
     for key in loaded_models():
-        model = encoder_module._MODELS[key].model
+        model = models._MODELS[key].model
         modules = list(model) if key[0] == "sentence" else [model]
         transformer = getattr(modules[0], "auto_model", modules[0])
         assert "forward" not in vars(transformer), key

@@ -107,7 +107,7 @@ def test_unknown_local_path_or_type_is_a_clear_error(tmp_path):
 def test_one_registry_for_token_and_sentence_encoders_and_one_release(tiny_model_path):
     import moverkit
     from moverkit._core import get_sentence_encoder, release
-    from moverkit._core.encoding.encoder import loaded_models
+    from moverkit._core.encoding.models import loaded_models
 
     assert moverkit.release is release
     token = get_encoder(tiny_model_path, 1)
@@ -380,7 +380,7 @@ def test_the_square_mask_gives_the_model_s_own_vectors_without_a_host_read(wmt_p
         counter = DispatchCounter()
         with counter:
             square = encoder.forward(batch["input_ids"], mask)
-            pooled = sentences.embed(batch["input_ids"], mask)
+            pooled = sentences.embed({"input_ids": batch["input_ids"], "attention_mask": mask})
         copied = copy.deepcopy(encoder).forward(batch["input_ids"], mask)
         expected = torch.nn.functional.normalize(
             (plain(**batch)[0] * mask[..., None]).sum(1) / mask.sum(1, keepdim=True), dim=-1

@@ -1,12 +1,19 @@
-"""The model registry's locks (issue 60): a load holds the lock of its own model only."""
+"""The model registry's locks (issue 60): a load holds the lock of its own model only, and no lock
+outlives its load; a load leaves the process's random generators as it found them (issue 66)."""
 
 from __future__ import annotations
 
+import random
 import threading
+import time
+import warnings
 
+import numpy as np
 import pytest
+import torch
 
-from moverkit._core.encoding import encoder as registry
+from moverkit._core.encoding import encoder
+from moverkit._core.encoding import models as registry
 
 WAIT = 60.0
 """Seconds a test waits for an event that must come at once: a guard against a hang, never a timing."""
@@ -91,3 +98,112 @@ def test_sentence_encoders_share_the_registry_and_its_locks(empty_registry, monk
     release.set()
     loading.join(WAIT)
     assert not loading.is_alive()
+
+
+def test_no_lock_outlives_the_threads_that_need_it(empty_registry):
+    """A key's lock is dropped once its load is done and no thread waits for it (a loop over many
+    models kept one lock per model ever asked for): after a load that a second thread waited for,
+    and after a failed load, no lock is left; the waiting thread still got the first one's model."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow_load():
+        started.set()
+        assert release.wait(WAIT)
+        return object()
+
+    got = {}
+    first = _thread(lambda: got.__setitem__(1, registry.cached_model(("test", "D"), slow_load)))
+    assert started.wait(WAIT)
+    second = _thread(lambda: got.__setitem__(2, registry.cached_model(("test", "D"), object)))
+    deadline = time.monotonic() + WAIT
+    while registry._LOADING[("test", "D")].threads < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the second thread waits for the first one's load
+    release.set()
+    first.join(WAIT)
+    second.join(WAIT)
+    assert got[1] is got[2] and not registry._LOADING
+
+    def fail():
+        raise ValueError("no such model")
+
+    with pytest.raises(ValueError, match="no such model"):
+        registry.cached_model(("test", "E"), fail)
+    assert not registry._LOADING
+
+
+def _draws() -> tuple[float, float, float]:
+    return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+
+def _seed() -> None:
+    random.seed(66)
+    np.random.seed(66)
+    torch.manual_seed(66)
+
+
+@pytest.fixture(scope="module")
+def pooler_less_path(tiny_model_path, tmp_path_factory):
+    """The tiny BERT saved without its pooler: transformers draws the missing weights from torch's
+    generator when it loads the folder as a ``BertModel``."""
+    import shutil
+
+    from transformers import AutoConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("pooler-less")
+    shutil.copytree(tiny_model_path, folder, dirs_exist_ok=True)
+    torch.manual_seed(0)
+    BertModel(AutoConfig.from_pretrained(tiny_model_path), add_pooling_layer=False).save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("kind", ["token", "sentence", "fine-tuning"])
+def test_a_load_leaves_the_random_generators_as_it_found_them(pooler_less_path, kind):
+    """After a load (forced by ``moverkit.release()``) Python's ``random``, numpy's global generator
+    and torch's draw the numbers they draw without it: a token model whose folder lacks weights
+    (transformers draws them from torch's generator), the embedded sentence-transformers model
+    (sentence-transformers draws from Python's), and ``load_encoder(trainable=True)``, which
+    moverkit.finetune calls directly, outside the registry."""
+    import moverkit
+    from moverkit._core.encoding.sentences import get_sentence_encoder
+
+    load = {
+        "token": lambda: encoder.get_encoder(pooler_less_path),
+        "sentence": lambda: get_sentence_encoder(None, "cpu"),
+        "fine-tuning": lambda: encoder.load_encoder(pooler_less_path, trainable=True),
+    }[kind]
+    _seed()
+    expected = _draws()
+    moverkit.release()
+    _seed()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # transformers' report of the weights it draws
+        load()
+    assert _draws() == expected
+
+
+def test_kept_random_state_restores_the_generators_when_the_block_raises():
+    """The generators are put back whether the block ends or raises."""
+    from moverkit._core.base import kept_random_state
+
+    _seed()
+    expected = _draws()
+    _seed()
+    with pytest.raises(RuntimeError, match="load failed"), kept_random_state():
+        _draws()
+        raise RuntimeError("load failed")
+    assert _draws() == expected
+
+
+def test_arguments_only_stops_its_own_context_at_the_model_and_no_other(empty_registry):
+    """A door checks a call's arguments by running it under ``arguments_only`` (no weights
+    loaded): the block's own context stops where it would get a model; a thread scoring meanwhile
+    gets its model (a process-wide switch of the loader would have stopped it too)."""
+    from moverkit._core.encoding.models import ArgumentsChecked, arguments_only
+
+    other = {}
+    with arguments_only():
+        with pytest.raises(ArgumentsChecked):
+            registry.cached_model(("test", "F"), object)
+        thread = _thread(lambda: other.setdefault("model", registry.cached_model(("test", "F"), object)))
+        thread.join()
+    assert other["model"] is registry.cached_model(("test", "F"), object)

@@ -1,5 +1,5 @@
 """Issue 61: what a metric call reads from its surroundings is read once, when it opens
-(``hardware.read_environment``), and the call runs with that snapshot: a variable set (or a
+(``environment.read_environment``), and the call runs with that snapshot: a variable set (or a
 process-wide budget changed) while it runs changes nothing in it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from moverkit._core.base import hardware
+from moverkit._core.base import environment
 from moverkit._core.call import streaming
 from moverkit._core.centering import fit
 from moverkit._core.encoding.request import local_files_only
@@ -30,9 +30,9 @@ def _scored(tiny_model_path: str) -> dict:
 
 def test_every_setting_a_call_reads_is_read_when_it_opens(tiny_model_path, tmp_path, monkeypatch):
     opened_cache = tmp_path / "cache-at-opening"
-    monkeypatch.setenv(hardware.CENTERING_CACHE_VARIABLE, str(opened_cache))
-    monkeypatch.setenv(hardware.HUB_OFFLINE_VARIABLE, "1")
-    for name in (hardware.MEMORY_BUDGET_VARIABLE, hardware.TOKENIZE_AHEAD_VARIABLE, hardware.PLAN_VARIABLE):
+    monkeypatch.setenv(environment.CENTERING_CACHE_VARIABLE, str(opened_cache))
+    monkeypatch.setenv(environment.HUB_OFFLINE_VARIABLE, "1")
+    for name in (environment.MEMORY_BUDGET_VARIABLE, environment.TOKENIZE_AHEAD_VARIABLE, environment.PLAN_VARIABLE):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(fit, "_FITTED", {})  # the tiny model's corpus mean is fitted in the call, and kept on disk
     corpus = fit.default_corpus()[:40]
@@ -45,12 +45,12 @@ def test_every_setting_a_call_reads_is_read_when_it_opens(tiny_model_path, tmp_p
 
     moved, xdg = tmp_path / "cache-set-mid-call", tmp_path / "xdg-set-mid-call"
     mid_call = {
-        hardware.MEMORY_BUDGET_VARIABLE: "1",  # every prediction a chunk of its own, were it read
-        hardware.TOKENIZE_AHEAD_VARIABLE: "maybe",  # a ValueError, were it read
-        hardware.PLAN_VARIABLE: "gpu",  # a ValueError, were it read
-        hardware.CENTERING_CACHE_VARIABLE: str(moved),
+        environment.MEMORY_BUDGET_VARIABLE: "1",  # every prediction a chunk of its own, were it read
+        environment.TOKENIZE_AHEAD_VARIABLE: "maybe",  # a ValueError, were it read
+        environment.PLAN_VARIABLE: "gpu",  # a ValueError, were it read
+        environment.CENTERING_CACHE_VARIABLE: str(moved),
         "XDG_CACHE_HOME": str(xdg),
-        hardware.HUB_OFFLINE_VARIABLE: "0",
+        environment.HUB_OFFLINE_VARIABLE: "0",
     }
     seen = {}
     call_texts, memory_budget = streaming.call_texts, streaming.memory_budget
@@ -58,7 +58,7 @@ def test_every_setting_a_call_reads_is_read_when_it_opens(tiny_model_path, tmp_p
     def disturbed_call_texts(*args, **kwargs):  # the call has opened: its texts are checked next
         for name, value in mid_call.items():
             monkeypatch.setenv(name, value)
-        hardware.set_memory_budget(2)  # as another thread may, process-wide
+        environment.set_memory_budget(2)  # as another thread may, process-wide
         seen["offline"] = local_files_only(HUB_ID)
         return call_texts(*args, **kwargs)
 
@@ -72,35 +72,35 @@ def test_every_setting_a_call_reads_is_read_when_it_opens(tiny_model_path, tmp_p
         disturbed = _scored(tiny_model_path)
         assert seen["budget"] not in (1, 2)  # neither the variable nor the process budget set mid-call
     finally:
-        hardware.set_memory_budget(None)
+        environment.set_memory_budget(None)
 
     assert disturbed == undisturbed  # the same chunks, the same fitted mean: the same bits
     assert seen["offline"] is True  # HF_HUB_OFFLINE as the call opened with it
     assert len(list(opened_cache.glob("*.npz"))) == 1  # the mean kept where the opening said
     assert not moved.exists() and not xdg.exists()
     # Outside a call the settings are read as they are now: each changed value would have been seen.
-    with pytest.raises(ValueError, match=hardware.TOKENIZE_AHEAD_VARIABLE):
-        hardware.read_environment()
-    monkeypatch.setenv(hardware.TOKENIZE_AHEAD_VARIABLE, "1")
-    with pytest.raises(ValueError, match=hardware.PLAN_VARIABLE):
-        hardware.read_environment()
-    monkeypatch.setenv(hardware.PLAN_VARIABLE, "cpu")
+    with pytest.raises(ValueError, match=environment.TOKENIZE_AHEAD_VARIABLE):
+        environment.read_environment()
+    monkeypatch.setenv(environment.TOKENIZE_AHEAD_VARIABLE, "1")
+    with pytest.raises(ValueError, match=environment.PLAN_VARIABLE):
+        environment.read_environment()
+    monkeypatch.setenv(environment.PLAN_VARIABLE, "cpu")
     assert local_files_only(HUB_ID) is False
-    assert hardware.read_environment().centering_cache == str(moved)
-    assert hardware.read_environment().memory_budget == 1
+    assert environment.read_environment().centering_cache == str(moved)
+    assert environment.read_environment().memory_budget == 1
 
 
 def test_the_budget_a_call_opens_with_is_the_blocks_then_the_processs_then_the_variables(monkeypatch):
-    monkeypatch.setenv(hardware.MEMORY_BUDGET_VARIABLE, "3MB")
-    assert hardware.read_environment().memory_budget == 3 * 2**20
+    monkeypatch.setenv(environment.MEMORY_BUDGET_VARIABLE, "3MB")
+    assert environment.read_environment().memory_budget == 3 * 2**20
     try:
-        hardware.set_memory_budget("2MB")
-        assert hardware.read_environment().memory_budget == 2 * 2**20
-        with hardware.temporary_memory_budget("1MB"):
-            assert hardware.read_environment().memory_budget == 2**20
+        environment.set_memory_budget("2MB")
+        assert environment.read_environment().memory_budget == 2 * 2**20
+        with environment.temporary_memory_budget("1MB"):
+            assert environment.read_environment().memory_budget == 2**20
     finally:
-        hardware.set_memory_budget(None)
-    assert hardware.read_environment().memory_budget == 3 * 2**20
+        environment.set_memory_budget(None)
+    assert environment.read_environment().memory_budget == 3 * 2**20
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_the_centering_cache_folder(variables, folder, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     for name, value in variables.items():
         monkeypatch.setenv(name, value)
-    assert hardware.read_environment().centering_cache == folder
+    assert environment.read_environment().centering_cache == folder
 
 
 # --- the two lists of docs/architecture.md ---------------------------------------------------------
@@ -182,21 +182,21 @@ def test_every_variable_the_package_reads_is_in_one_of_the_two_lists():
     assert not listed_call & listed_process
     # The call's list is what read_environment reads, and only it reads those.
     assert listed_call == {
-        hardware.MEMORY_BUDGET_VARIABLE,
-        hardware.TOKENIZE_AHEAD_VARIABLE,
-        hardware.PLAN_VARIABLE,
-        hardware.CENTERING_CACHE_VARIABLE,
-        hardware.HUB_OFFLINE_VARIABLE,
+        environment.MEMORY_BUDGET_VARIABLE,
+        environment.TOKENIZE_AHEAD_VARIABLE,
+        environment.PLAN_VARIABLE,
+        environment.CENTERING_CACHE_VARIABLE,
+        environment.HUB_OFFLINE_VARIABLE,
         "XDG_CACHE_HOME",
     }
     for name in listed_call:
-        assert read[name] == {"_core/base/hardware.py"}, (name, read[name])
+        assert read[name] == {"_core/base/environment.py"}, (name, read[name])
 
 
 def test_the_tokenizing_thread_runs_in_the_calls_context():
     """The thread that tokenizes a call's next part ahead reads the call's settings (its
     environment, its warnings' collector), not the process defaults a fresh thread sees."""
-    from moverkit._core.base.hardware import Environment, call_environment, current_environment
+    from moverkit._core.base.environment import Environment, call_environment, current_environment
 
     seen = []
 
@@ -215,4 +215,4 @@ def test_temporary_memory_budget_is_public_beside_set_memory_budget():
     import moverkit
 
     with moverkit.temporary_memory_budget("1MB"):
-        assert hardware.read_environment().memory_budget == 2**20
+        assert environment.read_environment().memory_budget == 2**20

@@ -100,7 +100,8 @@ def test_a_bad_dtype_lists_auto(cpu):
 def test_tokenizing_ahead_on_an_accelerator_by_default_or_as_the_environment_says(monkeypatch):
     """tokenizes_ahead: on an accelerator, not on a CPU, unless MOVERKIT_TOKENIZE_AHEAD says 1 or
     0; another value is an error that names the variable."""
-    from moverkit._core.base.hardware import TOKENIZE_AHEAD_VARIABLE, tokenizes_ahead
+    from moverkit._core.base.environment import TOKENIZE_AHEAD_VARIABLE
+    from moverkit._core.base.hardware import tokenizes_ahead
 
     cpu, cuda = torch.device("cpu"), torch.device("cuda:0")
     monkeypatch.delenv(TOKENIZE_AHEAD_VARIABLE, raising=False)

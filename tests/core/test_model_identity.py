@@ -34,6 +34,7 @@ def _copy(source, target: Path) -> Path:
     return Path(shutil.copytree(source, target))
 
 
+@pytest.mark.slow
 def test_a_renamed_or_moved_copy_is_the_same_model_with_the_same_statistic(tiny_model_path, tmp_path):
     from moverkit import fit_centering
     from moverkit.functional import centered_bertscore
@@ -125,6 +126,7 @@ def _card(folder: Path) -> None:
     (folder / ".moverkit-finetune.json").write_text("{}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit", [_cls_pooling, _prompt, _dense])
 def test_a_pipeline_module_or_prompt_changed_is_another_model(tmp_path, edit):
     """Pooling, a Dense module or a default prompt change a sentence vector: another name, so

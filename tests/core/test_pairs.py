@@ -12,7 +12,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from moverkit._core import PairOptions, encode_texts, get_encoder, prepare_pairs
 from moverkit._core.call import TokenDrop
-from moverkit._core.call.pairs import aggregated_layers
+from moverkit._core.call.pair_options import aggregated_layers
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.request import EncoderRequest
 

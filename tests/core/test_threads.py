@@ -15,8 +15,8 @@ import pytest
 
 import moverkit
 from moverkit import combination as combo
-from moverkit._core.base import hardware
-from moverkit._core.base.hardware import temporary_memory_budget
+from moverkit._core.base import environment
+from moverkit._core.base.environment import temporary_memory_budget
 from moverkit._core.base.user_warnings import collected_warnings
 from moverkit._core.call import streaming
 from moverkit.functional import centered_bertscore, lazy_emd, moverscore, sbertscore, twmd
@@ -150,7 +150,7 @@ def test_fitting_one_encoders_statistic_blocks_only_the_threads_that_want_it(mon
 
     from moverkit._core.centering import fit
 
-    monkeypatch.setenv(hardware.CENTERING_CACHE_VARIABLE, "off")
+    monkeypatch.setenv(environment.CENTERING_CACHE_VARIABLE, "off")
     monkeypatch.setattr(fit, "_FITTED", {})
     monkeypatch.setattr(fit, "_FITTING", {})
     entered, release, fitted = threading.Event(), threading.Event(), []

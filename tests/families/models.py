@@ -778,6 +778,97 @@ def build_canine(folder: Path) -> None:
     _save(CanineModel(config), folder)
 
 
+# ------------------------------------------------------------------------------------ widths and stacks
+
+
+def build_opt_projected(folder: Path) -> None:
+    """OPT shaped as facebook/opt-350m: embeddings of 16 projected in to 32 wide blocks and the
+    last block's output projected back out to 16 (``word_embed_proj_dim < hidden_size``), no
+    final norm (``do_layer_norm_before=False``); 3 layers. Its top layer is narrower than the
+    others. A WordPiece tokenizer: the layer stack is what this family tests."""
+    from transformers import OPTConfig, OPTModel
+
+    tokenizer = _bert_tokenizer(folder)
+    torch.manual_seed(0)
+    config = OPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=HIDDEN,
+        word_embed_proj_dim=HIDDEN // 2,
+        num_hidden_layers=3,
+        num_attention_heads=HEADS,
+        ffn_dim=INTERMEDIATE,
+        max_position_embeddings=64,
+        do_layer_norm_before=False,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    _save(OPTModel(config), folder)
+
+
+def build_reformer(folder: Path) -> None:
+    """Reformer as an encoder of 3 local-attention layers (chunks of 8 tokens; axial positions
+    8 x 8): two reversible streams, whose concatenation (64 wide, twice ``hidden_size``) is the
+    model's output while ``hidden_states[k]`` holds one stream (32 wide), and rows padded by the
+    model itself to a multiple of the chunk length. Each chunk attends to itself alone
+    (``local_num_chunks_before=0``): with the released look-back of one chunk, the first chunk
+    looks back around the row to its last chunk, padding or text, so a text's vectors depend on
+    its padding (moverkit refuses that at load where the probe sees it: 6e-3 of their length at
+    the top of this model). LSH layers (random rotations per pass unless ``hash_seed``) likewise.
+    A WordPiece tokenizer."""
+    from transformers import ReformerConfig, ReformerModel
+
+    tokenizer = _bert_tokenizer(folder)
+    torch.manual_seed(0)
+    config = ReformerConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=HIDDEN,
+        num_attention_heads=HEADS,
+        attention_head_size=HIDDEN // HEADS,
+        feed_forward_size=INTERMEDIATE,
+        attn_layers=["local", "local", "local"],
+        local_attn_chunk_length=8,
+        local_num_chunks_before=0,
+        axial_pos_shape=[8, 8],
+        axial_pos_embds_dim=[HIDDEN // 2, HIDDEN // 2],
+        max_position_embeddings=64,
+        is_decoder=False,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+    )
+    _save(ReformerModel(config), folder)
+
+
+def _xlm(folder: Path, model_class, config_class) -> None:
+    """An XLM-shaped model of 3 layers: four parallel lists per layer (attentions, layer_norm1,
+    ffns, layer_norm2) and a loop over ``range(n_layers)``. A WordPiece tokenizer (XLM's own
+    needs sacremoses, and the stack is what the family tests)."""
+    tokenizer = _bert_tokenizer(folder)
+    torch.manual_seed(0)
+    config = config_class(
+        vocab_size=len(tokenizer),
+        emb_dim=HIDDEN,
+        n_layers=3,
+        n_heads=HEADS,
+        max_position_embeddings=64,
+        pad_index=tokenizer.pad_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    _save(model_class(config), folder)
+
+
+def build_xlm(folder: Path) -> None:
+    """XLM (``XLMModel``, xlm-mlm-* checkpoints' architecture)."""
+    from transformers import XLMConfig, XLMModel
+
+    _xlm(folder, XLMModel, XLMConfig)
+
+
+def build_flaubert(folder: Path) -> None:
+    """FlauBERT (``FlaubertModel``: XLM's stack, with layer drop and pre-norm options)."""
+    from transformers import FlaubertConfig, FlaubertModel
+
+    _xlm(folder, FlaubertModel, FlaubertConfig)
+
+
 # ------------------------------------------------------------------------------------ the families
 
 
@@ -875,13 +966,24 @@ downsamples characters), so scores would move with the batch size."""
 FAMILIES = list(SPECS)
 """The names of the families, in a fixed order (the parameters of the matrix)."""
 
+STACKS: dict[str, Callable[[Path], None]] = {
+    "opt-projected": build_opt_projected,
+    "reformer": build_reformer,
+    "xlm": build_xlm,
+    "flaubert": build_flaubert,
+}
+"""Families of unusual widths and layer stacks (issue 66), held at every layer by
+``tests/families/test_every_layer.py`` (not the whole matrix): OPT whose top layer is projected
+to another width, Reformer whose output is twice ``hidden_size``, XLM and FlauBERT whose blocks
+are four parallel lists."""
+
 
 def build_family(name: str, folder: str | Path) -> str:
     """Build family ``name`` into ``folder`` (created if missing); its path as a string."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with quiet_transformers():
-        (SPECS[name].build if name in SPECS else REFUSED[name])(folder)
+        (SPECS[name].build if name in SPECS else {**REFUSED, **STACKS}[name])(folder)
     return str(folder)
 
 
@@ -897,8 +999,8 @@ def family_model(name: str, root: str | Path | None = None) -> str:
     reads a half-written one; a process that finds it there takes it. The folder's name is the
     family's (bert-score reads ``"t5"`` in a model's path as "load a T5 encoder": only the T5
     families hold it)."""
-    if name not in SPECS and name not in REFUSED:
-        raise KeyError(f"unknown family {name!r}; families: {', '.join([*FAMILIES, *REFUSED])}")
+    if name not in SPECS and name not in REFUSED and name not in STACKS:
+        raise KeyError(f"unknown family {name!r}; families: {', '.join([*FAMILIES, *REFUSED, *STACKS])}")
     with _LOCK:
         if root is None:
             if not _ROOT:

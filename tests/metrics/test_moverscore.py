@@ -360,7 +360,7 @@ def test_hashcode_names_every_setting(metric, tiny_model_path):
         predictions=["a cat"], references=["the cat"], idf=False, stop_words=["the"], model_type=tiny_model_path
     )
     code = result["hashcode"]
-    for part in ("moverscore:tiny-bert", "_L3_", "no-idf", "variant=wmd", "n_gram=1", "aggregation=layer",
+    for part in ("moverscore:local@", "_L3_", "no-idf", "variant=wmd", "n_gram=1", "aggregation=layer",
                  "remove_subwords=True", "cost=euclidean", "score_form=1/(1+wmd)", "version="):  # fmt: skip
         assert part in code
     assert "stop_words=none" not in code

@@ -523,8 +523,6 @@ def test_sentence_truncation_is_the_calls_one_warning_and_counts_cached_sentence
 
 
 def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, tiny_model_path):
-    from pathlib import Path
-
     # Ten distinct one-word sentences: enough for batch centering.
     result = metric.compute(predictions=list("abcde"), references=list("fghij"), centering="batch")
     assert result["hashcode"] == (
@@ -535,7 +533,7 @@ def test_hashcode_names_model_layer_tag_centering_splitter_and_versions(metric, 
     )
     other = metric.compute(predictions=["a"], references=["b"], model_type=tiny_model_path)
     name = get_sentence_encoder(tiny_model_path).name
-    assert name.startswith(Path(tiny_model_path).name)
+    assert name.startswith("local@")  # a local folder is named by what it holds (request.LOCAL_NAME)
     assert other["hashcode"].startswith(f"sbertscore:{name}_L-1_no-idf_center=none_")
 
 
@@ -708,3 +706,22 @@ def test_segment_with_pysbd_equals_pysbds_segment(wmt17_full):
             text = "".join(rng.choice(repeated) for _ in range(rng.randint(1, 12)))
         ours = _pysbd_segment_or_error(segment_with_pysbd, text, lang)
         assert ours == _pysbd_segment_or_error(pysbds, text, lang), (lang, text)
+
+
+@pytest.mark.slow
+def test_a_prompt_other_than_the_models_is_another_encoder_for_statistics_and_baselines(tmp_path, monkeypatch):
+    """The embedded model's shipped sentence mean and baselines were made without a prompt: with
+    one, its vectors are another encoder's (``<name>+prompt@<digest>``), so ``corpus`` centering
+    fits its own mean (with the warning) and no shipped baseline is taken for it."""
+    from moverkit._core.centering import fit
+    from moverkit.functional import sbertscore
+
+    monkeypatch.setenv("MOVERKIT_CENTERING_CACHE", str(tmp_path))
+    monkeypatch.setattr(fit, "default_corpus", lambda: [f"Sentence {i} of a small corpus." for i in range(12)])
+    predictions, references = ["The cat sat on the mat. It was happy."], ["A cat sat on a mat. It was glad."]
+    plain = sbertscore(predictions, references, centering="corpus")
+    with pytest.warns(MoverkitWarning, match=r"no statistic ships for sentence-transformers/all-MiniLM-L6-v2\+prompt@"):
+        prompted = sbertscore(predictions, references, centering="corpus", prompt="query: ")
+    assert plain["hashcode"].split("_center=")[1] != prompted["hashcode"].split("_center=")[1]
+    with pytest.raises(ValueError, match=r"no baseline ships for model .*\+prompt@"):
+        sbertscore(predictions, references, prompt="query: ", rescale_with_baseline=True)

@@ -1,16 +1,17 @@
 """The ground layer of the core: what every other layer uses and nothing of moverkit's own below it.
 
 Argument checks (``checks``, a namespace: ``checks.positive_int(...)``), moverkit's warnings, the
-hardware (devices, CPU flags, the environment a call reads), sizes and the heap, the padding and
-bucketing of token clouds, the inputs of a call (texts, references, groups) and long-text windows.
+hardware (devices, CPU flags, the environment a call reads), the random generators a model load
+leaves as it found them, sizes and the heap, the padding and bucketing of token clouds, the inputs
+of a call (texts, references, groups) and long-text windows.
 The metric maths the metrics share (cosines, greedy matching) is the ``maths`` layer's.
 """
 
 from moverkit._core.base import checks
 from moverkit._core.base.batching import offsets_from, pad, pair_buckets
+from moverkit._core.base.environment import PLAN_VARIABLE
 from moverkit._core.base.hardware import (
     BFLOAT16_CPU_FLAGS,
-    PLAN_VARIABLE,
     SlowPrecisionWarning,
     cpu_flags,
     cpuinfo_field,
@@ -30,6 +31,7 @@ from moverkit._core.base.inputs import (
     is_missing,
     reference_index,
 )
+from moverkit._core.base.random_state import kept_random_state
 from moverkit._core.base.sizes import parse_size
 from moverkit._core.base.user_warnings import ConvergenceWarning, MoverkitWarning, collected_warnings, warn_user
 
@@ -53,6 +55,7 @@ __all__ = [
     "flatten_pairs",
     "from_numpy",
     "is_missing",
+    "kept_random_state",
     "native_bfloat16_cpu",
     "offsets_from",
     "pad",

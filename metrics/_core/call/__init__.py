@@ -6,20 +6,18 @@ the hashcode, streaming (``chunks``: the call prepared once, in chunks under the
 the rescaling baselines.
 """
 
-from moverkit._core.base.hardware import set_memory_budget, temporary_memory_budget
+from moverkit._core.base.environment import set_memory_budget, temporary_memory_budget
 from moverkit._core.call.baseline import baseline_csv, score_columns, settings_key
 from moverkit._core.call.closing import get_hash, pair_hash
 from moverkit._core.call.opening import MetricCall, Opening, PreparedChunk, open_call
-from moverkit._core.call.pairs import (
-    PaddedClouds,
-    PairData,
+from moverkit._core.call.pair_options import (
     PairOptions,
     TokenDrop,
     check_aggregated_centering,
     power_means,
-    prepare_pairs,
     subword_marker,
 )
+from moverkit._core.call.pairs import PaddedClouds, PairData, prepare_pairs
 from moverkit._core.call.streaming import chunks
 
 __all__ = [

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 import torch
 
 from moverkit._core.base import checks
-from moverkit._core.base.hardware import Environment, call_environment, read_environment
+from moverkit._core.base.environment import Environment, call_environment, read_environment
 from moverkit._core.base.inputs import CallTexts
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.call.baseline import check_rescaling
 from moverkit._core.call.closing import chunk_result, merge_results
-from moverkit._core.call.pairs import NO_OPTIONS, PairData, PairOptions, pair_data, sentence_pair_data
+from moverkit._core.call.pair_options import NO_OPTIONS, PairOptions
+from moverkit._core.call.pairs import PairData, pair_data, sentence_pair_data
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.encoder import Encoder
 from moverkit._core.encoding.request import EncoderRequest, check_lang
@@ -69,7 +70,7 @@ class MetricCall:
 
     def running(self) -> contextlib.AbstractContextManager:
         """The context of the call's work: the environment its opening read
-        (:func:`~moverkit._core.base.hardware.call_environment`)."""
+        (:func:`~moverkit._core.base.environment.call_environment`)."""
         return call_environment(self.environment)
 
     def close(self, chunk_results: Sequence[dict]) -> dict:

@@ -3,7 +3,7 @@ r"""Scoring any number of pairs in bounded memory: chunked calls under a memory 
 A token-level metric holds the token vectors of every distinct text of its call (and a centered
 copy), so one call over :math:`N` texts needs memory in :math:`O(N)`. :func:`chunks` prepares a
 metric call once and hands it to the metric as chunks: one, the call itself, within the memory
-budget (:func:`~moverkit._core.base.hardware.set_memory_budget`); past it, consecutive chunks of predictions, each scored the
+budget (:func:`~moverkit._core.base.environment.set_memory_budget`); past it, consecutive chunks of predictions, each scored the
 same way (:meth:`~moverkit._core.call.opening.PreparedChunk.pairs`, the same encoder) and merged
 (:meth:`~moverkit._core.call.opening.MetricCall.close`). Every pair's score is the one of the unchunked call:
 
@@ -46,7 +46,8 @@ from typing import NamedTuple, TypeVar
 import torch
 from tqdm.auto import tqdm
 
-from moverkit._core.base.hardware import available_host_memory, current_environment, tokenizes_ahead
+from moverkit._core.base.environment import current_environment
+from moverkit._core.base.hardware import available_host_memory, tokenizes_ahead
 from moverkit._core.base.heap import fix_mmap_threshold
 from moverkit._core.base.inputs import CallTexts, call_texts
 from moverkit._core.call.opening import MetricCall, PreparedChunk
@@ -60,7 +61,7 @@ from moverkit._core.encoding.sentences import sentence_encoder_for, sentence_tru
 from moverkit._core.encoding.tokens import AheadTokens, CallTokenizer, TokenizedTexts
 
 DEFAULT_MEMORY_BUDGET = 512 * 2**20
-"""Bytes of token vectors one chunk may hold on a CPU when neither :func:`~moverkit._core.base.hardware.set_memory_budget` nor
+"""Bytes of token vectors one chunk may hold on a CPU when neither :func:`~moverkit._core.base.environment.set_memory_budget` nor
 the ``MOVERKIT_MEMORY_BUDGET`` environment variable says otherwise and the memory the machine has
 left is unknown (the model, torch and the padded pair batches, a few hundred MB, come on top); the
 least budget :data:`HOST_MEMORY_SHARE` gives. On a CUDA device see :data:`CUDA_MEMORY_SHARE`."""
@@ -93,9 +94,9 @@ from 0.47 s to 0.23 s). The other half is left to the forward passes and the pai
 
 def memory_budget(device: torch.device | None = None) -> int:
     """The budget in bytes: the one the call's opening read
-    (:func:`~moverkit._core.base.hardware.read_environment`: the
-    :func:`~moverkit._core.base.hardware.temporary_memory_budget` block's, else
-    :func:`~moverkit._core.base.hardware.set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s),
+    (:func:`~moverkit._core.base.environment.read_environment`: the
+    :func:`~moverkit._core.base.environment.temporary_memory_budget` block's, else
+    :func:`~moverkit._core.base.environment.set_memory_budget`'s, else ``MOVERKIT_MEMORY_BUDGET``'s),
     else, on a CUDA ``device``, :data:`CUDA_MEMORY_SHARE` of its free memory, else
     :data:`HOST_MEMORY_SHARE` of the host's available memory (at least the default)."""
     budget = current_environment().memory_budget
@@ -141,7 +142,7 @@ def chunks(
     encoder = encoder_for(request)
     tokenizer = CallTokenizer.of(encoder, request.max_length, request.long_texts, call.truncations)
     call.truncations.n_texts = len(texts.unique)
-    token_bytes = 4 * encoder.model.config.hidden_size * VECTOR_COPIES * vectors_per_token
+    token_bytes = 4 * encoder.dim * VECTOR_COPIES * vectors_per_token
     max_tokens = memory_budget(encoder.device) // token_bytes
     plan = None if one_chunk else plan_chunks(texts, max_tokens, tokenizer)
     if plan is None or len(plan.ranges) == 1:  # within the budget (or never cut): the bar is the encoding's

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from moverkit._core.base import checks
-from moverkit._core.base.hardware import current_environment
+from moverkit._core.base.environment import current_environment
 from moverkit._core.base.inputs import check_texts
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, RowMean, row_mean
@@ -192,7 +192,7 @@ def default_corpus_stats(encoder: Encoder | SentenceEncoder, dtype: str) -> Cent
     twmd, thus works with every encoder, with a mean that does not depend on the call's texts.
 
     Fitted once per process and encoder, and kept in the folder of
-    :data:`~moverkit._core.base.hardware.CENTERING_CACHE_VARIABLE` (as the call's opening read it)
+    :data:`~moverkit._core.base.environment.CENTERING_CACHE_VARIABLE` (as the call's opening read it)
     so that the
     next process reads it (a 110M-parameter encoder takes about a minute on a CPU to fit it); one
     warning says so, with where it is kept. Its digest is in the hashcode of every score it centers,
@@ -237,7 +237,7 @@ def _fit_default(encoder: Encoder | SentenceEncoder, dtype: str) -> CenteringSta
 
 def _cache_path(model: str, layer: int, limit: int | None, dtype: str) -> Path | None:
     """Where :func:`default_corpus_stats` keeps a statistic (in the running call's
-    :attr:`~moverkit._core.base.hardware.Environment.centering_cache`); ``None`` when that is off."""
+    :attr:`~moverkit._core.base.environment.Environment.centering_cache`); ``None`` when that is off."""
     folder = current_environment().centering_cache
     if folder is None:
         return None

@@ -44,7 +44,7 @@ import torch
 from moverkit._core.base import checks
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.centering.stats_file import CenteringStats, resolve_stats
-from moverkit._core.encoding.encoder import TokenClouds
+from moverkit._core.encoding.clouds import TokenClouds
 
 CENTERING_MODES = ("none", "dim", "sentence", "batch", "corpus")
 """The centering modes of token vectors."""

@@ -6,10 +6,10 @@ encoder, the cache of token clouds and sentence vectors across calls, and IDF we
 """
 
 from moverkit._core.encoding.cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache, set_cache
+from moverkit._core.encoding.clouds import TokenClouds
 from moverkit._core.encoding.encoder import (
     Encoder,
     NonFiniteOutputs,
-    TokenClouds,
     encode,
     encode_texts,
     encoder_for,
@@ -26,6 +26,7 @@ from moverkit._core.encoding.idf import (
     zero_weight_texts,
 )
 from moverkit._core.encoding.memory import release
+from moverkit._core.encoding.models import ArgumentsChecked, arguments_only
 from moverkit._core.encoding.request import (
     DEFAULT_MODEL,
     MODEL_LAYERS,
@@ -49,6 +50,8 @@ from moverkit._core.encoding.splitting import split_sentences, splitter_language
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, tokenize
 
 __all__ = [
+    "ArgumentsChecked",
+    "arguments_only",
     "CallTokenizer",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MODEL",

@@ -133,10 +133,14 @@ def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PR
 
     - its list of blocks (:func:`_layer_list`) cut to the first ``layer``, where the model so cut
       outputs ``hidden_states[layer]`` of the whole model; where it does not (a final norm after
-      the last block: GPT-2, Llama, T5, ModernBERT; or no run without a block, DeBERTa-v2 at
+      the last block: GPT-2, Llama, T5, ModernBERT; a projection after it to another width: OPT
+      as opt-350m; two streams concatenated: Reformer; or no run without a block, DeBERTa-v2 at
       ``layer=0``), cut to the first ``layer + 1`` and read ``hidden_states[layer]``, the input of
       the block kept after it: one block more than needed, where the cut would apply the final
-      norm to block ``k`` (issue 60: 0.15 on scores of a Llama at ``k=2``);
+      norm to block ``k`` (issue 60: 0.15 on scores of a Llama at ``k=2``); where that cut does
+      not run or records another ``hidden_states[layer]`` (XLM and FlauBERT run their blocks from
+      four parallel lists over ``range(n_layers)``: a shorter list fails on its missing index),
+      the model whole, read at ``hidden_states[layer]``;
     - no such list, but a model that loops over ``config.num_hidden_layers`` applications of
       shared layers and records more hidden states than blocks (ALBERT with a group of several
       layers: one state per inner layer): the count set to ``layer``, as bert-score cuts ALBERT;
@@ -153,10 +157,13 @@ def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PR
         states = getattr(whole, "hidden_states", None)
         if cut is not None and (states is None or len(states) != n_layers + 1):
             return Cut(False, layer)  # no state per block to read: the cut, as it is
-        if cut is not None and torch.allclose(cut[0], states[layer], rtol=1e-5, atol=1e-6):
+        if cut is not None and _same(cut[0], states[layer]):
             return Cut(False, layer)
         setattr(parent, attr, torch.nn.ModuleList(full[: layer + 1]))
-        return Cut(True, layer + 1)
+        if _same(_state(_probe(model, limit, output_hidden_states=True), layer), _state(whole, layer)):
+            return Cut(True, layer + 1)
+        setattr(parent, attr, torch.nn.ModuleList(full))
+        return Cut(True, n_layers)
     out = _probe(model, limit, output_hidden_states=True)
     states = getattr(out, "hidden_states", None) if out is not None else None
     if (
@@ -168,6 +175,21 @@ def cut_after(model: torch.nn.Module, n_layers: int, layer: int, limit: int = PR
             model.config.num_hidden_layers = layer
             return Cut(False, layer)
     return Cut(True, n_layers)
+
+
+def _same(vectors: torch.Tensor | None, expected: torch.Tensor | None) -> bool:
+    """Whether a probe's ``vectors`` are the ``expected`` ones, float32 rounding apart: of their
+    shape (a cut can end at another width: OPT's projection out, Reformer's two streams) and
+    close; ``None`` (a cut that does not run, a state not recorded) is no one's."""
+    if vectors is None or expected is None or vectors.shape != expected.shape:
+        return False
+    return torch.allclose(vectors, expected, rtol=1e-5, atol=1e-6)
+
+
+def _state(out, layer: int) -> torch.Tensor | None:
+    """``hidden_states[layer]`` of a probe's output ``out``, or ``None`` where it has none."""
+    states = getattr(out, "hidden_states", None)
+    return states[layer] if states is not None and len(states) > layer else None
 
 
 def _probe(model: torch.nn.Module, limit: int, **kwargs):

@@ -7,7 +7,7 @@ keeps the raw token vectors of each text, keyed by the text and by everything th
 vectors: the loaded model itself, its layer, the device, the token limit, the long-text mode, the
 dtype of the forward pass and the layers kept for an aggregation. :func:`cached_sentence_vectors`
 does the same for sbertscore's sentences (keyed by the sentence, the loaded sentence model, its
-device, its ``max_seq_length`` and the dtype). The cache sits before centering, IDF and filtering,
+device, its ``max_seq_length``, the prompt put before the sentence and the dtype). The cache sits before centering, IDF and filtering,
 which are recomputed on every call from the call's own texts.
 
 It is OFF by default, because it can change the last digits of a score: a text's vectors depend,
@@ -58,7 +58,8 @@ import torch
 from moverkit._core.base.batching import offsets_from
 from moverkit._core.base.heap import trim_heap
 from moverkit._core.base.sizes import parse_size, size_from_env
-from moverkit._core.encoding.encoder import Encoder, TokenClouds, encode
+from moverkit._core.encoding.clouds import TokenClouds
+from moverkit._core.encoding.encoder import Encoder, encode
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import SentenceEncoder, encode_sentences, sentence_truncations
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, Truncations
@@ -297,7 +298,7 @@ def cached_sentence_vectors(
         vectors = encode_sentences(encoder, sentences, request, tally)
     else:
         config = ("sentences", _model_id(encoder.model), encoder.name, str(encoder.device))
-        config += (encoder.model.max_seq_length, request.dtype)
+        config += (encoder.model.max_seq_length, encoder.prompt, request.dtype)
         found = [_CACHE.get(scope, (config, sentence)) for sentence in sentences]
         missing = [i for i, entry in enumerate(found) if entry is None]
         if len(missing) == len(sentences):
@@ -339,7 +340,7 @@ def _split(clouds: TokenClouds) -> list[_Cloud]:
 def _join(encoder: Encoder, texts: list[str], clouds: list[_Cloud], layers) -> TokenClouds:
     """The :class:`TokenClouds` of ``texts`` from their clouds, in order."""
     device = encoder.device
-    dim = encoder.model.config.hidden_size
+    dim = encoder.dim
     offsets = offsets_from(torch.tensor([len(c.token_ids) for c in clouds], dtype=torch.long))
     empty = torch.empty(0, dim, dtype=torch.float32, device=device)
     vectors = torch.cat([c.vectors for c in clouds]) if clouds else empty

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import xxhash
 
-from moverkit._core.base.hardware import current_environment
+from moverkit._core.base.environment import current_environment
 
 SCORED_SUFFIXES = frozenset({".json", ".txt", ".model", ".jinja", ".tiktoken", ".safetensors", ".bin", ".pt", ".pth"})
 """Kinds of file a load reads: configs and tokenizer files (JSON, vocabularies, merges,
@@ -128,7 +128,7 @@ def file_digest(path: Path) -> str:
 
 def _stored(key: tuple) -> Path | None:
     """Where a file's digest is kept across processes: ``digests/`` in the folder of
-    :data:`~moverkit._core.base.hardware.CENTERING_CACHE_VARIABLE` (``~/.cache/moverkit/centering``
+    :data:`~moverkit._core.base.environment.CENTERING_CACHE_VARIABLE` (``~/.cache/moverkit/centering``
     by default; ``off``: nowhere), one small file per (path, size, modification time, inode)."""
     folder = current_environment().centering_cache
     if folder is None:

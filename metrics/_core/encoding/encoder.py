@@ -11,12 +11,9 @@ import contextlib
 import itertools
 import logging
 import os
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import TypeVar
 
 import numpy as np
 import torch
@@ -31,6 +28,7 @@ from moverkit._core.base.batching import (
     pad,
 )
 from moverkit._core.base.hardware import cuda_plan, precision, resolve_device
+from moverkit._core.base.random_state import kept_random_state
 from moverkit._core.base.windows import WindowPlan, plan_windows
 from moverkit._core.encoding.architecture import (
     ModelChangesItself,
@@ -43,6 +41,8 @@ from moverkit._core.encoding.architecture import (
     takes_square_mask,
     unchanged,
 )
+from moverkit._core.encoding.clouds import TokenClouds
+from moverkit._core.encoding.models import cached_model
 from moverkit._core.encoding.request import (
     EncoderRequest,
     identify_model,
@@ -57,64 +57,6 @@ logger = logging.getLogger(__name__)
 # Byte-level BPE tokenizers need a leading space to tokenize the first word like the others
 # (BERTScore passes ``add_prefix_space=True`` for them too).
 _PREFIX_SPACE_MODEL_TYPES = {"roberta", "gpt2", "bart", "longformer"}
-
-
-# The one model registry: every loaded model (token encoders and sentence encoders) of the process.
-# Loading a transformer takes seconds and hundreds of MB, so each metric asks the registry for its
-# model by a key (path, layer, device, ...) and gets the one already loaded. It is bounded (least
-# recently used out), so that a loop over many models or layers does not keep them all, and
-# forget_models drops them all (moverkit.release(), memory.py).
-Model = TypeVar("Model")
-
-MAX_MODELS = 4
-"""Models kept at most; the least recently used goes first."""
-
-_MODELS: OrderedDict[Hashable, object] = OrderedDict()
-_LOCK = threading.Lock()  # held only to read or change _MODELS and _LOADING, never during a load
-_LOADING: dict[Hashable, threading.Lock] = {}  # one lock per key ever asked for, held while it loads
-
-
-def cached_model(key: Hashable, load: Callable[[], Model]) -> Model:
-    """The model under ``key``, loaded by ``load()`` the first time (and again after it was evicted
-    or released). A load holds the lock of its key alone: a thread that needs the same model waits
-    for it (and gets it, not a second copy), and a thread that needs another model, loaded or not,
-    does not wait for seconds of someone else's load."""
-    with _LOCK:
-        model = _lookup(key)
-        if model is not None:
-            return model
-        loading = _LOADING.setdefault(key, threading.Lock())
-    with loading:
-        with _LOCK:
-            model = _lookup(key)  # loaded by the thread this one waited for
-        if model is not None:
-            return model
-        model = load()
-        with _LOCK:
-            _MODELS[key] = model
-            while len(_MODELS) > MAX_MODELS:
-                _MODELS.popitem(last=False)
-        return model
-
-
-def _lookup(key: Hashable):
-    """The model under ``key``, now the most recently used, or None; under ``_LOCK``."""
-    if key not in _MODELS:
-        return None
-    _MODELS.move_to_end(key)
-    return _MODELS[key]
-
-
-def loaded_models() -> list[Hashable]:
-    """The keys of the models in memory, least recently used first."""
-    with _LOCK:
-        return list(_MODELS)
-
-
-def forget_models() -> None:
-    """Drop every loaded model (``moverkit.release()`` calls it, with the cache of token clouds)."""
-    with _LOCK:
-        _MODELS.clear()
 
 
 @dataclass(eq=False)
@@ -136,6 +78,14 @@ class Encoder:
     blocks: int  # the transformer blocks the cut model runs (cut_after): layer, layer + 1, or n_layers
     trainable: bool = False  # fine-tuning (moverkit.finetune): forward keeps autograd instead of inference mode
     square_mask: bool = False  # the model takes the (batch, 1, length, length) mask (takes_square_mask)
+    widths: tuple[int, ...] = ()  # the width of the vectors of layers 0 to layer, measured at load (layer_widths)
+
+    @property
+    def dim(self) -> int:
+        """The width of the vectors of layer ``layer``, as the model gives them: not always the
+        config's ``hidden_size`` (opt-350m projects its last block's output from 1,024 to 512;
+        Reformer's output concatenates two streams, twice as wide)."""
+        return self.widths[-1]
 
     def region(self, dtype: str = "float32") -> contextlib.AbstractContextManager:
         """The one context of all of a call's forward passes (:func:`forward_region`)."""
@@ -145,21 +95,33 @@ class Encoder:
         """Token vectors of layer ``layer``, shape (batch, length, dim), float32; run inside
         :meth:`region`. ``attention_mask`` ``None``: no padding (transformers then skips the mask,
         and the read of whether it holds padding)."""
-        out = self.model(
-            input_ids=input_ids, attention_mask=self.mask(attention_mask), output_hidden_states=self.hidden_states_only
-        )
-        vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
-        return vectors.float()
+        return self.outputs(input_ids, attention_mask, self.hidden_states_only)[0].float()
 
     def forward_layers(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, layers: Sequence[int]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Token vectors of layer ``layer`` (as :meth:`forward`) and of each of ``layers`` from
-        the same forward pass: shapes (batch, length, dim) and (len(layers), batch, length, dim)."""
-        out = self.model(input_ids=input_ids, attention_mask=self.mask(attention_mask), output_hidden_states=True)
-        vectors = out.hidden_states[self.layer] if self.hidden_states_only else out[0]
-        stacked = torch.stack([out.hidden_states[layer].float() for layer in layers])
+        """Token vectors of layer ``layer`` (as :meth:`forward`) and of each of ``layers`` (one
+        width: :meth:`check_layers`) from the same forward pass: shapes (batch, length, dim) and
+        (len(layers), batch, length, width). Layer ``layer`` among ``layers`` is :meth:`forward`'s
+        vectors, the model's own output at the top (Reformer's ``hidden_states`` hold one of its
+        two streams, its output both)."""
+        vectors, states = self.outputs(input_ids, attention_mask, True)
+        stacked = torch.stack([(vectors if layer == self.layer else states[layer]).float() for layer in layers])
         return vectors.float(), stacked
+
+    def outputs(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, hidden_states: bool
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        """The vectors of layer ``layer`` and, with ``hidden_states``, transformers' hidden states,
+        one row of vectors per token of ``input_ids`` each: a model that pads its rows itself
+        (Reformer, to a multiple of its chunk length) records its hidden states at the padded
+        length, and cuts only its output back (:func:`_rows`)."""
+        out = self.model(
+            input_ids=input_ids, attention_mask=self.mask(attention_mask), output_hidden_states=hidden_states
+        )
+        length = input_ids.shape[1]
+        states = tuple(_rows(state, length) for state in out.hidden_states) if hidden_states else None
+        return (states[self.layer] if self.hidden_states_only else _rows(out[0], length)), states
 
     def mask(self, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
         """The mask the model is given: the (batch, 1, length, length) :func:`square_mask` of a
@@ -169,7 +131,9 @@ class Encoder:
 
     def check_layers(self, layers: Sequence[int]) -> tuple[int, ...]:
         """``layers`` as a tuple of block outputs this (truncated) encoder computes: 0 (the
-        embeddings) to ``layer``; a ``ValueError`` names the valid range otherwise."""
+        embeddings) to ``layer``, all of one width (stacked, their vectors are one tensor: opt-350m's
+        top layer is narrower than the others); a ``ValueError`` names the valid range, or the
+        widths, otherwise."""
         checked = tuple(layers)
         for layer in checked:
             if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= self.layer:
@@ -179,7 +143,30 @@ class Encoder:
                 )
         if not checked:
             raise ValueError("layers must name at least one layer")
+        widths = {layer: self.widths[layer] for layer in checked}
+        if len(set(widths.values())) > 1:
+            raise ValueError(
+                f"layers must be of one width to be taken together: {self.name}'s layers {checked} give vectors "
+                f"of widths {widths}"
+            )
         return checked
+
+
+def _rows(vectors: torch.Tensor, length: int) -> torch.Tensor:
+    """``vectors`` (batch, rows, width) cut to their first ``length`` rows, where they have more
+    (a view; as they are, with no op dispatched, where they have ``length``)."""
+    return vectors if vectors.shape[1] == length else vectors[:, :length]
+
+
+def layer_widths(encoder: Encoder) -> tuple[int, ...]:
+    """The width of the vectors of each layer of ``encoder``, 0 to ``encoder.layer``, read from
+    one forward pass on :func:`~moverkit._core.encoding.architecture.probe_rows`' first row: the
+    model's vectors, never its config's ``hidden_size``, which is the width of none of opt-350m's
+    top layer (512, its ``word_embed_proj_dim``) or Reformer's output (two streams, twice it)."""
+    ids, mask = probe_rows(encoder.max_length, encoder.device, encoder.tokenizer.pad_token_id or 0)
+    with forward_region("float32", encoder.device):
+        vectors, states = encoder.outputs(ids[:1], mask[:1], True)
+    return tuple(state.shape[-1] for state in states[: encoder.layer]) + (vectors.shape[-1],)
 
 
 @contextlib.contextmanager
@@ -261,6 +248,7 @@ def encoder_for(request: EncoderRequest) -> Encoder:
     return _shared_encoder(request.model_type, request.num_layers, request.device)
 
 
+@kept_random_state()
 def load_encoder(
     model_type: str | os.PathLike | None = None,
     num_layers: int | None = None,
@@ -273,7 +261,9 @@ def load_encoder(
     The weights are float32 whatever precision the folder holds: a call's ``dtype`` is the
     precision of its forward pass (autocast, :func:`forward_region`), so a folder saved in float16
     would otherwise run in float16 on a CPU under a hashcode that says float32 (issue 60). A model
-    whose vectors move when a text is padded is refused (:func:`check_padding`)."""
+    whose vectors move when a text is padded is refused (:func:`check_padding`). The process's
+    random generators are left as the load found them (:func:`kept_random_state`: transformers
+    draws the weights a folder lacks), also where it is called directly (moverkit.finetune)."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     name, path = resolve_model(model_type)
@@ -318,6 +308,7 @@ def load_encoder(
         check_padding(
             f"model_type={path!r} ({name}, layer {layer})", model, encoder.forward, max_length, device, pad_id
         )
+    encoder.widths = layer_widths(encoder)
     encoder.square_mask = takes_square_mask(model, device, max_length)
     return encoder
 
@@ -374,45 +365,6 @@ def check_padding(
             "the model reads padded positions (as Funnel's pooling and CANINE's downsampling do), so its scores "
             "would depend on the batch size and on the other texts of a call; moverkit refuses it"
         )
-
-
-@dataclass(eq=False)
-class TokenClouds:
-    """The token vectors of ``len(texts)`` texts, stored flat.
-
-    Text ``i`` owns rows ``offsets[i]:offsets[i + 1]`` of ``vectors``; ``special`` marks the rows of
-    special tokens ([CLS], [SEP], ...), which take part in the forward pass but not in scoring.
-    """
-
-    texts: list[str]
-    vectors: torch.Tensor  # (n_tokens, dim), float32, on the encoder's device
-    offsets: torch.Tensor  # (n_texts + 1,), int64, on the same device
-    token_ids: list[list[int]]
-    special: torch.Tensor  # (n_tokens,), bool
-    tokenizer: object
-    # Only from encode(..., layers=...): the vectors of each requested layer, same rows as `vectors`.
-    layer_vectors: torch.Tensor | None = None  # (n_layers, n_tokens, dim), float32
-    layers: tuple[int, ...] | None = None
-
-    @property
-    def lengths(self) -> torch.Tensor:
-        return self.offsets[1:] - self.offsets[:-1]
-
-    def tokens(self, i: int) -> list[str]:
-        """Token strings of text ``i`` (special tokens included), for alignments and filters."""
-        return self.tokenizer.convert_ids_to_tokens(self.token_ids[i])
-
-    def scored_tokens(self, i: int) -> list[str]:
-        """Token strings of text ``i`` without the special tokens: the rows ``PairData.pad`` keeps."""
-        special = self.special[self.offsets[i] : self.offsets[i + 1]].tolist()
-        return [t for t, s in zip(self.tokens(i), special) if not s]
-
-    def text_index(self) -> torch.Tensor:
-        """For every row of ``vectors``, the index of its text; shape (n_tokens,)."""
-        return torch.repeat_interleave(torch.arange(len(self.texts), device=self.offsets.device), self.lengths)
-
-    def with_vectors(self, vectors: torch.Tensor) -> TokenClouds:
-        return TokenClouds(self.texts, vectors, self.offsets, self.token_ids, self.special, self.tokenizer)
 
 
 class NonFiniteOutputs(ValueError):
@@ -535,11 +487,11 @@ def encode(
     # (batching.pad), with no tensor made per text.
     flat_ids = torch.from_numpy(np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=n_rows))
     places = torch.arange(n_rows)
-    dim = encoder.model.config.hidden_size
-    vectors = torch.empty(n_rows, dim, dtype=torch.float32, device=encoder.device)
+    vectors = torch.empty(n_rows, encoder.dim, dtype=torch.float32, device=encoder.device)
     layer_vectors = None
     if layers is not None:
-        layer_vectors = torch.empty(len(layers), n_rows, dim, dtype=torch.float32, device=encoder.device)
+        width = encoder.widths[layers[0]]  # of every one of them (check_layers)
+        layer_vectors = torch.empty(len(layers), n_rows, width, dtype=torch.float32, device=encoder.device)
     pad_id = encoder.tokenizer.pad_token_id or 0
     described = f"model_type={encoder.path!r} ({encoder.name}, layer {encoder.layer})"
     finite = torch.ones((), dtype=torch.bool, device=encoder.device)

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import torch
 
 from moverkit._core.base.user_warnings import warn_user
-from moverkit._core.encoding.encoder import TokenClouds
+from moverkit._core.encoding.clouds import TokenClouds
 
 
 class IdfTable(Mapping):

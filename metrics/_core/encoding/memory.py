@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from moverkit._core.encoding.cache import clear_cache
-from moverkit._core.encoding.encoder import forget_models
+from moverkit._core.encoding.models import forget_models
 
 
 def release() -> None:

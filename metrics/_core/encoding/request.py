@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 from moverkit._core.base import checks
-from moverkit._core.base.hardware import DTYPES, auto_dtype, check_dtype, current_environment, resolve_device
+from moverkit._core.base.environment import current_environment
+from moverkit._core.base.hardware import DTYPES, auto_dtype, check_dtype, resolve_device
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.base.windows import LONG_TEXT_MODES
 from moverkit._core.encoding.contents import model_digest
@@ -189,7 +190,7 @@ def resolve_model(model_type: str | os.PathLike | None) -> tuple[str, str]:
 def local_files_only(path: str) -> bool:
     """What ``from_pretrained`` gets as ``local_files_only`` for ``path`` (as :func:`resolve_model`
     gives it): a local folder, or any path while ``HF_HUB_OFFLINE=1`` (as the running call's opening
-    read it, :func:`~moverkit._core.base.hardware.read_environment`), is never looked up online."""
+    read it, :func:`~moverkit._core.base.environment.read_environment`), is never looked up online."""
     return os.path.isdir(path) or current_environment().hub_offline
 
 

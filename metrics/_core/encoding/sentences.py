@@ -8,17 +8,16 @@ by :mod:`~moverkit._core.encoding.splitting`. This is where a
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
+import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from moverkit._core.base.batching import pad
-from moverkit._core.base.hardware import precision, resolve_device
+from moverkit._core.base.hardware import resolve_device
 from moverkit._core.encoding.architecture import (
     PROBE_TOKENS,
     config_settings,
@@ -27,19 +26,17 @@ from moverkit._core.encoding.architecture import (
     square_mask,
     takes_square_mask,
 )
+from moverkit._core.encoding.clouds import TokenClouds
 from moverkit._core.encoding.encoder import (
-    TokenClouds,
     all_finite,
-    cached_model,
-    check_finite,
     check_padding,
     encode_batches,
     forward_region,
     non_finite_error,
-    offsets_of,
 )
+from moverkit._core.encoding.models import cached_model
 from moverkit._core.encoding.request import EncoderRequest, identify_model, local_files_only, resolve_model
-from moverkit._core.encoding.tokens import CallTokenizer, Truncations, rust_copy
+from moverkit._core.encoding.tokens import Truncations
 
 SENTENCE_LAYER = -1
 """The layer tag of sentence vectors, in hashcodes (``_L-1``) and in centering statistics: the
@@ -49,7 +46,11 @@ block. Token-level statistics always carry a block index >= 0, so the two never 
 
 @dataclass(eq=False)
 class SentenceEncoder:
-    """A ``SentenceTransformer`` on ``device``; get one with :func:`get_sentence_encoder`."""
+    """A ``SentenceTransformer`` on ``device``; get one with :func:`get_sentence_encoder`, and one
+    that encodes with another prompt with :meth:`with_prompt`. ``prompt``: the text put before
+    every sentence (resolved as ``SentenceTransformer.encode`` resolves it; ``None``: none), at
+    first the folder's default prompt. ``dim``: the width of its sentence vectors, measured on its
+    own output when it is loaded (after ``truncate_dim``)."""
 
     name: str
     path: str
@@ -57,26 +58,60 @@ class SentenceEncoder:
     model: object  # sentence_transformers.SentenceTransformer
     layer: int = SENTENCE_LAYER
     square_mask: bool = False  # its transformer takes the (batch, 1, length, length) mask (takes_square_mask)
+    prompt: str | None = None
+    dim: int = 0
 
-    def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """The sentence embeddings of a padded batch: the model's modules in turn, its transformer
-        given :func:`~moverkit._core.encoding.architecture.square_mask`'s mask where it takes it (an
+    def embed(self, features: dict) -> torch.Tensor:
+        """The sentence embeddings of a batch the model's ``preprocess`` made (on the device):
+        its modules in turn, as its own forward runs them, cut at its ``truncate_dim`` as
+        ``encode`` cuts them. Its transformer is given
+        :func:`~moverkit._core.encoding.architecture.square_mask`'s mask where it takes it (an
         argument of the module's call, which overrides the features' mask for the transformer
         alone: pooling reads the (batch, length) mask)."""
-        features = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if not self.square_mask:
-            return self.model(features)["sentence_embedding"]
-        modules = list(self.model)
-        features = modules[0](features, attention_mask=square_mask(attention_mask))
-        for module in modules[1:]:
-            features = module(features)
-        return features["sentence_embedding"]
+        from sentence_transformers.util import truncate_embeddings
 
-    @property
-    def dim(self) -> int:
-        # sentence-transformers 5 renamed get_sentence_embedding_dimension to get_embedding_dimension.
-        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        return int(getter())
+        if self.square_mask:
+            modules = list(self.model)
+            features = modules[0](features, attention_mask=square_mask(features["attention_mask"]))
+            for module in modules[1:]:
+                features = module(features)
+        else:
+            features = self.model(features)
+        return truncate_embeddings(features["sentence_embedding"], self.model.truncate_dim)
+
+    def with_prompt(self, prompt_name: str | None = None, prompt: str | None = None) -> SentenceEncoder:
+        """This encoder with the prompt that ``SentenceTransformer.encode(prompt_name=...,
+        prompt=...)`` takes: ``prompt_name`` one of the model's prompts (its
+        ``config_sentence_transformers.json``), ``prompt`` a literal text; neither keeps the folder's
+        default. A ``ValueError`` naming the argument for a prompt name the model does not have,
+        for both given (``encode`` would warn and drop ``prompt_name``), or for a value that is
+        not a string. A prompt other than the folder's default names another encoder
+        (``<name>+prompt@<digest of the prompt>``). The model is shared, not copied."""
+        for argument, value in (("prompt_name", prompt_name), ("prompt", prompt)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{argument} must be a string or None, not {type(value).__name__}")
+        if prompt_name is not None and prompt is not None:
+            raise ValueError("give prompt_name (one of the model's prompts) or prompt (a text), not both")
+        if prompt_name is not None:
+            prompts = self.model.prompts
+            if prompt_name not in prompts:
+                raise ValueError(
+                    f"prompt_name={prompt_name!r} is not a prompt of {self.name}: its prompts are {sorted(prompts)}"
+                )
+            prompt = prompts[prompt_name]
+        if prompt is None or (prompt or None) == self.prompt:
+            return self
+        # Another prompt is another vector: its own name, so that nothing made for the folder's
+        # default (a shipped or fitted mean, a baseline, a cached vector) is taken for it.
+        tag = hashlib.sha256((prompt or "").encode()).hexdigest()[:10]
+        return dataclasses.replace(self, prompt=prompt or None, name=f"{self.name}+prompt@{tag}")
+
+
+def _default_prompt(model) -> str | None:
+    """The prompt ``encode`` puts before a sentence when given none: the model's
+    ``default_prompt_name``'s, if it names one; ``None`` for none (or an empty one)."""
+    name = model.default_prompt_name
+    return (model.prompts.get(name) or None) if name is not None else None
 
 
 @dataclass(eq=False)
@@ -118,9 +153,11 @@ def sentence_encoder_for(request: EncoderRequest) -> SentenceEncoder:
 def _load_sentence_encoder(name: str, path: str, device: torch.device) -> SentenceEncoder:
     """The sentence encoder of ``path``, loaded as the token encoder is
     (:func:`~moverkit._core.encoding.encoder.load_encoder`): float32 weights whatever the folder
-    holds, the config's :func:`~moverkit._core.encoding.architecture.load_settings`, and a model
-    whose sentence vectors move when a text is padded refused
-    (:func:`~moverkit._core.encoding.encoder.check_padding`)."""
+    holds, the config's :func:`~moverkit._core.encoding.architecture.load_settings`, the folder's
+    default prompt, and refused with a ``ValueError`` where its vectors could not be the model's:
+    weights its token vectors read that its files did not hold (:func:`_missing_weights`), or
+    token or sentence vectors that move when a text is padded
+    (:func:`~moverkit._core.encoding.encoder.check_padding`, the token metrics' probe)."""
     from sentence_transformers import SentenceTransformer
 
     local_only = local_files_only(path)
@@ -135,30 +172,125 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
     except (OSError, ValueError) as err:
         where = "a local folder" if os.path.isdir(path) else "a Hugging Face id (offline: from the local cache)"
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
-    if getattr(model, "tokenizer", None) is not None:
-        model.tokenizer.split_special_tokens = True  # user text is text: "[CLS]" is not the [CLS] id
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is not None:
+        tokenizer.split_special_tokens = True  # user text is text: "[CLS]" is not the [CLS] id
+        if getattr(tokenizer, "pad_token", False) is None and getattr(tokenizer, "eos_token", None) is not None:
+            # A decoder saved without a pad token (GPT-2): encode() cannot batch it at all. Padding
+            # is masked, and a model whose vectors padding moves is refused below, so any id pads.
+            tokenizer.pad_token = tokenizer.eos_token
+    encoder = SentenceEncoder(name=name, path=path, device=device, model=model.eval(), prompt=_default_prompt(model))
     transformer = getattr(model[0], "auto_model", None) if len(model) else None
-    encoder = SentenceEncoder(name=name, path=path, device=device, model=model.eval())
     if isinstance(transformer, torch.nn.Module):
         encoder.name, _ = identify_model(name, path, transformer, transformer.config)  # a known model, wherever it is
-        # sentence-transformers reads max_seq_length from its config or the tokenizer, past the
-        # position table of a model whose positions start after a padding index (MPNet: 66 of 64).
-        positions = position_limit(transformer, transformer.config)
-        if None not in (positions, model.max_seq_length) and model.max_seq_length > positions:
-            model.max_seq_length = positions
-        limit = model.max_seq_length or PROBE_TOKENS
-        pad_id = getattr(model.tokenizer, "pad_token_id", None) or 0
-        with forward_region("float32", device):
-            check_padding(
-                f"model_type={path!r} ({encoder.name}, sentence vectors)",
-                transformer,
-                encoder.embed,
-                limit,
-                device,
-                pad_id,
-            )
-        encoder.square_mask = takes_square_mask(transformer, device, limit) and _module_takes_mask(model, device, limit)
+        _check_transformer(encoder, transformer)
+    with forward_region("float32", device):
+        encoder.dim = int(encoder.embed(_on(model.preprocess(["a"], prompt=encoder.prompt), device)).shape[-1])
     return encoder
+
+
+def _check_transformer(encoder: SentenceEncoder, transformer: torch.nn.Module) -> None:
+    """The load-time checks of a model whose first module runs a transformers model
+    (``transformer``), and its limit and mask: its ``max_seq_length`` capped by its position
+    table, its weights (:func:`_missing_weights`), its token vectors and its sentence vectors
+    unmoved by padding (:func:`~moverkit._core.encoding.encoder.check_padding`), and whether it
+    takes the square mask. The probes pad their rows on the side the model's tokenizer pads
+    (:func:`_padded_left`), as its ``preprocess`` pads the batches."""
+    model, device = encoder.model, encoder.device
+    first = model[0]
+    described = f"model_type={encoder.path!r} ({encoder.name}"
+    # sentence-transformers reads max_seq_length from its config or the tokenizer, past the
+    # position table of a model whose positions start after a padding index (MPNet: 66 of 64).
+    positions = position_limit(transformer, transformer.config)
+    if None not in (positions, model.max_seq_length) and model.max_seq_length > positions:
+        model.max_seq_length = positions
+    limit = model.max_seq_length or PROBE_TOKENS
+    missing = _missing_weights(first, device, limit)
+    if missing:
+        shown = ", ".join(missing[:MISSING_SHOWN]) + (
+            f", ... ({len(missing)} in all)" if len(missing) > MISSING_SHOWN else ""
+        )
+        raise ValueError(
+            f"{described}): sentence-transformers loaded it as {type(transformer).__name__} without weights its "
+            f"vectors read, which its files do not hold under that model's names: {shown}. They were initialised at "
+            "random (as an encoder-decoder checkpoint such as Marian or M2M100/NLLB loads), so its scores would be "
+            "noise; moverkit refuses it"
+        )
+    pad_id = getattr(model.tokenizer, "pad_token_id", None) or 0
+
+    def tokens(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return first({"input_ids": ids, "attention_mask": mask})["token_embeddings"]
+
+    def sentences(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return encoder.embed({"input_ids": ids, "attention_mask": mask})
+
+    left = getattr(model.tokenizer, "padding_side", "right") == "left"
+    with forward_region("float32", device):
+        for vectors, run in (("token vectors", tokens), ("sentence vectors", sentences)):
+            run = _padded_left(run) if left else run
+            check_padding(f"{described}, {vectors})", transformer, run, limit, device, pad_id)
+    encoder.square_mask = takes_square_mask(transformer, device, limit) and _module_takes_mask(model, device, limit)
+
+
+def _padded_left(run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable:
+    """``run`` given the padding of each row on its left, as a tokenizer with
+    ``padding_side="left"`` pads the model's batches, and its token vectors given back in the
+    order of the rows it was called with (real tokens first): what the padding probe of
+    :func:`~moverkit._core.encoding.encoder.check_padding`, whose rows are padded on the right,
+    must see of a model whose batches are padded on the left (BERT's absolute positions move
+    with it)."""
+
+    def left(ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        length = ids.shape[1]
+        steps = torch.arange(length, device=ids.device)
+        pads = (mask == 0).sum(1, keepdim=True)
+        vectors = run(ids.gather(1, (steps - pads) % length), mask.gather(1, (steps - pads) % length))
+        if vectors.dim() == 2:  # one vector a row
+            return vectors
+        back = ((steps + pads) % length)[..., None].expand(-1, -1, vectors.shape[-1])
+        return vectors.gather(1, back)
+
+    return left
+
+
+MISSING_SHOWN = 12
+"""The missing weights a refusal names (:func:`_check_transformer`); it counts the rest."""
+
+
+def _missing_weights(first, device: torch.device, limit: int) -> list[str]:
+    """The parameters of the first module's transformers model that were not in the weights
+    files it was loaded from, and that its token vectors read: sentence-transformers 6 loads a
+    Marian or M2M100 checkpoint as the bare encoder class, whose names (``layers.0...``) are not
+    the checkpoint's (``model.encoder.layers.0...``), so every encoder weight is initialised at
+    random, with a log line as the only sign.
+
+    transformers' own record of the load says which they are: it marks each tensor it loads
+    from the files (or ties to one) ``_is_hf_initialized`` before it initialises the others at
+    random, the same record its load report lists as MISSING; a model without that mark on
+    itself was not loaded by a transformers that keeps it, and is not judged. A missing weight
+    that the token vectors do not read (the pooler of a masked-LM checkpoint loaded as the bare
+    model) is harmless and not counted: what the vectors read is what gets a gradient from them on
+    the probe rows of :func:`~moverkit._core.encoding.architecture.probe_rows`."""
+    model = first.auto_model
+    if not getattr(model, "_is_hf_initialized", False):
+        return []
+    missing = {n: p for n, p in model.named_parameters() if not getattr(p, "_is_hf_initialized", False)}
+    if not missing:
+        return []
+    ids, mask = probe_rows(limit, device)
+    with torch.enable_grad():
+        vectors = first({"input_ids": ids, "attention_mask": mask})["token_embeddings"]
+        learnable = [n for n, p in missing.items() if p.requires_grad] if vectors.requires_grad else []
+        grads = (
+            torch.autograd.grad(vectors.sum(), [missing[n] for n in learnable], allow_unused=True) if learnable else ()
+        )
+    unread = {n for n, g in zip(learnable, grads) if g is None}
+    return [n for n in missing if n not in unread]
+
+
+def _on(features: dict, device: torch.device) -> dict:
+    """``features`` with their tensors on ``device`` (what ``preprocess`` gives is on the host)."""
+    return {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
 
 
 def _module_takes_mask(model, device: torch.device, limit: int) -> bool:
@@ -190,106 +322,63 @@ def sentence_truncations(encoder: SentenceEncoder, truncations: Truncations | No
 def encode_sentences(
     encoder: SentenceEncoder, sentences: Sequence[str], request: EncoderRequest, truncations: Truncations
 ) -> torch.Tensor:
-    """Sentence embeddings of ``sentences``, shape (n, dim), float32 on the encoder's device, as
-    ``SentenceTransformer.encode`` gives them (its pooling; not yet centered or re-normalized).
-    Sentences longer than the model's ``max_seq_length`` are truncated by it and added to
-    ``truncations`` (:func:`sentence_truncations`), whose owner gives the one warning.
-    ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) gives the batch size, the
-    progress bar and ``dtype``, the precision of the forward pass; the embeddings are float32
-    whatever it is.
+    """Sentence embeddings of ``sentences``, shape (n, ``encoder.dim``), float32 on the encoder's
+    device, as ``SentenceTransformer.encode`` gives them with the encoder's ``prompt``: made by the
+    model's own machinery, its ``preprocess`` (the prompt, the chat template of a model that has
+    one, the prompt's length that pooling with ``include_prompt=False`` leaves out, truncation at
+    ``max_seq_length``), its modules and its ``truncate_dim`` (:meth:`SentenceEncoder.embed`); not
+    yet centered or re-normalized. Sentences longer than ``max_seq_length`` (their prompt
+    included) are added to ``truncations`` (:func:`sentence_truncations`), whose owner gives the
+    one warning. ``request`` (:class:`~moverkit._core.encoding.request.EncoderRequest`) gives the
+    batch size, the progress bar and ``dtype``, the precision of the forward pass; the embeddings
+    are float32 whatever it is.
 
-    A model whose first module is a transformer with a fast tokenizer (sentence-transformers'
-    ``Transformer``, as every sentence-transformers text model) runs as the token encoder does:
-    its sentences tokenized in one Rust batch call
-    (:class:`~moverkit._core.encoding.tokens.CallTokenizer`, the ids sentence-transformers' own
-    tokenization gives: stripped, truncated at ``max_seq_length``), sorted by token length and cut
-    into the shared batches (:func:`~moverkit._core.encoding.encoder.encode_batches`), each padded
-    (:func:`~moverkit._core.base.batching.pad`) and run through the modules (transformer, pooling,
-    normalization) in one forward region (:func:`~moverkit._core.encoding.encoder.forward_region`):
-    no per-batch tokenizer call, no move or cast of the model per call, each weight cast once.
-    Other models go through ``SentenceTransformer.encode``, a batch at a time.
-    """
+    The sentences are sorted by token length and cut into the shared batches
+    (:func:`~moverkit._core.encoding.encoder.encode_batches`), each preprocessed by the model (the
+    Rust tokenizer's batch call, padded to its longest row) and run in one forward region
+    (:func:`~moverkit._core.encoding.encoder.forward_region`: no cast of a weight per batch); the
+    batches' finiteness is read once, after the last. Only a batch's padding differs from
+    ``encode``'s batches, which moves no vector beyond rounding: a model whose vectors padding
+    moves is refused at load."""
     vectors = torch.zeros(len(sentences), encoder.dim, dtype=torch.float32, device=encoder.device)
     if not sentences:
         return vectors
-    described = f"model_type={encoder.path!r} ({encoder.name}, sentence vectors)"
-    ids = _sentence_ids(encoder, sentences, truncations)
-    if ids is None:
-        return _encode_with_sentence_transformers(encoder, sentences, request, vectors, described, truncations)
-    lengths = [len(row) for row in ids]
-    offsets = offsets_of(lengths, len(ids))
-    flat_ids = torch.from_numpy(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(offsets[-1])))
+    lengths = _token_lengths(encoder, sentences, truncations)
     limit = encoder.model.max_seq_length or max(lengths)  # caps the padded widths on a CUDA device
-    pad_id = encoder.model[0].tokenizer.pad_token_id or 0
     finite = torch.ones((), dtype=torch.bool, device=encoder.device)
     batches = encode_batches(lengths, request.batch_size, encoder.device, limit, request.dtype)
     bar = tqdm(total=len(sentences), desc="encoding sentences", unit="sentence", disable=not request.verbose)
     with bar, forward_region(request.dtype, encoder.device):
-        for batch, width in batches:
-            attention, input_ids = pad(offsets, torch.tensor(batch), flat_ids, width=width)
-            input_ids = input_ids.masked_fill_(~attention, pad_id).to(encoder.device, non_blocking=True)
-            attention = attention.long().to(encoder.device, non_blocking=True)
-            out = encoder.embed(input_ids, attention)
+        for batch, _ in batches:
+            features = encoder.model.preprocess([sentences[i] for i in batch], prompt=encoder.prompt)
+            out = encoder.embed(_on(features, encoder.device))
             finite &= all_finite(out)
             vectors[torch.tensor(batch, device=encoder.device)] = out.float()
             bar.update(len(batch))
     if not bool(finite):
-        raise non_finite_error(described, request.dtype)
+        raise non_finite_error(f"model_type={encoder.path!r} ({encoder.name}, sentence vectors)", request.dtype)
     return vectors
 
 
-def _sentence_ids(
-    encoder: SentenceEncoder, sentences: Sequence[str], truncations: Truncations
-) -> list[list[int]] | None:
-    """The token ids sentence-transformers' ``Transformer`` module gives ``sentences`` (stripped,
-    lower-cased if the module says so, truncated at ``max_seq_length``), from one Rust batch call,
-    the sentences cut added to ``truncations``; ``None`` for a model this path does not take."""
-    from sentence_transformers.models import Transformer
-
-    first = encoder.model[0] if len(encoder.model) else None
-    if not isinstance(first, Transformer) or not getattr(first.tokenizer, "is_fast", False):
-        return None
-    limit = encoder.model.max_seq_length
-    texts = [s.strip().lower() if getattr(first, "do_lower_case", False) else s.strip() for s in sentences]
-    backend = rust_copy(first.tokenizer, limit)
-    if backend is None:
-        return None
-    return CallTokenizer(first.tokenizer, limit, "truncate", backend, truncations).tokenize(texts).ids
-
-
-def _encode_with_sentence_transformers(
-    encoder: SentenceEncoder,
-    sentences: Sequence[str],
-    request: EncoderRequest,
-    vectors: torch.Tensor,
-    described: str,
-    truncations: Truncations,
-) -> torch.Tensor:
-    """:func:`encode_sentences` through ``SentenceTransformer.encode``, ``batch_size`` sentences at a
-    time sorted by token length (character length for a model without a callable tokenizer)."""
-    lengths = _token_lengths(encoder, sentences, truncations)
-    order = sorted(range(len(sentences)), key=lambda i: -lengths[i])
-    starts = range(0, len(order), request.batch_size)
-    for start in tqdm(starts, desc="encoding sentences", unit="batch", disable=not request.verbose):
-        batch = order[start : start + request.batch_size]
-        with precision(request.dtype, encoder.device):
-            out = encoder.model.encode(
-                [sentences[i] for i in batch], batch_size=len(batch), show_progress_bar=False, convert_to_tensor=True
-            )
-        check_finite(described, out, request.dtype)
-        vectors[batch] = out.to(vectors)
-    return vectors
+UNCUT = {"text": {"truncation": False, "padding": False, "verbose": False}, "common": {"return_tensors": None}}
+"""The processing settings of a ``preprocess`` that gives each sentence's whole token ids: no
+truncation, no padding, lists (and no log line from the tokenizer on a long one: moverkit warns)."""
 
 
 def _token_lengths(encoder: SentenceEncoder, sentences: Sequence[str], truncations: Truncations) -> list[int]:
-    """Token counts (special tokens included) by the model's tokenizer, those over
-    ``max_seq_length`` added to ``truncations``; character counts for a model without a callable
-    tokenizer."""
-    tokenizer = getattr(encoder.model, "tokenizer", None)
-    if not sentences or not callable(tokenizer):
+    """The tokens the model's ``preprocess`` gives each sentence (the prompt, a chat template and
+    special tokens included), capped at ``max_seq_length``, those over it added to
+    ``truncations``: one tokenizer call over all the sentences, uncut (:data:`UNCUT`). Character
+    counts for a model whose first module is not a sentence-transformers ``Transformer`` (a
+    ``StaticEmbedding`` has no limit): an order for the batches, no more."""
+    from sentence_transformers.base.modules import Transformer
+
+    if not isinstance(encoder.model[0], Transformer):
         return [len(s) for s in sentences]
-    lengths = [len(ids) for ids in tokenizer(list(sentences), add_special_tokens=True)["input_ids"]]
-    limit = getattr(encoder.model, "max_seq_length", None)
-    if limit:
-        truncations.add(s for s, n in zip(sentences, lengths) if n > limit)
-    return lengths
+    ids = encoder.model.preprocess(list(sentences), prompt=encoder.prompt, processing_kwargs=UNCUT)["input_ids"]
+    lengths = [len(row) for row in ids]
+    limit = encoder.model.max_seq_length
+    if not limit:
+        return lengths
+    truncations.add(s for s, n in zip(sentences, lengths) if n > limit)
+    return [min(n, limit) for n in lengths]
