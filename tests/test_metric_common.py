@@ -45,13 +45,15 @@ class Contract:
     which a pair's score does not depend on the other pairs of the call (for the best-reference
     check); ``variations``: for every scoring argument, another admissible value (the hashcode must
     change with each); ``not_scoring``: the metric's own arguments that change no score
-    (compatibility arguments)."""
+    (compatibility arguments); ``held_elsewhere``: scoring arguments that no value varies on the
+    embedded model, each with the test that holds its hashcode."""
 
     spec: MetricSpec
     variations: dict = field(default_factory=dict)
     best_tol: float = 1e-6
     fixed: dict = field(default_factory=lambda: {"centering": "none"})
     not_scoring: tuple[str, ...] = ()
+    held_elsewhere: dict = field(default_factory=dict)
 
 
 TOKEN_LEVEL = {"num_layers": 3, "centering": "dim", "max_length": 8, "long_texts": "window", "dtype": "bfloat16"}
@@ -125,8 +127,12 @@ CONTRACTS = {
             "lang": "de",
             "dtype": "bfloat16",
             "rescale_with_baseline": True,
+            "prompt": "query: ",
         },
         not_scoring=("baseline_path",),  # it acts through rescale_with_baseline
+        held_elsewhere={
+            "prompt_name": "tests/families/test_sentence_pipelines.py (the embedded model names no prompt)",
+        },
     ),
 }
 
@@ -385,7 +391,8 @@ def test_hashcode_changes_with_every_scoring_argument(name, load_metric, tiny_mo
     function = getattr(functional, name)
     scoring = set(inspect.signature(load_metric(name)._compute).parameters) - NOT_SCORING - {"centering_stats"}
     scoring -= set(contract.not_scoring)
-    assert scoring == {*contract.variations, "settings"}, "every scoring argument needs a variation in CONTRACTS"
+    expected = {*contract.variations, *contract.held_elsewhere, "settings"}
+    assert scoring == expected, "every scoring argument needs a variation in CONTRACTS"
     predictions, references = PAIRS
     base = function(predictions, references)["hashcode"]
     # A settings file (moverkit tune) adds its digest, even one that sets nothing.

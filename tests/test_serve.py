@@ -109,9 +109,9 @@ def test_the_default_end_markers_are_cut_with_their_whitespace(tail, clean):
 
 
 def test_a_query_ending_in_an_unknown_marker_is_logged_once_per_marker(caplog):
-    import moverkit.serve as server
+    from moverkit.integrations import serve_requests
 
-    server._WARNED.discard("<|my_end|>")
+    serve_requests._WARNED.discard("<|my_end|>")
     with caplog.at_level("WARNING", logger="moverkit.serve"):
         for _ in range(3):
             assert response_text("p: x<|my_end|>", "p: ") == "x<|my_end|>"

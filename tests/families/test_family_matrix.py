@@ -631,6 +631,8 @@ def test_every_metric_is_batch_invariant_and_warns_once(family_model, name, monk
     predictions, references = _quick_pairs(name, folder)
     failures = []
     for metric in METRICS:
+        if _sentence_model_refused(metric, name, folder, predictions, references):
+            continue
         settings = ("the CUDA plan", "chunks") + (("batch_size=1",) if metric == "centered_bertscore" else ())
         limit = {} if metric == "sbertscore" else {"max_length": QUICK_LIMIT}
         try:
@@ -638,6 +640,23 @@ def test_every_metric_is_batch_invariant_and_warns_once(family_model, name, monk
         except Exception as error:  # each metric's failure is reported
             failures.append(f"{metric}: {type(error).__name__}: {str(error).splitlines()[0][:300]}")
     assert not failures, "\n".join(failures)
+
+
+LEFT_PADDED_ABSOLUTE = ("bert-left",)
+"""Families whose tokenizer pads on the left although their positions are absolute: the token
+metrics pad their own rows on the right, but sbertscore's vectors are the model's own ``encode()``,
+which pads as the tokenizer says, and so moves a text's vectors with its batch (by 0.97 of their
+length): sbertscore refuses such a folder, as it refuses every padding-dependent model."""
+
+
+def _sentence_model_refused(metric: str, name: str, folder: str, predictions, references) -> bool:
+    """Whether ``metric`` is sbertscore on a family it must refuse (:data:`LEFT_PADDED_ABSOLUTE`),
+    having checked that it does, with the padding message."""
+    if metric != "sbertscore" or name not in LEFT_PADDED_ABSOLUTE:
+        return False
+    with pytest.raises(ValueError, match="gives a text other vectors when it is padded in a batch"):
+        _metric(metric, name, folder, predictions, references)
+    return True
 
 
 @pytest.mark.slow
@@ -651,6 +670,8 @@ def test_empty_texts_score_in_every_metric(family_model, name):
     predictions, references = ["", "the cat sat", " \t"], ["a dog", "  ", "\n"]
     failures = []
     for metric in METRICS:
+        if _sentence_model_refused(metric, name, folder, predictions, references):
+            continue
         try:
             out, _ = _metric(metric, name, folder, predictions, references, batch_size=1)
             _assert_in_range(metric, out)
