@@ -45,7 +45,7 @@ from moverkit._core.encoding.clouds import TokenClouds
 from moverkit._core.encoding.models import cached_model
 from moverkit._core.encoding.request import (
     EncoderRequest,
-    identify_model,
+    layer_origin,
     local_files_only,
     resolve_layer,
     resolve_model,
@@ -217,7 +217,7 @@ def _registry_layer(name: str, path: str, num_layers: int | None) -> int | None:
     the cache across calls (moverscore asks for the last layer, centered_bertscore for the model's
     default: the same layer 6). ``num_layers`` as given where it cannot be resolved before
     loading: ``None`` for a local folder (its default layer depends on whose weights it holds,
-    :func:`identify_model`), or a config that does not load (loading the model then says why)."""
+    :func:`layer_origin`), or a config that does not load (loading the model then says why)."""
     if num_layers is None and "@" in name:
         return None
     n_layers = _config_blocks(name, path)
@@ -285,7 +285,7 @@ def load_encoder(
         raise ValueError(f"model_type={path!r} ({where}) could not be loaded: {err}") from err
     model = encoder_part(config, model).eval()
     n_layers = config_blocks(config)
-    name, origin = identify_model(name, path, model, config)
+    origin = layer_origin(name, path, model, config)
     layer = resolve_layer(name, num_layers, n_layers, origin)
     max_length = model_max_length(tokenizer, model, config)
     cut = cut_after(model, n_layers, layer, max_length)

@@ -60,7 +60,7 @@ MODEL_LAYERS = {
     "sentence-transformers/all-mpnet-base-v2": 10,  # 68.87 / 70.84 (last layer, 12: 67.15 / 67.49)
 }
 """Good default layers per model (``num_layers``); the last layer for models not listed. A local
-folder is looked up by what it is, never by its name (:func:`identify_model`)."""
+folder is looked up by what it is, never by its name (:func:`layer_origin`)."""
 
 KNOWN_WEIGHTS = {
     "3c147baa261e6368": DEFAULT_MODEL,
@@ -145,15 +145,16 @@ def saved_from(path: str, config) -> str | None:
     return KNOWN_SHAPES.get(config_shape(config))
 
 
-def identify_model(name: str, path: str, model: torch.nn.Module, config) -> tuple[str, str | None]:
-    """``(name, origin)`` of a loaded model: its name as :func:`resolve_model` gave it, and for a
-    local folder the Hub id whose :data:`MODEL_LAYERS` entry :func:`default_layer` may take: a
-    known model's whose weights it has by :func:`weights_fingerprint` (a copy of it, or a fine-tune
-    that left the fingerprinted rows alone), else the one it was saved from (:func:`saved_from`).
-    The origin gives a layer only, never a name: a fine-tune of a known model is not that model."""
+def layer_origin(name: str, path: str, model: torch.nn.Module, config) -> str | None:
+    """For a loaded local folder (``name`` as :func:`resolve_model` gave it), the Hub id whose
+    :data:`MODEL_LAYERS` entry :func:`default_layer` may take: a known model's whose weights it
+    has by :func:`weights_fingerprint` (a copy of it, or a fine-tune that left the fingerprinted
+    rows alone), else the one it was saved from (:func:`saved_from`); None for a Hub id or the
+    embedded model (their own entries). It gives a layer only, never a name: a fine-tune of a
+    known model is not that model."""
     if "@" not in name:  # a Hub id, or the embedded model
-        return name, None
-    return name, KNOWN_WEIGHTS.get(weights_fingerprint(model)) or saved_from(path, config)
+        return None
+    return KNOWN_WEIGHTS.get(weights_fingerprint(model)) or saved_from(path, config)
 
 
 def embedded_model_path() -> str:
@@ -195,7 +196,7 @@ def local_files_only(path: str) -> bool:
 
 
 def default_layer(name: str, n_layers: int, origin: str | None = None) -> int:
-    """The layer ``num_layers=None`` means for model ``name`` (as :func:`identify_model` names it)
+    """The layer ``num_layers=None`` means for model ``name`` (as :func:`resolve_model` names it)
     of ``n_layers`` blocks: its :data:`MODEL_LAYERS` entry, else that of the Hub id ``origin`` it
     was saved from (:func:`saved_from`), else the last layer. A folder's name plays no part: the
     same weights in a folder named otherwise get the same layer."""

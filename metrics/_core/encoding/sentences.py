@@ -35,7 +35,7 @@ from moverkit._core.encoding.encoder import (
     non_finite_error,
 )
 from moverkit._core.encoding.models import cached_model
-from moverkit._core.encoding.request import EncoderRequest, identify_model, local_files_only, resolve_model
+from moverkit._core.encoding.request import EncoderRequest, local_files_only, resolve_model
 from moverkit._core.encoding.tokens import Truncations
 
 SENTENCE_LAYER = -1
@@ -182,7 +182,6 @@ def _load_sentence_encoder(name: str, path: str, device: torch.device) -> Senten
     encoder = SentenceEncoder(name=name, path=path, device=device, model=model.eval(), prompt=_default_prompt(model))
     transformer = getattr(model[0], "auto_model", None) if len(model) else None
     if isinstance(transformer, torch.nn.Module):
-        encoder.name, _ = identify_model(name, path, transformer, transformer.config)  # a known model, wherever it is
         _check_transformer(encoder, transformer)
     with forward_region("float32", device):
         encoder.dim = int(encoder.embed(_on(model.preprocess(["a"], prompt=encoder.prompt), device)).shape[-1])
