@@ -18,19 +18,25 @@ if TYPE_CHECKING:
     from moverkit._core.centering import fit_centering
     from moverkit._core.encoding import release, set_cache
     from moverkit.comparison import compare
-    from moverkit.dataset_map import map_scores
-    from moverkit.mbr import mbr_select
-    from moverkit.rewards import reward_function
+    from moverkit.integrations.dataset_map import map_scores
+    from moverkit.integrations.mbr import mbr_select
+    from moverkit.integrations.rewards import reward_function
 
 from moverkit.facts.specs import SPECS
 from moverkit.facts.version import __version__
 
 _HERE = Path(__file__).resolve().parent
 
+# The paths 0.4.0 moved into moverkit.integrations (moverkit.registry, evaluate_modules,
+# dataset_map, rewards, mbr) import for one more release from _moved/, a folder on this package's
+# path: each warns (DeprecationWarning, naming its new path) and is the very module of the new path.
+# A plain path entry, no import hook; the folder goes in 0.5.0 with the old paths.
+__path__.append(str(_HERE / "_moved"))
+
 METRICS = tuple(SPECS)
-"""The metrics' names, those of the registry (:data:`moverkit.registry.REGISTRY`, read here from its
-light table :data:`moverkit.facts.specs.SPECS`, so that ``import moverkit`` loads no torch); each has its
-bundled evaluate module, ``<name>/<name>.py``."""
+"""The metrics' names, those of the registry (:data:`moverkit.integrations.registry.REGISTRY`, read
+here from its light table :data:`moverkit.facts.specs.SPECS`, so that ``import moverkit`` loads no
+torch); each has its bundled evaluate module, ``<name>/<name>.py``."""
 
 
 def module_path(name: str) -> Path:
@@ -73,9 +79,9 @@ def means(result: dict) -> dict:
 # ``set_cache`` turns on (or off) the cache of token clouds (and sentence vectors) across calls, emptied by ``release``;
 # ``MoverkitWarning`` is the class of every warning moverkit gives; ``compare`` compares systems
 # with bootstrap intervals and paired significance (moverkit.comparison); ``map_scores`` makes a
-# ``datasets.Dataset.map`` function of a metric (moverkit.dataset_map); ``reward_function`` makes a
-# reward of a metric for TRL's trainers (moverkit.rewards); ``mbr_select`` chooses among candidates
-# by minimum Bayes risk (moverkit.mbr).
+# ``datasets.Dataset.map`` function of a metric (moverkit.integrations.dataset_map);
+# ``reward_function`` makes a reward of a metric for TRL's trainers (moverkit.integrations.rewards);
+# ``mbr_select`` chooses among candidates by minimum Bayes risk (moverkit.integrations.mbr).
 _LAZY = {
     "fit_centering": "._core.centering",
     "release": "._core.encoding",
@@ -84,9 +90,9 @@ _LAZY = {
     "set_cache": "._core.encoding",
     "MoverkitWarning": "._core.base",
     "compare": ".comparison",
-    "map_scores": ".dataset_map",
-    "reward_function": ".rewards",
-    "mbr_select": ".mbr",
+    "map_scores": ".integrations.dataset_map",
+    "reward_function": ".integrations.rewards",
+    "mbr_select": ".integrations.mbr",
 }
 
 

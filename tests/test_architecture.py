@@ -9,11 +9,8 @@ import pytest
 from import_graph import ROOT, SOURCE, cycles, package_imports, room, room_edges
 
 MAX_LINES = 600
-ROOT_IMPORTERS = {"cli", "demo", "bench"}
+ROOT_IMPORTERS = {"cli", "demo"}
 """The rooms that may import the package root: front ends over the whole package."""
-
-EVALUATE_ROOMS = {"evaluate_modules", *(p.parent.name for p in SOURCE.glob("*/*.py") if p.stem == p.parent.name)}
-"""The evaluate modules (``twmd/twmd.py``, ...) and what they share (``evaluate_modules.py``)."""
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +137,7 @@ def test_the_shared_arguments_are_declared_once_and_opened_by_one_function():
     from moverkit import functional
     from moverkit._core.call.opening import open_call
     from moverkit.functional.signature import INPUTS, SHARED, TOKEN_ONLY
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     declared = inspect.signature(open_call).parameters
     for name, metric in REGISTRY.items():
@@ -165,7 +162,7 @@ PUBLIC_SIGNATURES = {
     ("tuning/__init__.py", "tune"): "moverkit.tuning.tune (docs/tuning.md)",
     ("functional/moverscore.py", "moverscore"): "moverkit.functional.moverscore: its own public arguments",
     ("baselines/__init__.py", "fit_baseline"): "moverkit.baselines.fit_baseline: moverkit fit-baseline's flags",
-    ("serve.py", "application"): "moverkit.serve.application: moverkit serve's flags and a Serve config's args",
+    ("integrations/serve.py", "application"): "moverkit.serve.application: moverkit serve's flags, Serve's args",
 }
 """The functions whose parameters are a public signature (issue 46): what they are. Behind them a
 request or options object carries the arguments (EncoderRequest, PairOptions, Loop, GpuPlan)."""
@@ -200,9 +197,33 @@ def test_no_internal_function_takes_more_than_10_parameters():
     assert not many, many
 
 
-def test_the_registry_does_not_import_tuning(edges):
+def test_the_registry_does_not_import_tuning():
     """docs/architecture.md: tuning reads the registry, never the other way (tuning is a feature)."""
-    assert ("registry", "tuning") not in edges
+    found = [imp for imp in package_imports() if imp.source == "moverkit.integrations.registry"]
+    assert found and not [imp.target for imp in found if room(imp.target) == "tuning"]
+
+
+FRAMEWORK_PATHS = {"lighteval", "lm_eval", "ray", "serve", "torchmetrics", "verl"}
+"""The loose modules at the top of the package (issue 68): the paths users type in their frameworks'
+configurations, each a thin module over its door in ``integrations/`` (tests/test_public_api.py)."""
+
+
+def test_the_doors_live_in_one_room():
+    """The top holds at most 8 loose modules (the design's bound); the framework paths import their
+    door and nothing else, and no module of the package imports them but the shipped examples,
+    which are the users' files: code reaches a door in its room, ``moverkit.integrations``."""
+    loose = {p.stem for p in SOURCE.glob("*.py")} - {"__init__"}
+    assert loose == FRAMEWORK_PATHS and len(loose) <= 8
+    imports = package_imports()
+    for name in FRAMEWORK_PATHS:
+        targets = {imp.target for imp in imports if imp.source == f"moverkit.{name}"}
+        assert targets == {f"moverkit.integrations.{name}"}, (name, targets)
+    reaching = [
+        f"{imp.target}: {_where([imp])}"
+        for imp in imports
+        if room(imp.target) in FRAMEWORK_PATHS and room(imp.source) != "examples"
+    ]
+    assert not reaching, f"package code imports a framework path instead of its door: {reaching}"
 
 
 def _lists_of_every_metric(tree: ast.AST, names: set[str]):
@@ -242,7 +263,7 @@ def test_the_metrics_are_listed_once():
 def test_each_evaluate_module_computes_with_the_registry_s_function(load_metric, name):
     """docs/architecture.md: the registry's ``function`` is the very function each evaluate
     module's ``_compute`` calls."""
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     compute = type(load_metric(name))._compute
     called = {c.cell_contents for c in compute.__closure__ or () if callable(c.cell_contents)}

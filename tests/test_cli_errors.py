@@ -281,7 +281,7 @@ def test_score_never_writes_a_score_that_is_not_finite(files, capsys, monkeypatc
     --out is neither written (JSON has no Infinity or NaN) nor touched."""
     import dataclasses
 
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     def broken(predictions, references, **kwargs):
         return {"twmd": [0.5, bad] + [0.5] * (len(predictions) - 2), "hashcode": "twmd:x"}
@@ -394,7 +394,7 @@ def test_bench_rounds_are_bounded(capsys, argv):
 
 
 def test_the_registry_names_a_name_that_is_not_a_string():
-    from moverkit.registry import get
+    from moverkit.integrations.registry import get
 
     for bad in (["twmd"], None, 3):
         with pytest.raises(ValueError, match="unknown metric .*choose one of centered_bertscore"):

@@ -221,19 +221,6 @@ def test_load_refuses_deeply_nested_json_and_a_path_that_is_none(tmp_path, capsy
     assert "moverkit: error:" in err and str(path) in err and "Traceback" not in err
 
 
-def test_bench_segment_features_are_oriented_once(tmp_path):
-    """lazy_emd is a distance: its oriented scores are negated once (they were negated twice, back
-    to distances, so the combinations' NNLS gave it weight 0)."""
-    from moverkit.bench import combination as bench
-    from moverkit.judgments import Judgments
-
-    data = Judgments(["cs-en"] * 3, [p for p, _ in PAIRS[:3]], [r for _, r in PAIRS[:3]], [1.0, 0.0, -1.0])
-    features = bench.segment_features(data, ["lazy_emd"], tmp_path / "cache.json")
-    oriented = combo.component_scores(data.predictions, data.references, ["lazy_emd"])[0]["lazy_emd"]
-    np.testing.assert_array_equal(features["lazy_emd"], oriented)
-    assert (features["lazy_emd"] <= 0).all()
-
-
 def test_a_combined_score_is_never_infinite():
     """The file's bounds keep a combined score finite for any sane component score; one near the
     float range is refused, not returned as inf."""

@@ -13,7 +13,7 @@ from scipy import stats
 import moverkit
 from moverkit.comparison import bootstrap_interval, compare, paired_test, summarize
 from moverkit.comparison.resampling import clusters, holm
-from moverkit.registry import REGISTRY
+from moverkit.integrations.registry import REGISTRY
 
 RNG = np.random.default_rng(7)
 A = RNG.normal(0.6, 0.15, 300)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import sys
+import warnings
 
 import pytest
 
@@ -31,7 +33,36 @@ ROOT = [
     "set_memory_budget",
     "temporary_memory_budget",
 ]
+FRAMEWORK_PATHS = {
+    "moverkit.lighteval": ["metric", "metrics", "centered_bertscore", "twmd"],
+    "moverkit.lm_eval": ["TASKS", "PassThrough", "metric", "centered_bertscore", "twmd"],
+    "moverkit.ray": ["RayScorer", "score_dataset"],
+    "moverkit.serve": ["Batching", "Limits", "MetricServer", "application", "build", "start", "stop"],
+    "moverkit.torchmetrics": ["CenteredBERTScore", "LazyEMD", "MoverScore", "MoverkitMetric", "SBERTScore", "TWMD"],
+    "moverkit.verl": ["compute_score"],
+}
+"""The paths users type in their frameworks' configurations and imports (verl's ``pkg://moverkit.verl``,
+``serve run moverkit.serve:app``, ``import moverkit.lm_eval``, ...), with the names they import: the
+only modules loose at the top of ``metrics/`` (issue 68), each a thin module that re-exports its
+door's public names from ``moverkit.integrations``. Permanent, not deprecated."""
 MODULES = {
+    **FRAMEWORK_PATHS,
+    "moverkit.integrations.dataset_map": ["MapScores", "map_scores"],
+    "moverkit.integrations.evaluate_modules": ["evaluate_module"],
+    "moverkit.integrations.lighteval": ["metric", "metrics"],
+    "moverkit.integrations.lm_eval": ["PassThrough", "TASKS", "metric"],
+    "moverkit.integrations.mbr": ["mbr_select"],
+    "moverkit.integrations.ray": ["RayScorer", "score_dataset"],
+    "moverkit.integrations.registry": ["REGISTRY", "Metric", "get"],
+    "moverkit.integrations.rewards": ["MetricReward", "reward_function"],
+    "moverkit.integrations.serve": ["Batching", "Limits", "MetricServer", "application", "build", "start", "stop"],
+    "moverkit.integrations.torchmetrics": ["MoverkitMetric", "TWMD"],
+    "moverkit.integrations.verl": ["compute_score"],
+}
+"""The public modules besides the root and ``moverkit.functional``, with names users import from
+them: the framework paths at the top and the doors in their room, ``moverkit.integrations``;
+everything else sits in a folder named for its tier or job."""
+PUBLIC_IN_0_3_0 = {
     "moverkit.dataset_map": ["MapScores"],
     "moverkit.evaluate_modules": ["evaluate_module"],
     "moverkit.lighteval": ["metric", "metrics"],
@@ -44,9 +75,17 @@ MODULES = {
     "moverkit.torchmetrics": ["CenteredBERTScore", "LazyEMD", "MoverScore", "SBERTScore", "TWMD"],
     "moverkit.verl": ["compute_score"],
 }
-"""The public modules besides the root and ``moverkit.functional``, with names users import from
-them: the only modules loose at the top of ``metrics/`` (issue 46); everything else sits in a
-folder named for its tier or job."""
+"""Every public module of 0.3.0 with the names users imported from it (0.3.0's ``MODULES``): each
+still imports. Those that are no framework path moved into ``moverkit.integrations`` in 0.4.0 and
+warn until 0.5.0 (tests/test_moved_modules.py)."""
+EXTRAS = {
+    "lighteval": "lighteval",
+    "torchmetrics": "torchmetrics",
+    "ray": "ray",
+    "lm_eval": "lm_eval",
+    "serve": "ray.serve",
+}
+"""The optional packages a door needs (its extra), by the door's name."""
 FUNCTIONS = {
     "centered_bertscore": "(predictions, references, *, idf: 'bool | Mapping' = False, use_fast_tokenizer: "
     "'bool' = False, nthreads: 'int' = 4, all_layers: 'bool' = False, model_type: 'str | "
@@ -112,7 +151,7 @@ CLI = {
         "--rounds",
         "-h",
     ],
-    "moverkit bench combination": ["--data", "--help", "--json", "--out", "--scores-cache", "-h"],
+    "moverkit bench combination": ["--combination", "--data", "--help", "--json", "--out", "--scores-cache", "-h"],
     "moverkit bench compare-cost": [
         "--help",
         "--metrics",
@@ -469,23 +508,50 @@ def test_the_type_stub_gives_the_whole_signatures():
     assert STUB.read_text(encoding="utf-8") == stub_text(), "out of date: run python tests/functional_stubs.py"
 
 
-def test_the_top_level_holds_the_public_modules_only():
+def test_the_top_level_holds_the_framework_paths_only():
     from pathlib import Path
 
     loose = {p.stem for p in Path(moverkit.__file__).parent.glob("*.py")} - {"__init__"}
-    assert {f"moverkit.{name}" for name in loose} == set(MODULES)
+    assert {f"moverkit.{name}" for name in loose} == set(FRAMEWORK_PATHS)
+
+
+def _needs_extra(module: str) -> None:
+    door = module.rpartition(".")[2]
+    if door in EXTRAS:
+        pytest.importorskip(EXTRAS[door])  # the extras' own packages
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_the_public_modules_and_their_names(module):
-    extras = {"moverkit.lighteval": "lighteval", "moverkit.torchmetrics": "torchmetrics", "moverkit.ray": "ray"}
-    extras |= {"moverkit.lm_eval": "lm_eval", "moverkit.serve": "ray.serve"}
-    if module in extras:
-        pytest.importorskip(extras[module])  # the extras' own packages
+    _needs_extra(module)
     imported = importlib.import_module(module)
     assert all(getattr(imported, name, None) is not None for name in MODULES[module]), module
 
 
-def test_no_deprecated_module_path_is_left():
-    """0.3.0 removed the module paths 0.1.0 moved (tests/test_moved_modules.py)."""
-    assert not hasattr(moverkit, "_MOVED")
+@pytest.mark.parametrize("path", sorted(FRAMEWORK_PATHS))
+def test_a_framework_path_re_exports_its_door(path):
+    """The same objects as the door in ``moverkit.integrations``, and nothing of its own but
+    ``moverkit.serve``'s ``app``, built when first asked for."""
+    _needs_extra(path)
+    thin = importlib.import_module(path)
+    door = importlib.import_module(path.replace("moverkit.", "moverkit.integrations.", 1))
+    assert thin.__all__ == door.__all__
+    assert all(getattr(thin, name) is getattr(door, name) for name in door.__all__)
+    names = {name: value for name, value in vars(thin).items() if not name.startswith("__")}
+    own = {name for name, value in names.items() if getattr(door, name, None) is not value}
+    assert own <= ({"app"} if path == "moverkit.serve" else set()), own
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_IN_0_3_0))
+def test_every_public_path_of_0_3_0_still_imports(module, monkeypatch):
+    _needs_extra(module)
+    if module in FRAMEWORK_PATHS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            imported = importlib.import_module(module)
+    else:
+        monkeypatch.delitem(sys.modules, module, raising=False)  # as in a fresh process
+        monkeypatch.delattr(moverkit, module.rpartition(".")[2], raising=False)
+        with pytest.warns(DeprecationWarning, match=f"{module} moved to moverkit.integrations"):
+            imported = importlib.import_module(module)
+    assert all(getattr(imported, name, None) is not None for name in PUBLIC_IN_0_3_0[module]), module

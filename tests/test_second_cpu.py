@@ -23,10 +23,10 @@ AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 DECISIONS = [
     # MBR: the matrix against the plain loop, a symmetric utility's tie, duplicates (issue 60's failure)
-    "tests/test_mbr.py::test_the_matrix_is_the_plain_loop_of_the_metric_over_all_pairs[centered_bertscore]",
-    "tests/test_mbr.py::test_the_matrix_is_the_plain_loop_of_the_metric_over_all_pairs[twmd]",
-    "tests/test_mbr.py::test_a_symmetric_utility_over_two_candidates_picks_the_first",
-    "tests/test_mbr.py::test_duplicates_weigh_as_samples_and_ties_take_the_first",
+    "tests/integrations/test_mbr.py::test_the_matrix_is_the_plain_loop_of_the_metric_over_all_pairs[centered_bertscore]",
+    "tests/integrations/test_mbr.py::test_the_matrix_is_the_plain_loop_of_the_metric_over_all_pairs[twmd]",
+    "tests/integrations/test_mbr.py::test_a_symmetric_utility_over_two_candidates_picks_the_first",
+    "tests/integrations/test_mbr.py::test_duplicates_weigh_as_samples_and_ties_take_the_first",
     # the tolerance against the noise and real gaps, the best reference, compare's ties, tuning's pick
     "tests/test_ties.py",
     # compare end to end (real scores, clusters, win rates) and tuning's cross-validated choice

@@ -15,8 +15,8 @@ from moverkit import functional
 from moverkit.cli import main
 from moverkit.facts.specs import spec
 from moverkit.formats.settings import Settings, load_settings
+from moverkit.integrations.registry import REGISTRY
 from moverkit.judgments import read_judgments
-from moverkit.registry import REGISTRY
 from moverkit.tuning import expand_grid, score_settings, tune
 
 DATA = "data/wmt17_seg_da_to_en.tsv"

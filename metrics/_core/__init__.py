@@ -1,7 +1,7 @@
 """The shared core of moverkit, in five layers, each importing only those below it:
 
-- ``base``: argument checks, warnings, hardware and the environment a call reads, sizes and the
-  heap, padding and bucketing, inputs;
+- ``base``: argument checks, warnings, the environment a call reads, hardware, locks by key, sizes
+  and the heap, padding and bucketing, inputs;
 - ``maths``: the metric maths the metrics share (cosines, greedy matching, F-measure);
 - ``encoding``: encoders, token clouds, sentences, the cache, IDF;
 - ``centering``: the centering maths, the statistics file, its fitting;

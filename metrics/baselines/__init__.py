@@ -71,7 +71,7 @@ def fit_baseline(
     and :func:`baseline_columns`."""
 
     from moverkit._core.call import settings_key
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     if metric not in REGISTRY:
         raise ValueError(f"metric must be one of {', '.join(REGISTRY)}; got {metric!r}")
@@ -86,8 +86,9 @@ def fit_baseline(
             raise ValueError(f"options: {key!r} is set by fit_baseline's own argument or cannot be fitted")
     call.update(model_type=model_type, batch_size=batch_size, device=device)
     bert_score_rows = SPECS[metric].baseline_form == "bert-score"  # LAYER,P,R,F of uncentered scores
-    if centering is not None or bert_score_rows:
-        call["centering"] = "none" if centering is None else centering
+    centering = fitted_centering(metric, centering)
+    if centering is not None:
+        call["centering"] = centering
     if centering_stats is not None:
         call["centering_stats"] = centering_stats
     predictions, references = random_pairs(texts, n_pairs, seed)
@@ -104,6 +105,15 @@ def fit_baseline(
         else:
             rows.append((resolved, *means, settings_key(result["hashcode"])))
     return rows
+
+
+def fitted_centering(metric: str, centering: str | None) -> str | None:
+    """The centering a baseline of ``metric`` is fitted under: ``centering`` when given, else
+    ``"none"`` for a metric whose files are bert-score's (its spec's ``baseline_form``: bert-score's
+    baselines are of uncentered scores), else ``None``, the metric's own default."""
+    if centering is None and SPECS[metric].baseline_form == "bert-score":
+        return "none"
+    return centering
 
 
 def fitted_layers(metric: str, model_type, layers, device) -> list[int | None]:
@@ -126,9 +136,11 @@ def fitted_layers(metric: str, model_type, layers, device) -> list[int | None]:
 
 def baseline_columns(metric: str, options: Mapping | None = None) -> tuple[str, ...]:
     """The value columns of ``metric``'s baseline file under ``options`` (``P, R, F``; ``TWMD``,
-    ``TRWMD``, ...; ``MOVERSCORE``; ``LAZY_EMD``)."""
+    ``TRWMD``, ...; ``MOVERSCORE``; ``LAZY_EMD``): those of its outputs, or of the one output its
+    spec's ``output_named_by`` argument names (twmd's variant; left out, the default's, ``main``)."""
     from moverkit._core.call import score_columns
 
-    if metric == "twmd":  # one output, named by its variant (twmd, trwmd, sbert, cka)
-        return score_columns(((options or {}).get("variant", "twmd"),))
-    return score_columns(SPECS[metric].outputs)
+    spec = SPECS[metric]
+    if spec.output_named_by is not None:
+        return score_columns(((options or {}).get(spec.output_named_by, spec.main),))
+    return score_columns(spec.outputs)

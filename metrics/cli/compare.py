@@ -88,10 +88,11 @@ def run(args) -> int:
             raise ValueError(f"--settings: two files for {metric} ({metric_kwargs[metric]['settings']} and {path})")
         metric_kwargs[metric] = {"settings": str(path)}
         metrics += [] if metric in metrics else [metric]
+    chosen = {"metrics": metrics} if metrics or args.combination else {}  # none: compare's default metric
     result = compare(
         references,
         outputs,
-        metrics=metrics or ([] if args.combination else ["centered_bertscore"]),
+        **chosen,
         resamples=args.resamples,
         seed=args.seed,
         metric_kwargs=metric_kwargs,

@@ -51,7 +51,7 @@ def register(commands) -> None:
 
 def run(args) -> int:
     from moverkit._core.call import baseline_csv
-    from moverkit.baselines import baseline_columns, fit_baseline
+    from moverkit.baselines import baseline_columns, fit_baseline, fitted_centering
     from moverkit.formats.lines import check_out, read_texts, write_atomic
 
     if args.centering_stats is not None and args.centering != "corpus":
@@ -72,7 +72,7 @@ def run(args) -> int:
         device=args.device,
     )
     write_atomic(args.out, baseline_csv(rows, baseline_columns(args.metric, options)))
-    centering = args.centering or ("none" if args.metric == "centered_bertscore" else "the metric's default")
+    centering = fitted_centering(args.metric, args.centering) or "the metric's default"
     layers = "sentence vectors" if rows[0][0] == -1 else f"layers {rows[0][0]}-{rows[-1][0]}"
     print(f"{args.metric} baseline of {args.pairs} random pairs, centering={centering}, {layers}")
     print(f"saved to {args.out}")

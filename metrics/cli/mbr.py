@@ -57,7 +57,7 @@ def register(commands) -> None:
 
 def run(args) -> int:
     from moverkit.formats.lines import check_out, write_atomic
-    from moverkit.mbr import mbr_select
+    from moverkit.integrations.mbr import mbr_select
 
     check_out(args.out, [args.candidates])
     sources, references = read_sources(args.candidates, args.num_candidates)

@@ -71,7 +71,7 @@ def register(commands) -> None:
 
 def run(args) -> int:
     from moverkit.formats.lines import check_out, read_texts, write_atomic
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     check_out(args.out, [args.predictions, *args.references, args.centering_stats, args.settings, args.combination])
     if args.combination is not None:
@@ -166,7 +166,7 @@ def compute_kwargs(args, verbose: bool) -> dict:
     """The options the user gave, under the metric's own argument names (those of its public
     function, ``moverkit.functional.<metric>``); an option the metric does not take is an error,
     not silently dropped."""
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     defaults = REGISTRY[args.metric].defaults
     accepted = set(defaults)

@@ -68,7 +68,7 @@ def run(args) -> int:
     import time
 
     try:
-        import moverkit.serve as server
+        from moverkit.integrations import serve as server
     except ImportError as err:
         raise ImportError(f"moverkit serve needs Ray Serve: pip install 'moverkit[serve]' ({err})") from None
     batching = {"max_batch_size": args.max_batch_size, "wait_s": args.batch_wait}

@@ -7,12 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from moverkit.facts.specs import SPECS
-from moverkit.formats.options import positive_int
-
-TUNABLE = tuple(sorted(SPECS, key=lambda name: name != "twmd"))
-"""The metrics ``--metric`` offers: every metric, twmd (the tuning's first case) first, then the others
-in the order of :data:`~moverkit.facts.specs.SPECS`."""
+from moverkit.formats.options import METRICS, positive_int
 
 
 def register(commands) -> None:
@@ -24,7 +19,7 @@ def register(commands) -> None:
     tune.add_argument(
         "--data", required=True, type=Path, help="judgments: a TSV with a header (as data/wmt17_seg_da_to_en.tsv)"
     )
-    tune.add_argument("--metric", required=True, choices=TUNABLE)
+    tune.add_argument("--metric", required=True, choices=METRICS)
     tune.add_argument("--out", required=True, type=Path, help="where to write the settings file (.json)")
     tune.add_argument(
         "--grid",

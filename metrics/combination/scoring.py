@@ -103,7 +103,7 @@ def component_scores(
     plus ``metric_kwargs[name]`` (the cache of token clouds is on meanwhile, so the token metrics
     encode each text once); chrF and BLEU are sacrebleu's sentence scores."""
     from moverkit._core.encoding import cache_enabled
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     _check_texts(predictions, references)
     passthrough = {k: v for k, v in (("batch_size", batch_size), ("device", device)) if v is not None}

@@ -86,7 +86,7 @@ def compare(
     from moverkit._core.encoding import cache_enabled
     from moverkit.facts.specs import spec
     from moverkit.facts.version import __version__
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     if combination is not None:
         from moverkit.combination import Combination, load

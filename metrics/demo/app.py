@@ -363,7 +363,7 @@ def _defaults(metric: str, params: Sequence[Param]) -> dict:
     (``moverkit.functional.<metric>``, whose signature the module's is pinned to); an argument it does not take, a default of None
     whose value the page does not state (``Param.unset``; an upload is simply empty), or a
     dropdown without the module's default among its choices, fails here."""
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     signature = REGISTRY[metric].defaults
     missing = [p.name for p in params if p.name not in signature]

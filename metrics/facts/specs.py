@@ -38,9 +38,21 @@ class MetricSpec:
     applies) or ``"transport"`` (an optimal transport plan); ``default_layer``, the layer
     ``num_layers=None`` takes: ``None`` for the model's entry in the layer table, ``-1`` for the
     last (MoverScore's release); ``class_name``, its class in torchmetrics' style
-    (``moverkit.torchmetrics``, as ``BERTScore``); ``baseline_form``, the rows of its rescaling baseline file:
-    ``"bert-score"`` (``LAYER,P,R,F``, bert-score's own files, which it reads as they are) or
-    ``"keyed"`` (each row also names the settings it was fitted under)."""
+    (``moverkit.torchmetrics``, as ``BERTScore``); ``baseline_form``, its rescaling baseline files:
+    ``"bert-score"`` (bert-score's own files, which it reads as they are: rows ``LAYER,P,R,F`` of
+    uncentered scores, so fitted with ``centering="none"`` unless told otherwise, and shipped under
+    bert-score's names, ``<model>.<centering>.csv``) or ``"keyed"`` (each row also names the settings
+    it was fitted under; shipped as ``<metric>.<model>.<centering>.csv``); ``output_named_by``, the
+    argument whose value names the metric's one output (twmd's ``variant``: ``variant="trwmd"``
+    scores ``trwmd``, and its baseline column is ``TRWMD``), ``None`` where the outputs are always
+    ``outputs``; ``differentiable``, the function of its module ``moverkit.functional.<name>`` that
+    scores prepared pairs with autograd through the encoder, what fine-tuning trains on
+    (:attr:`moverkit.integrations.registry.Metric.differentiable`), ``None`` where it has none;
+    ``centering``, its default centering mode, the ``centering`` its function takes when left out
+    (``"corpus"``: the statistic shipped for the model, Chen et al.'s Section 5; ``"none"``);
+    ``exact_transport``, whether its plan is an exact optimal transport, one linear program per pair
+    solved on the CPU (POT's EMD: moverscore), rather than matching or an entropic or tempered plan
+    computed in batches on the call's device."""
 
     name: str
     outputs: tuple[str, ...]
@@ -58,6 +70,10 @@ class MetricSpec:
     matcher: str = "transport"
     default_layer: int | None = None
     baseline_form: str = "keyed"
+    output_named_by: str | None = None
+    differentiable: str | None = None
+    centering: str = "none"
+    exact_transport: bool = False
 
     @property
     def direction(self) -> str:
@@ -127,7 +143,8 @@ SPECS = {
     for spec in (
         MetricSpec(
             "centered_bertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.138, translation=0.739,
-            class_name="CenteredBERTScore", matcher="greedy", baseline_form="bert-score", **SIMILARITY,
+            class_name="CenteredBERTScore", matcher="greedy", baseline_form="bert-score", centering="corpus",
+            **SIMILARITY,
         ),
         MetricSpec(
             "lazy_emd",
@@ -145,14 +162,15 @@ SPECS = {
         ),
         MetricSpec(
             "moverscore", ("moverscore",), "moverscore", low=0.0, unrelated=0.429, translation=0.603,
-            class_name="MoverScore", default_layer=-1, **SIMILARITY,
+            class_name="MoverScore", default_layer=-1, exact_transport=True, **SIMILARITY,
         ),  # low: v2's 1/(1 + wmd); v1's 1 - wmd reaches -3
         MetricSpec(
             "sbertscore", ("precision", "recall", "f1"), "f1", low=-1.0, unrelated=0.057, translation=0.768,
             class_name="SBERTScore", level="sentence", matcher="greedy", **SIMILARITY,
         ),
         MetricSpec(
-            "twmd", ("twmd",), "twmd", low=-1.0, unrelated=0.034, translation=0.638, class_name="TWMD", **SIMILARITY,
+            "twmd", ("twmd",), "twmd", low=-1.0, unrelated=0.034, translation=0.638, class_name="TWMD",
+            output_named_by="variant", differentiable="differentiable_similarity", centering="corpus", **SIMILARITY,
         ),
     )
 }  # fmt: skip

@@ -16,9 +16,9 @@ import torch
 from moverkit._core import prepare_pairs
 from moverkit._core.centering import Centering
 from moverkit._core.encoding import EncoderRequest, load_encoder
+from moverkit.integrations.registry import get as get_metric
 from moverkit.judgments import Judgments
 from moverkit.judgments.correlation import correlate
-from moverkit.registry import get as get_metric
 
 TRAINING_CENTERINGS = ("none", "dim", "sentence", "batch")
 """Centering modes for training. ``corpus`` is refused: a statistic fitted on the base model no

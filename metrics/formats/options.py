@@ -1,6 +1,6 @@
 """The command line's shared options: argument types with bounds, the encoder options, the output.
 
-Read by moverkit's commands (:mod:`moverkit.cli`) and by its benchmarks (:mod:`moverkit.bench`),
+Read by moverkit's commands (:mod:`moverkit.cli`) and by its benchmarks (``benchmarks/`` of the repository),
 each of which registers its own ``moverkit bench`` subcommand.
 """
 
@@ -17,6 +17,10 @@ from moverkit.formats.settings import same_value
 
 METRICS = tuple(SPECS)
 """The metrics' choices: the registry's names, from its light table (the parser loads no torch)."""
+
+SENTENCE_LEVEL = tuple(name for name, spec in SPECS.items() if spec.level == "sentence")
+"""The metrics of sentence vectors (their spec's ``level``), which take no ``sentence`` centering: it
+would leave every vector zero (``moverkit._core.centering.check_centering``)."""
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -97,7 +101,10 @@ def add_metric_options(parser: argparse.ArgumentParser) -> None:
     :func:`given_arguments`."""
     add_encoder_options(parser)
     parser.add_argument("--dtype", choices=DTYPES, help="precision of the encoder's forward pass (default: float32)")
-    parser.add_argument("--centering", help="none, dim, sentence (not sbertscore) or corpus (default: the metric's)")
+    parser.add_argument(
+        "--centering",
+        help=f"none, dim, sentence (not {', '.join(SENTENCE_LEVEL)}) or corpus (default: the metric's)",
+    )
     parser.add_argument(
         "--arg",
         action="repeat",

@@ -67,7 +67,7 @@ def metric_function(*, centering: str = "none", languages: Callable | None = Non
             it (its default centering, its level, languages and default layer; every shared
             argument of ``given`` checked): the one way into a call of this metric, for the
             function itself and for a caller that scores the call's chunks in its own way
-            (``moverkit.mbr``'s blocks of cosines)."""
+            (``moverkit.integrations.mbr``'s blocks of cosines)."""
             unknown = sorted(given.keys() - names)
             if unknown:
                 raise TypeError(f"{metric}() got unexpected keyword arguments for its call: {', '.join(unknown)}")

@@ -191,7 +191,7 @@ def self_values(data, params, batches: list[SimilarityBatch] | None = None) -> t
 
 def differentiable_similarity(data, params) -> torch.Tensor:
     """Eq. (1) Sim of every pair of ``data`` (float64, shape (n_pairs,)), with autograd through the
-    encoder that made its clouds: fine-tuning's scorer (:attr:`moverkit.registry.Metric.differentiable`),
+    encoder that made its clouds: fine-tuning's scorer (:attr:`moverkit.integrations.registry.Metric.differentiable`),
     the same code as :func:`pair_scores` but for the cut back to the documented range, which has no
     useful gradient."""
     return normalized(pair_values(data, params), self_values(data, params), data.ref_index, data.pred_index)

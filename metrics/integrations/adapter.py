@@ -9,28 +9,35 @@ Two kinds of doors:
   ones included (moverscore's IDF fitted over the call's texts), and every setting: the call is
   the corpus (:func:`whole_corpus_arguments`).
 - **Slice doors** score slices of a corpus: a ``moverkit.map_scores`` or Ray batch, a reward step
-  (``moverkit.rewards``, ``moverkit.verl``), a server batch (``moverkit.serve``), an MBR selection
-  and one lighteval sample. A pair's score there must not depend on the slice it lands in, so they
-  apply the batch-independent defaults (:attr:`moverkit.registry.Metric.independent_defaults`:
-  moverscore without IDF unless a table is given) and refuse a batch-dependent setting given
-  explicitly or by a settings file (``centering="batch"``, ``idf=True`` without a table) with one
-  message, :func:`refusal`, before any model loads (:func:`slice_arguments`).
+  (``moverkit.reward_function``, ``moverkit.verl``), a server batch (``moverkit.serve``), an MBR
+  selection and one lighteval sample. A pair's score there must not depend on the slice it lands
+  in, so they apply the batch-independent defaults
+  (:attr:`moverkit.integrations.registry.Metric.independent_defaults`: moverscore without IDF
+  unless a table is given) and refuse a batch-dependent setting given explicitly or by a settings
+  file (``centering="batch"``, ``idf=True`` without a table) with one message, :func:`refusal`,
+  before any model loads (:func:`slice_arguments`).
 
 The hashcode of a result says which defaults applied (moverscore's ``_idf_`` or ``_no-idf_``), so
 a number from a slice door is never taken for the whole-corpus door's.
 
 The function, the evaluate module and ``moverkit score`` are the metric itself; every other door
-checks its arguments here (:meth:`moverkit.registry.Metric.scoring_arguments`), chooses and names
-its output here (:func:`checked_output`, :func:`output_label`, :func:`output_scores`), checks them
-by value before it starts something expensive (:func:`check_values`: a server's replicas, an
-lm-eval task's generation), places a slice's call here (:func:`call_arguments`) and calls the
-metric through :func:`score`, which
-leaves the random states as it found them (``tests/test_door_parity.py`` holds all of it).
+checks its arguments here (:meth:`moverkit.integrations.registry.Metric.scoring_arguments`),
+chooses and names its outputs here (:func:`checked_output`, :func:`output_label`,
+:func:`labelled_outputs`, :func:`output_scores`), checks them by value before it starts something
+expensive (:func:`check_values`: a server's replicas, an lm-eval task's generation), places a
+slice's call here (:func:`call_arguments`) and calls the metric through :func:`score`, which leaves
+the random states as it found them; the outputs of one metric that a framework reports as separate
+metrics share one call (:class:`LastCall`), and what a door builds per setting (a reward, a
+request's checked arguments) is built once and kept (:func:`kept`).
+``tests/integrations/test_adapter.py`` holds all of it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import json
+import threading
+from collections.abc import Callable, Collection, Mapping
+from typing import TypeVar
 
 from moverkit.facts.specs import SPECS
 
@@ -40,19 +47,19 @@ SLICES = "a map or Ray batch, a reward step, a server batch, an MBR selection, o
 
 def whole_corpus_arguments(metric: str, arguments: Mapping, door: str) -> dict:
     """``arguments`` of a whole-corpus door (``door`` names it in an error), checked by name
-    (:meth:`moverkit.registry.Metric.scoring_arguments`): the metric's own defaults apply."""
-    from moverkit.registry import get
+    (:meth:`moverkit.integrations.registry.Metric.scoring_arguments`): the metric's own defaults apply."""
+    from moverkit.integrations.registry import get
 
     return get(metric).scoring_arguments(arguments, door)
 
 
 def slice_arguments(metric: str, arguments: Mapping, door: str, also: Collection[str] = ()) -> dict:
     """``arguments`` of a slice door, checked by name (``also``: what the door takes beside the
-    scores, :meth:`~moverkit.registry.Metric.scoring_arguments`), with the batch-independent
+    scores, :meth:`~moverkit.integrations.registry.Metric.scoring_arguments`), with the batch-independent
     defaults where neither the caller nor its settings file sets the argument; a batch-dependent
     setting is the ``ValueError`` of :func:`refusal`. The settings file is read here, before any
     model loads."""
-    from moverkit.registry import get
+    from moverkit.integrations.registry import get
 
     registered = get(metric)
     given = registered.scoring_arguments(arguments, door, also)
@@ -66,7 +73,7 @@ def slice_arguments(metric: str, arguments: Mapping, door: str, also: Collection
 
 def refusal(metric: str, dependence: str) -> str:
     """The one message of every slice door for a batch-dependent setting (``dependence``, from
-    :meth:`moverkit.registry.Metric.batch_dependence`)."""
+    :meth:`moverkit.integrations.registry.Metric.batch_dependence`)."""
     return (
         f"{metric}: {dependence}, so a pair's score would depend on the other pairs of its slice ({SLICES}); "
         "use centering='corpus' (the statistic shipped for the embedded model, or "
@@ -91,6 +98,13 @@ def output_label(metric: str, output: str | None) -> str:
     """The name a door gives ``output`` of ``metric``: the metric's own name for its main (or one)
     score, ``<metric>_<output>`` for another (``centered_bertscore_recall``)."""
     return metric if output in (None, SPECS[metric].main) else f"{metric}_{output}"
+
+
+def labelled_outputs(metric: str) -> list[tuple[str, str | None]]:
+    """Each output of ``metric``, in its spec's order, as a door that reports every output as a
+    metric of its own (lighteval, lm-eval) names and reads it: its :func:`output_label` and its
+    :func:`checked_output` (``None`` for a metric of one score)."""
+    return [(output_label(metric, output), checked_output(metric, output)) for output in SPECS[metric].outputs]
 
 
 def output_scores(result: Mapping, output: str | None) -> list:
@@ -156,7 +170,48 @@ def score(metric: str, predictions: list, references: list, arguments: Mapping) 
     random states (Python's, numpy's, torch's) left as they were, as a training loop that seeded
     them counts on: the one call every door makes."""
     from moverkit._core.base import kept_random_state
-    from moverkit.registry import get
+    from moverkit.integrations.registry import get
 
     with kept_random_state():
         return get(metric).function(predictions, references, **arguments)
+
+
+class LastCall:
+    """:func:`score` of ``metric`` that keeps its last result: the outputs of one metric
+    (precision, recall, F1), which lighteval and lm-eval report as separate metrics, ask for the
+    same task's pairs in turn and share one call. A call on other pairs or arguments replaces it."""
+
+    def __init__(self, metric: str):
+        self.metric = metric
+        self._last: tuple[str, dict] | None = None
+
+    def __call__(self, predictions, references, arguments: Mapping) -> dict:
+        key = json.dumps([predictions, references, arguments], sort_keys=True, default=repr)
+        if self._last is None or self._last[0] != key:
+            self._last = (key, score(self.metric, predictions, references, arguments))
+        return self._last[1]
+
+
+KEPT = 64
+"""What a process keeps of what doors build per setting (:func:`kept`): the last 64 settings used."""
+_KEPT: dict[tuple, object] = {}
+_KEPT_LOCK = threading.Lock()
+Built = TypeVar("Built")
+
+
+def kept(key: tuple, build: Callable[[], Built]) -> Built:
+    """What ``build()`` makes for ``key`` (plain values: the door, the metric and its settings as
+    JSON), made once and kept while it is among the :data:`KEPT` last used in this process: a door
+    called per step or per request with one setting (verl's reward, a server's requests' arguments)
+    builds and checks it once, and a process that sees many settings holds a bounded number. A
+    ``build`` that raises keeps nothing."""
+    with _KEPT_LOCK:
+        if key in _KEPT:
+            _KEPT[key] = _KEPT.pop(key)  # the most recently used last: the first is the one to drop
+            return _KEPT[key]
+    made = build()
+    with _KEPT_LOCK:
+        _KEPT[key] = made
+        if len(_KEPT) > KEPT:
+            del _KEPT[next(iter(_KEPT))]
+    return made

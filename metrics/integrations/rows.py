@@ -1,6 +1,6 @@
 """Rows in and out of a door: a row's references checked as ``compute`` checks them (the error
 naming the column or field and the row), a column a door reads that is not there, and a result
-as columns (``datasets.map``, Ray Data) or as one record per pair (the server)."""
+as columns (``datasets.map``, Ray Data) or as one record per pair and back (the server)."""
 
 from __future__ import annotations
 
@@ -41,3 +41,10 @@ def result_records(result: Mapping) -> list[dict]:
     columns = result_columns(result)
     n = len(next(iter(columns.values()), []))
     return [{**{key: values[i] for key, values in columns.items()}, "hashcode": result["hashcode"]} for i in range(n)]
+
+
+def records_result(records: Sequence[Mapping]) -> dict:
+    """Records of :func:`result_records` (of one call's arguments, however many calls scored
+    them) as one result: a list per output, in the records' order, and their ``hashcode``."""
+    columns = {key: [record[key] for record in records] for key in records[0] if key != "hashcode"}
+    return {**columns, "hashcode": records[0]["hashcode"]}

@@ -7,7 +7,7 @@ set, the 65 rated systems of the 7 to-English pairs, their human scores; made by
 AIPHES/ACL20-Reference-Free-MT-Evaluation (``references/``, ``system-outputs/<lp>/``,
 ``DA-syslevel.csv``). Only WMT17 is read: the other years are kept for independent checks.
 
-A library module: ``moverkit.finetune``, ``moverkit combine`` and ``moverkit.bench`` stand on it
+A library module: ``moverkit.finetune``, ``moverkit combine`` and the benchmarks (``benchmarks/`` of the repository) stand on it
 (the agreement of scores with them is :mod:`moverkit.judgments.correlation`'s)."""
 
 from __future__ import annotations
@@ -145,23 +145,8 @@ references), written by ``data/extract_wmt17_system_level.py``."""
 EXTRACT_HUMAN = CHECKOUT_DATA / "wmt17_system_level_to_en_human.tsv"
 """The extract's human system-level scores: ``lp, system, human``."""
 
-_MOVED = {"SHIPPED": "EXTRACT", "SHIPPED_HUMAN": "EXTRACT_HUMAN", "read_shipped": "read_extract"}
-"""Names of 0.2.0, renamed in 0.3.0 when the extract left the wheel: kept for one release, with a
-``DeprecationWarning``."""
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        import warnings
-
-        new = _MOVED[name]
-        warnings.warn(f"moverkit.judgments.{name} is deprecated: use {new}", DeprecationWarning, stacklevel=2)
-        return globals()[new]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 REFERENCE = "reference"
-"""The ``system`` of the reference rows in :data:`SHIPPED`."""
+"""The ``system`` of the reference rows in :data:`EXTRACT`."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +247,7 @@ def read_extract(
 
 def segment_scores(test_set: TestSet, metric: str, **kwargs) -> dict[str, list[float]]:
     """Each system's segment scores (the metric's main output): one call over all systems."""
-    from moverkit.registry import REGISTRY
+    from moverkit.integrations.registry import REGISTRY
 
     systems = list(test_set.outputs)
     predictions = [text for s in systems for text in test_set.outputs[s]]

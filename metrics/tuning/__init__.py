@@ -41,7 +41,7 @@ import numpy as np
 
 from moverkit.facts.specs import SPECS
 from moverkit.facts.ties import first_best
-from moverkit.registry import REGISTRY
+from moverkit.integrations.registry import REGISTRY
 from moverkit.tuning.targets import TARGETS
 
 OBJECTIVES = ("pearson", "kendall")

@@ -24,7 +24,7 @@ from moverkit.functional.moverscore import score_pairs as moverscore_pair_scores
 from moverkit.functional.twmd import pair_scores as twmd_pair_scores
 from moverkit.functional.twmd import resolve_params as twmd_params
 from moverkit.functional.twmd import similarities
-from moverkit.registry import REGISTRY
+from moverkit.integrations.registry import REGISTRY
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def _twmd_grid(n_layers: int, with_corpus: bool) -> list[dict[str, list]]:
 
 def with_defaults(metric: str, setting: dict) -> dict:
     """``setting`` with every settable argument it leaves out at the metric's default (its
-    signature's: :attr:`moverkit.registry.Metric.settable`)."""
+    signature's: :attr:`moverkit.integrations.registry.Metric.settable`)."""
     return {**REGISTRY[metric].settable, **setting}
 
 

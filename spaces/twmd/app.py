@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from moverkit.demo import EXAMPLES, Heatmap, Param, build_demo, centering_params, layer_param, model_param
-from moverkit.functional.twmd import DEFAULT_TEMPERATURES, MEAN_CENTERINGS
+from moverkit.functional.twmd import DEFAULT_TEMPERATURES, MEAN_CENTERINGS, VARIANTS
 
 CENTERED, UNCENTERED = (
     ", ".join(f"{variant} {t[kind]}" for variant, t in DEFAULT_TEMPERATURES.items())
@@ -16,7 +16,7 @@ demo = build_demo(
     title="Tempered Word Mover Distance (TWMD)",
     description="A similarity of the tokens through a tempered transport plan: **higher is better**.",
     params=[
-        Param("variant", "Variant", "choice", ("twmd", "trwmd", "sbert", "cka"), info="the result is named after it"),
+        Param("variant", "Variant", "choice", VARIANTS, info="the result is named after it"),
         Param(
             "temperature",
             "Temperature T",

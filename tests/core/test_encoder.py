@@ -18,7 +18,7 @@ from moverkit._core import (
     resolve_device,
     tokenize,
 )
-from moverkit._core.encoding.encoder import load_encoder
+from moverkit._core.encoding.models import load_encoder
 from moverkit._core.encoding.request import EncoderRequest
 
 
@@ -277,7 +277,7 @@ def test_a_folder_saved_today_takes_the_layer_of_the_known_model_of_its_shape(tm
 
 def _transformers_ids(tokenizer, texts, limit):
     """Token ids and special-token masks as transformers' own call gives them (the oracle of
-    :func:`moverkit._core.encoding.encoder.rust_encode`)."""
+    :meth:`moverkit._core.encoding.tokens.CallTokenizer.tokenize` on the Rust copy)."""
     encoded = tokenizer(
         [t.strip() for t in texts],
         add_special_tokens=True,
@@ -363,8 +363,8 @@ def test_the_square_mask_gives_the_model_s_own_vectors_without_a_host_read(wmt_p
     them). The model itself is not changed: no ``forward`` of its own."""
     import copy
 
+    from benchmarks.host import DispatchCounter
     from moverkit._core.encoding.sentences import get_sentence_encoder
-    from moverkit.bench.host import DispatchCounter
 
     encoder = get_encoder(None, None, "cpu")
     assert encoder.square_mask == (encoder.model.config._attn_implementation == "sdpa")

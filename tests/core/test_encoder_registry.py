@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import torch
 
-from moverkit._core.encoding import encoder
 from moverkit._core.encoding import models as registry
 
 WAIT = 60.0
@@ -116,7 +115,7 @@ def test_no_lock_outlives_the_threads_that_need_it(empty_registry):
     assert started.wait(WAIT)
     second = _thread(lambda: got.__setitem__(2, registry.cached_model(("test", "D"), object)))
     deadline = time.monotonic() + WAIT
-    while registry._LOADING[("test", "D")].threads < 2 and time.monotonic() < deadline:
+    while registry._LOADING._locks[("test", "D")].threads < 2 and time.monotonic() < deadline:
         time.sleep(0.01)  # until the second thread waits for the first one's load
     release.set()
     first.join(WAIT)
@@ -128,6 +127,41 @@ def test_no_lock_outlives_the_threads_that_need_it(empty_registry):
 
     with pytest.raises(ValueError, match="no such model"):
         registry.cached_model(("test", "E"), fail)
+    assert not registry._LOADING
+
+
+def test_loads_of_two_models_from_several_threads_leave_no_lock(empty_registry):
+    """Issue 68: eight threads ask for two models at once, four each, both loads held until every
+    thread is in: each model is loaded once, every thread gets its model's one object, and once they
+    are done no key keeps a lock (the old registry kept one per model ever asked for)."""
+    arrived, release = threading.Barrier(9), threading.Event()
+    loads = []
+
+    def load(name):
+        loads.append(name)
+        assert release.wait(WAIT)
+        return object()
+
+    got = {}
+
+    def want(i):
+        name = "AB"[i % 2]
+        arrived.wait(WAIT)
+        got[i] = registry.cached_model(("test", name), lambda: load(name))
+
+    threads = [_thread(lambda i=i: want(i)) for i in range(8)]
+    arrived.wait(WAIT)
+    deadline = time.monotonic() + WAIT
+    while sum(entry.threads for entry in list(registry._LOADING._locks.values())) < 8 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until every thread loads or waits for its model's load
+    assert len(registry._LOADING) == 2
+    release.set()
+    for thread in threads:
+        thread.join(WAIT)
+    assert not any(thread.is_alive() for thread in threads)
+    assert sorted(loads) == ["A", "B"]
+    assert len({id(got[i]) for i in range(0, 8, 2)}) == len({id(got[i]) for i in range(1, 8, 2)}) == 1
+    assert got[0] is not got[1]
     assert not registry._LOADING
 
 
@@ -167,9 +201,9 @@ def test_a_load_leaves_the_random_generators_as_it_found_them(pooler_less_path, 
     from moverkit._core.encoding.sentences import get_sentence_encoder
 
     load = {
-        "token": lambda: encoder.get_encoder(pooler_less_path),
+        "token": lambda: registry.get_encoder(pooler_less_path),
         "sentence": lambda: get_sentence_encoder(None, "cpu"),
-        "fine-tuning": lambda: encoder.load_encoder(pooler_less_path, trainable=True),
+        "fine-tuning": lambda: registry.load_encoder(pooler_less_path, trainable=True),
     }[kind]
     _seed()
     expected = _draws()

@@ -103,6 +103,13 @@ def test_the_budget_a_call_opens_with_is_the_blocks_then_the_processs_then_the_v
     assert environment.read_environment().memory_budget == 3 * 2**20
 
 
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "1e9"])
+def test_bad_budget_in_the_environment_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("MOVERKIT_MEMORY_BUDGET", value)
+    with pytest.raises(ValueError, match="MOVERKIT_MEMORY_BUDGET"):
+        twmd(["a cat"], ["a dog"], centering="none")
+
+
 @pytest.mark.parametrize(
     ("variables", "folder"),
     [

@@ -153,7 +153,7 @@ def test_a_fine_tune_of_the_embedded_model_is_its_own_model_with_its_own_mean(tm
     from safetensors.torch import load_file, save_file
 
     from moverkit._core.centering import fit
-    from moverkit._core.encoding.encoder import load_encoder
+    from moverkit._core.encoding.models import load_encoder
     from moverkit.functional import twmd
 
     tuned = _copy(embedded_model_path(), tmp_path / "twmd-b-wmt17")

@@ -145,14 +145,13 @@ def test_collected_warnings_are_each_threads_own():
 
 def test_fitting_one_encoders_statistic_blocks_only_the_threads_that_want_it(monkeypatch):
     """default_corpus_stats fits once per encoder: a thread wanting the one being fitted waits and
-    takes it; a thread wanting another encoder's fits it meanwhile."""
+    takes it; a thread wanting another encoder's fits it meanwhile; no lock outlives the fits."""
     from types import SimpleNamespace
 
     from moverkit._core.centering import fit
 
     monkeypatch.setenv(environment.CENTERING_CACHE_VARIABLE, "off")
     monkeypatch.setattr(fit, "_FITTED", {})
-    monkeypatch.setattr(fit, "_FITTING", {})
     entered, release, fitted = threading.Event(), threading.Event(), []
 
     def slow_fit(encoder, dtype):
@@ -183,3 +182,4 @@ def test_fitting_one_encoders_statistic_blocks_only_the_threads_that_want_it(mon
     for thread in (first, same):
         thread.join(timeout=30)
     assert got["same"] is got["first"] and fitted == ["slow", "other"]
+    assert not fit._FITTING

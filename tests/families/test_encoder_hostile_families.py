@@ -10,7 +10,8 @@ import torch
 
 from families.models import READS_PADDING, REFUSED, SPECS, quiet_transformers, reference_model, wmt17_pairs
 from moverkit import functional
-from moverkit._core.encoding.encoder import encode_texts, load_encoder
+from moverkit._core.encoding.encoder import encode_texts
+from moverkit._core.encoding.models import load_encoder
 from moverkit._core.encoding.request import EncoderRequest, weights_fingerprint
 from moverkit._core.encoding.sentences import get_sentence_encoder
 

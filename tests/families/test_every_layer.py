@@ -21,7 +21,8 @@ import torch
 from families.models import STACKS, quiet_transformers
 from moverkit import functional
 from moverkit._core.base import MoverkitWarning
-from moverkit._core.encoding.encoder import encode_texts, load_encoder
+from moverkit._core.encoding.encoder import encode_texts
+from moverkit._core.encoding.models import load_encoder
 from moverkit._core.encoding.request import EncoderRequest
 
 N_LAYERS = 3

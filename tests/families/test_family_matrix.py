@@ -54,7 +54,8 @@ from families.models import (
 )
 from moverkit import functional
 from moverkit._core.call import streaming, temporary_memory_budget
-from moverkit._core.encoding.encoder import encode_texts, load_encoder
+from moverkit._core.encoding.encoder import encode_texts
+from moverkit._core.encoding.models import load_encoder
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.tokens import tokenize
 

@@ -15,11 +15,11 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+from benchmarks.host import DispatchCounter
 from moverkit import MoverkitWarning
 from moverkit._core import IdfTable, embedded_model_path, prepare_pairs
 from moverkit._core.centering.maths import Centering
 from moverkit._core.encoding.request import EncoderRequest
-from moverkit.bench.host import DispatchCounter
 from moverkit.functional.lazy_emd import SOLVER_BATCH_ELEMENTS, lazy_emd, resolve_params
 
 PRESET_EN = (0.23, 0.31)

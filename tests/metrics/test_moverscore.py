@@ -16,9 +16,9 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+from benchmarks.host import DispatchCounter
 from moverkit._core import TokenClouds, embedded_model_path
 from moverkit._core.call import power_means
-from moverkit.bench.host import DispatchCounter
 from moverkit.functional.moverscore import moverscore, pairwise_cost, text_units
 from moverkit.ot import exact_transport
 

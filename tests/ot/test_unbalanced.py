@@ -13,7 +13,7 @@ import pytest
 import torch
 from scipy.optimize import brentq
 
-from moverkit.bench.host import DispatchCounter
+from benchmarks.host import DispatchCounter
 from moverkit.ot import unbalanced, unbalanced_plan, unbalanced_sinkhorn
 
 PRESET_EN = (0.23, 0.31)

@@ -1,9 +1,9 @@
 """The ground layer of the core: what every other layer uses and nothing of moverkit's own below it.
 
 Argument checks (``checks``, a namespace: ``checks.positive_int(...)``), moverkit's warnings, the
-hardware (devices, CPU flags, the environment a call reads), the random generators a model load
-leaves as it found them, sizes and the heap, the padding and bucketing of token clouds, the inputs
-of a call (texts, references, groups) and long-text windows.
+environment a call reads, the hardware (devices, dtypes, CPU flags), the random generators a model
+load leaves as it found them, a lock per key, sizes and the heap, the padding and bucketing of token
+clouds, the inputs of a call (texts, references, groups) and long-text windows.
 The metric maths the metrics share (cosines, greedy matching) is the ``maths`` layer's.
 """
 

@@ -62,16 +62,6 @@ def nonnegative_float(name: str, value, *, allow_inf: bool = False, hint: str = 
     return value
 
 
-def nonempty_str(name: str, value, *, hint: str = "") -> str:
-    """``value`` if it is a string with a non-blank character."""
-    what = "a non-empty string" + hint
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be {what}, got {value!r}")
-    if not value.strip():
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    return value
-
-
 def one_of(name: str, value, choices: Collection) -> object:
     """``value`` if it is one of ``choices`` (compared with ``==``, types checked: ``1`` is not ``True``)."""
     for choice in choices:

@@ -1,5 +1,7 @@
-"""The machine a call runs on: which device, and which precision of the encoder's forward pass
-is fast there (what a call reads from its environment variables: :mod:`~moverkit._core.base.environment`).
+"""The device a call runs on and the precision of the encoder's forward pass there: which devices
+there are, how work on one is planned, and which precision is fast on it (what a call reads from
+its environment variables is :mod:`~moverkit._core.base.environment`'s; the memory it may take,
+:func:`~moverkit._core.call.streaming.memory_budget`'s).
 
 ``bfloat16`` matrix products are fast only where the CPU has bfloat16 units that oneDNN uses
 well: Intel AMX (``amx_bf16``), or AVX512-BF16 (``avx512_bf16``) on an AMD CPU. Measured with the
@@ -121,35 +123,6 @@ def tokenizes_ahead(device: torch.device) -> bool:
     return device.type != "cpu" if ahead is None else ahead
 
 
-def available_host_memory() -> int | None:
-    """Bytes of memory this process can still take: the host's ``MemAvailable`` (Linux's
-    ``/proc/meminfo``; elsewhere the free pages ``os.sysconf`` reports), capped by the room left in
-    the process's cgroup v2 limit (a container's); ``None`` where neither can be read."""
-    available = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        try:
-            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            available = None
-    try:
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit_file:
-            limit = limit_file.read().strip()
-        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as current_file:
-            current = int(current_file.read().strip())
-        if limit != "max":
-            room = max(int(limit) - current, 0)
-            available = room if available is None else min(available, room)
-    except (OSError, ValueError):
-        pass
-    return available
-
-
 def available_devices() -> list[str]:
     """The devices ``device=`` accepts on this machine: ``cpu``, each CUDA GPU, ``mps``."""
     devices = ["cpu"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
@@ -216,26 +189,23 @@ def check_dtype(dtype: str, device: torch.device) -> str:
     """``dtype`` (concrete) if it runs on ``device``. ``float16`` on a CPU is refused: measured
     (Xeon with AVX512-FP16/AMX, torch 2.13) it was no faster than float32 (autocast) or slower than
     ``bfloat16``, and on CPUs without half-precision units it is far slower. ``bfloat16`` on a CPU
-    without bfloat16 units warns once per process (:class:`SlowPrecisionWarning`)."""
+    without bfloat16 units warns in every call that asks for it (:class:`SlowPrecisionWarning`,
+    through :func:`~moverkit._core.base.user_warnings.warn_user`: Python's default filter shows it
+    once per line of the caller's, and each ``collected_warnings`` block gathers its own)."""
     if dtype == "float16" and device.type == "cpu":
         raise ValueError(
             "dtype='float16' is not offered on the CPU (it is no faster than float32 there); "
             "use dtype='bfloat16' on a CPU with bfloat16 units, dtype='auto', or float16 on a GPU"
         )
     if dtype == "bfloat16" and device.type == "cpu" and not native_bfloat16_cpu():
-        _warn_slow_bfloat16()
+        warn_user(
+            f"dtype='bfloat16' on a CPU without fast bfloat16 units (no AMX, nor AVX512-BF16 on an AMD CPU, or "
+            f"capped by ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY): measured {SLOW_BFLOAT16_RATIO} the speed of "
+            "float32 (0.64-0.69x on an Intel CPU with AVX512-BF16 but no AMX); "
+            "pass dtype='float32' (or dtype='auto', which picks the fastest precision for the device)",
+            SlowPrecisionWarning,
+        )
     return dtype
-
-
-@functools.cache
-def _warn_slow_bfloat16() -> None:
-    warn_user(
-        f"dtype='bfloat16' on a CPU without fast bfloat16 units (no AMX, nor AVX512-BF16 on an AMD CPU, or "
-        f"capped by ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY): measured {SLOW_BFLOAT16_RATIO} the speed of float32 "
-        "(0.64-0.69x on an Intel CPU with AVX512-BF16 but no AMX); "
-        "pass dtype='float32' (or dtype='auto', which picks the fastest precision for the device)",
-        SlowPrecisionWarning,
-    )
 
 
 def precision(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:

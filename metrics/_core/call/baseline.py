@@ -53,8 +53,9 @@ from moverkit._core.encoding.request import is_english
 from moverkit.facts.specs import SPECS
 
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "baselines"
-"""The shipped baselines: ``<model name, / as __>.<centering>.csv`` for centered_bertscore (bert-score's
-naming), ``<metric>.<model name, / as __>.<centering>.csv`` for the other metrics."""
+"""The shipped baselines: ``<model name, / as __>.<centering>.csv`` for a metric whose files are
+bert-score's (centered_bertscore), ``<metric>.<model name, / as __>.<centering>.csv`` for the others
+(:func:`baseline_name`)."""
 
 HEADER = ("LAYER", "P", "R", "F")
 """bert-score's header: the columns of centered_bertscore and sbertscore."""
@@ -62,9 +63,11 @@ HEADER = ("LAYER", "P", "R", "F")
 SETTINGS = "SETTINGS"
 """The optional last column: the settings each row was fitted under (:func:`settings_key`)."""
 
-DISTANCE_COLUMNS = ("LAZY_EMD",)
-"""Columns of distances (best value 0): rescaled as ``d / b``, their baseline a finite number >=
-:data:`MIN_DISTANCE_BASELINE`."""
+DISTANCE_COLUMNS = tuple(
+    output.upper() for spec in SPECS.values() if not spec.higher_is_better for output in spec.outputs
+)
+"""Columns of distances (best value 0; the outputs of the metrics whose spec says lower is better):
+rescaled as ``d / b``, their baseline a finite number >= :data:`MIN_DISTANCE_BASELINE`."""
 
 MIN_DISTANCE_BASELINE = 1e-3
 """The smallest baseline of a distance taken. A baseline is the mean distance of unrelated
@@ -99,9 +102,10 @@ def score_columns(outputs) -> tuple[str, ...]:
 
 
 def baseline_name(metric: str, model: str, mode: str) -> str:
-    """The file name of a shipped baseline (:data:`BASELINE_DIR`) of centering ``mode``."""
+    """The file name of a shipped baseline (:data:`BASELINE_DIR`) of centering ``mode``, prefixed by
+    the metric's name but for a metric whose files are bert-score's (:data:`PREFIXED`)."""
     name = f"{model.replace('/', '__')}.{mode}.csv"
-    return name if metric == BERTSCORE_NAMED else f"{metric}.{name}"
+    return f"{metric}.{name}" if metric in PREFIXED else name
 
 
 def fit_command(metric: str, mode: str | None = None, layer: int | None = None) -> str:
@@ -114,11 +118,10 @@ def fit_command(metric: str, mode: str | None = None, layer: int | None = None) 
     return f"`{command}` (add --arg KEY=VALUE for each other setting of the call)"
 
 
-BERTSCORE_NAMED = "centered_bertscore"
-"""The metric whose shipped files keep bert-score's names (no prefix: its files are bert-score's)."""
-
-PREFIXED = tuple(name for name in SPECS if name != BERTSCORE_NAMED)
-"""The metrics whose shipped file names start with the metric's name (:func:`baseline_name`)."""
+PREFIXED = tuple(name for name, spec in SPECS.items() if spec.baseline_form != "bert-score")
+"""The metrics whose shipped file names start with the metric's name (:func:`baseline_name`): all
+but those whose files are bert-score's own, named as bert-score names them (their spec's
+``baseline_form``)."""
 
 
 def shipped_baselines(metric: str) -> list[str]:

@@ -37,8 +37,9 @@ from moverkit._core.centering.maths import Centering, center, center_rows
 from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.cache import cached_encode, cached_sentence_vectors
 from moverkit._core.encoding.clouds import TokenClouds
-from moverkit._core.encoding.encoder import Encoder, encoder_for, offsets_of
+from moverkit._core.encoding.encoder import Encoder, offsets_of
 from moverkit._core.encoding.idf import IdfTable, check_idf, token_weights
+from moverkit._core.encoding.models import encoder_for
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import SENTENCE_LAYER, SentenceClouds, SentenceEncoder
 from moverkit._core.encoding.splitting import split_texts, splitter_tag

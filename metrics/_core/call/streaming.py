@@ -38,6 +38,7 @@ tokens counted, not a second tokenization.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,15 +48,16 @@ import torch
 from tqdm.auto import tqdm
 
 from moverkit._core.base.environment import current_environment
-from moverkit._core.base.hardware import available_host_memory, tokenizes_ahead
+from moverkit._core.base.hardware import tokenizes_ahead
 from moverkit._core.base.heap import fix_mmap_threshold
 from moverkit._core.base.inputs import CallTexts, call_texts
 from moverkit._core.call.opening import MetricCall, PreparedChunk
 from moverkit._core.centering.maths import RowMean, warn_small_batch
 from moverkit._core.centering.stats_file import CenteringStats
 from moverkit._core.encoding.cache import cached_encode
-from moverkit._core.encoding.encoder import Encoder, encoder_for
+from moverkit._core.encoding.encoder import Encoder
 from moverkit._core.encoding.idf import IdfTable
+from moverkit._core.encoding.models import encoder_for
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import sentence_encoder_for, sentence_truncations
 from moverkit._core.encoding.tokens import AheadTokens, CallTokenizer, TokenizedTexts
@@ -68,12 +70,12 @@ least budget :data:`HOST_MEMORY_SHARE` gives. On a CUDA device see :data:`CUDA_M
 
 HOST_MEMORY_SHARE = 0.25
 """The share of the memory the machine has available at a call's start
-(:func:`~moverkit._core.base.hardware.available_host_memory`: ``MemAvailable``, within the
-process's cgroup limit) that a CPU call's token vectors may take when no budget is set, never
-less than :data:`DEFAULT_MEMORY_BUDGET`. A fixed 512 MB cut 2,800 WMT17 pairs into 2 chunks with
-all-MiniLM-L6-v2 and 3 with all-mpnet-base-v2 on a 24 GiB machine, and ``batch`` centering then
-encodes every text twice (issue 51: 68 CPU s against 34); a quarter of what is free leaves the
-rest to the model, the forward passes and the other processes."""
+(:func:`available_host_memory`: ``MemAvailable``, within the process's cgroup limit) that a CPU
+call's token vectors may take when no budget is set, never less than :data:`DEFAULT_MEMORY_BUDGET`.
+A fixed 512 MB cut 2,800 WMT17 pairs into 2 chunks with all-MiniLM-L6-v2 and 3 with
+all-mpnet-base-v2 on a 24 GiB machine, and ``batch`` centering then encodes every text twice
+(issue 51: 68 CPU s against 34); a quarter of what is free leaves the rest to the model, the
+forward passes and the other processes."""
 
 VECTOR_COPIES = 3
 """Float32 copies of each token vector a chunk holds at once: the encoded vectors, the centered
@@ -105,6 +107,35 @@ def memory_budget(device: torch.device | None = None) -> int:
     if device is not None and device.type == "cuda":
         return max(int(CUDA_MEMORY_SHARE * torch.cuda.mem_get_info(device)[0]), 1)
     return max(int(HOST_MEMORY_SHARE * (available_host_memory() or 0)), DEFAULT_MEMORY_BUDGET)
+
+
+def available_host_memory() -> int | None:
+    """Bytes of memory this process can still take: the host's ``MemAvailable`` (Linux's
+    ``/proc/meminfo``; elsewhere the free pages ``os.sysconf`` reports), capped by the room left in
+    the process's cgroup v2 limit (a container's); ``None`` where neither can be read."""
+    available = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            available = None
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit_file:
+            limit = limit_file.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as current_file:
+            current = int(current_file.read().strip())
+        if limit != "max":
+            room = max(int(limit) - current, 0)
+            available = room if available is None else min(available, room)
+    except (OSError, ValueError):
+        pass
+    return available
 
 
 def chunks(

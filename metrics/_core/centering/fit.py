@@ -10,7 +10,6 @@ import dataclasses
 import gzip
 import hashlib
 import os
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -21,11 +20,14 @@ import torch
 from moverkit._core.base import checks
 from moverkit._core.base.environment import current_environment
 from moverkit._core.base.inputs import check_texts
+from moverkit._core.base.key_locks import KeyLocks
 from moverkit._core.base.user_warnings import warn_user
 from moverkit._core.centering.maths import LEVELS, MIN_BATCH_TEXTS, RowMean, row_mean
 from moverkit._core.centering.stats_file import SENTENCE_LAYER, STATS_DIR, CenteringStats
 from moverkit._core.encoding.cache import cached_encode, cached_sentence_vectors
-from moverkit._core.encoding.encoder import Encoder, get_encoder
+from moverkit._core.encoding.encoder import Encoder
+from moverkit._core.encoding.memory import emptied_by_release
+from moverkit._core.encoding.models import get_encoder
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import SentenceEncoder, get_sentence_encoder
 from moverkit._core.encoding.splitting import split_sentences
@@ -166,16 +168,20 @@ reference translations of the WMT17 segment-level DA file (news, cs, de, ru, tr,
 one a line. :func:`default_corpus_stats` fits on it for an encoder no statistic ships for."""
 
 _FITTED: dict[tuple, CenteringStats] = {}
-_FITTING: dict[tuple, threading.Lock] = {}
-_FITTING_LOCK = threading.Lock()
+"""The statistics :func:`default_corpus_stats` fitted or read in this process, by its key;
+``moverkit.release()`` empties it (:func:`_forget_fitted`)."""
+
+_FITTING = KeyLocks()
+"""The lock of each encoder's statistic (:func:`default_corpus_stats`' key): a thread fitting it
+(a minute for a large encoder on a CPU) makes the threads that want the same one wait and take its
+result, and no thread that wants another encoder's."""
 
 
-def _fit_lock(key: tuple) -> threading.Lock:
-    """The lock of one encoder's statistic (:func:`default_corpus_stats`' key): a thread fitting it
-    (a minute for a large encoder on a CPU) makes the threads that want the same one wait and take
-    its result, and no thread that wants another encoder's."""
-    with _FITTING_LOCK:
-        return _FITTING.setdefault(key, threading.Lock())
+@emptied_by_release
+def _forget_fitted() -> None:
+    """Drop the statistics fitted or read in this process (``moverkit.release()`` calls it): the
+    files kept on disk stay, and the next call that needs one reads it from there."""
+    _FITTED.clear()
 
 
 def default_corpus() -> list[str]:
@@ -202,9 +208,10 @@ def default_corpus_stats(encoder: Encoder | SentenceEncoder, dtype: str) -> Cent
     layer = SENTENCE_LAYER if sentence else encoder.layer
     limit = None if sentence else encoder.max_length
     key = (encoder.name, layer, limit, str(encoder.device), dtype)
-    with _fit_lock(key):
-        if key in _FITTED:
-            return _FITTED[key]
+    with _FITTING.hold(key):
+        fitted = _FITTED.get(key)  # one read: a release() meanwhile may empty _FITTED
+        if fitted is not None:
+            return fitted
         path = _cache_path(encoder.name, layer, limit, dtype)
         stats = _read_cached(path, encoder.name, layer)
         if stats is None:

@@ -1,21 +1,14 @@
 """The encoding layer: text to token or sentence vectors; imports only ``base``.
 
 What to encode (``EncoderRequest``: the model and its name, the layer, languages), the encoders
-(loaded once per model, layer and device, kept in a registry that ``release`` empties), sentence splitting and the sentence
-encoder, the cache of token clouds and sentence vectors across calls, and IDF weights.
+(loaded once per model, layer and device, kept in a registry that ``release`` empties) and their
+forward pass, sentence splitting and the sentence encoder, the cache of token clouds and sentence
+vectors across calls, and IDF weights.
 """
 
 from moverkit._core.encoding.cache import DEFAULT_MAX_BYTES, cache_enabled, clear_cache, set_cache
 from moverkit._core.encoding.clouds import TokenClouds
-from moverkit._core.encoding.encoder import (
-    Encoder,
-    NonFiniteOutputs,
-    encode,
-    encode_texts,
-    encoder_for,
-    get_encoder,
-    load_encoder,
-)
+from moverkit._core.encoding.encoder import Encoder, NonFiniteOutputs, encode, encode_texts
 from moverkit._core.encoding.idf import (
     IdfTable,
     check_idf,
@@ -26,7 +19,7 @@ from moverkit._core.encoding.idf import (
     zero_weight_texts,
 )
 from moverkit._core.encoding.memory import release
-from moverkit._core.encoding.models import ArgumentsChecked, arguments_only
+from moverkit._core.encoding.models import ArgumentsChecked, arguments_only, encoder_for, get_encoder, load_encoder
 from moverkit._core.encoding.request import (
     DEFAULT_MODEL,
     MODEL_LAYERS,

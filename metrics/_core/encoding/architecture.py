@@ -4,7 +4,7 @@ where to cut it for a layer (:func:`cut_after`), the positions it has (:func:`po
 one batch every load-time probe runs (:func:`probe_rows`) under a check that it leaves the model
 as it was (:func:`unchanged`), and whether it takes a ready square attention mask
 (:func:`takes_square_mask`); whether padding moves its vectors is probed where the vectors are
-read (:func:`~moverkit._core.encoding.encoder.check_padding`). Nothing here is read from a list of
+read (:func:`~moverkit._core.encoding.models.check_padding`). Nothing here is read from a list of
 model types: users bring their own encoders, and a fact read from a list holds only for the
 models on it.
 """

@@ -60,6 +60,7 @@ from moverkit._core.base.heap import trim_heap
 from moverkit._core.base.sizes import parse_size, size_from_env
 from moverkit._core.encoding.clouds import TokenClouds
 from moverkit._core.encoding.encoder import Encoder, encode
+from moverkit._core.encoding.memory import emptied_by_release
 from moverkit._core.encoding.request import EncoderRequest
 from moverkit._core.encoding.sentences import SentenceEncoder, encode_sentences, sentence_truncations
 from moverkit._core.encoding.tokens import CallTokenizer, TokenizedTexts, Truncations
@@ -219,14 +220,21 @@ def cache_enabled(max_bytes: int | str | None = None) -> Iterator[None]:
 
 def clear_cache() -> None:
     """Empty the cache of token clouds and sentence vectors that this context sees, and the
-    process's (``moverkit.release()`` calls it), zero their counts, and hand the freed heap back to
-    the operating system (:func:`trim_heap`). Blocks running in other threads keep theirs until
-    they end."""
+    process's (:func:`_forget_cached`), and hand the freed heap back to the operating system
+    (:func:`trim_heap`)."""
+    _forget_cached()
+    trim_heap()
+
+
+@emptied_by_release
+def _forget_cached() -> None:
+    """Empty the cache of token clouds and sentence vectors that this context sees, and the
+    process's, and zero their counts (``moverkit.release()`` calls it). Blocks running in other
+    threads keep theirs until they end."""
     with _CACHE._lock:
         for scope in {_scope(), _PROCESS}:
             _CACHE.drop(scope)
             scope.hits = scope.misses = 0
-    trim_heap()
 
 
 def cache_info() -> dict:

@@ -284,7 +284,7 @@ class EncoderRequest:
     ``torch.device`` from then on), ``dtype="auto"`` replaced by the precision
     :func:`~moverkit._core.base.hardware.auto_dtype` picks for it and the precision checked against
     it (:func:`~moverkit._core.base.hardware.check_dtype`); the model is resolved where the encoder
-    is loaded (:func:`~moverkit._core.encoding.encoder.encoder_for`,
+    is loaded (:func:`~moverkit._core.encoding.models.encoder_for`,
     :func:`~moverkit._core.encoding.sentences.sentence_encoder_for`)."""
 
     model_type: str | os.PathLike | None = None

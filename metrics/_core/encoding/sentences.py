@@ -27,14 +27,8 @@ from moverkit._core.encoding.architecture import (
     takes_square_mask,
 )
 from moverkit._core.encoding.clouds import TokenClouds
-from moverkit._core.encoding.encoder import (
-    all_finite,
-    check_padding,
-    encode_batches,
-    forward_region,
-    non_finite_error,
-)
-from moverkit._core.encoding.models import cached_model
+from moverkit._core.encoding.encoder import all_finite, encode_batches, forward_region, non_finite_error
+from moverkit._core.encoding.models import cached_model, check_padding
 from moverkit._core.encoding.request import EncoderRequest, local_files_only, resolve_model
 from moverkit._core.encoding.tokens import Truncations
 
@@ -152,12 +146,12 @@ def sentence_encoder_for(request: EncoderRequest) -> SentenceEncoder:
 
 def _load_sentence_encoder(name: str, path: str, device: torch.device) -> SentenceEncoder:
     """The sentence encoder of ``path``, loaded as the token encoder is
-    (:func:`~moverkit._core.encoding.encoder.load_encoder`): float32 weights whatever the folder
+    (:func:`~moverkit._core.encoding.models.load_encoder`): float32 weights whatever the folder
     holds, the config's :func:`~moverkit._core.encoding.architecture.load_settings`, the folder's
     default prompt, and refused with a ``ValueError`` where its vectors could not be the model's:
     weights its token vectors read that its files did not hold (:func:`_missing_weights`), or
     token or sentence vectors that move when a text is padded
-    (:func:`~moverkit._core.encoding.encoder.check_padding`, the token metrics' probe)."""
+    (:func:`~moverkit._core.encoding.models.check_padding`, the token metrics' probe)."""
     from sentence_transformers import SentenceTransformer
 
     local_only = local_files_only(path)
@@ -192,7 +186,7 @@ def _check_transformer(encoder: SentenceEncoder, transformer: torch.nn.Module) -
     """The load-time checks of a model whose first module runs a transformers model
     (``transformer``), and its limit and mask: its ``max_seq_length`` capped by its position
     table, its weights (:func:`_missing_weights`), its token vectors and its sentence vectors
-    unmoved by padding (:func:`~moverkit._core.encoding.encoder.check_padding`), and whether it
+    unmoved by padding (:func:`~moverkit._core.encoding.models.check_padding`), and whether it
     takes the square mask. The probes pad their rows on the side the model's tokenizer pads
     (:func:`_padded_left`), as its ``preprocess`` pads the batches."""
     model, device = encoder.model, encoder.device
@@ -235,7 +229,7 @@ def _padded_left(run: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> C
     """``run`` given the padding of each row on its left, as a tokenizer with
     ``padding_side="left"`` pads the model's batches, and its token vectors given back in the
     order of the rows it was called with (real tokens first): what the padding probe of
-    :func:`~moverkit._core.encoding.encoder.check_padding`, whose rows are padded on the right,
+    :func:`~moverkit._core.encoding.models.check_padding`, whose rows are padded on the right,
     must see of a model whose batches are padded on the left (BERT's absolute positions move
     with it)."""
 

@@ -8,5 +8,3 @@ from moverkit.lm_eval import metric
 
 twmd = metric("twmd", temperature=0.1)  # any argument of moverkit.functional.twmd
 centered_bertscore = metric("centered_bertscore")  # its F1
-
-__all__ = ["centered_bertscore", "twmd"]

@@ -1,0 +1,126 @@
+"""moverkit.verl in verl's own environment (issue 67): verl 0.9's trainer configuration, composed by
+Hydra from verl's ``ppo_trainer.yaml`` with the overrides docs/generation.md gives, is loaded by
+verl's own reward loop (``RewardLoopWorker``: ``load_reward_manager``, the registered ``naive``
+manager, ``get_custom_reward_fn`` over ``pkg://moverkit.verl``), and the loop's rewards are
+:func:`moverkit.reward_function`'s on the responses as verl decodes them.
+
+verl cannot install beside the test extra (its pins: tests/integrations/test_verl.py), so these
+tests skip where verl does not import; ``deploy/verl_environment.sh`` makes verl's environment
+(``pip install -e ".[verl]"``) and runs them there (its output is in docs/generation.md)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+verl = pytest.importorskip("verl", reason="verl 0.9 cannot install beside the test extra: deploy/verl_environment.sh")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import moverkit  # noqa: E402
+from moverkit._core import embedded_model_path  # noqa: E402
+from moverkit.facts.ties import tied  # noqa: E402
+
+DOCUMENTED = [  # docs/generation.md, "verl's reward": the overrides of verl 0.9's own configuration
+    "reward.custom_reward_function.path=pkg://moverkit.verl",
+    "reward.custom_reward_function.name=compute_score",
+    "+reward.custom_reward_function.reward_kwargs.metric=twmd",
+]
+LEGACY = [  # verl <= 0.8's keys, which verl 0.9's migrate_legacy_reward_impl carries over
+    "custom_reward_function.path=pkg://moverkit.verl",
+    "custom_reward_function.name=compute_score",
+]
+
+
+def verl_config(overrides: list[str]):
+    """verl's ``ppo_trainer`` configuration with ``overrides``, as ``python -m verl.trainer.main_ppo``
+    composes it; the policy is the embedded model (its tokenizer decodes the responses)."""
+    from hydra import compose, initialize_config_dir
+
+    folder = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(folder), version_base=None):
+        return compose("ppo_trainer", overrides=[*overrides, f"actor_rollout_ref.model.path={embedded_model_path()}"])
+
+
+def rollout(tokenizer, responses: list[str], truths: list) -> object:
+    """A ``DataProto`` laid out as verl's rollout lays it out: prompts left-padded, responses
+    right-padded, the ground truth under ``reward_model``."""
+    from verl import DataProto
+
+    tokenizer.padding_side = "left"
+    prompts = tokenizer(
+        [f"Translate segment {i}:" for i in range(len(responses))],
+        add_special_tokens=False,
+        padding=True,
+        return_tensors="pt",
+    )
+    tokenizer.padding_side = "right"
+    answers = tokenizer(responses, add_special_tokens=False, padding=True, return_tensors="pt")
+    return DataProto.from_dict(
+        tensors={
+            "prompts": prompts["input_ids"],
+            "responses": answers["input_ids"],
+            "attention_mask": torch.cat([prompts["attention_mask"], answers["attention_mask"]], dim=1),
+        },
+        non_tensors={
+            "data_source": np.array(["wmt17"] * len(responses), dtype=object),
+            "reward_model": np.array([{"ground_truth": truth} for truth in truths], dtype=object),
+            "extra_info": np.array([{"index": i} for i in range(len(responses))], dtype=object),
+        },
+    )
+
+
+def loop_rewards(config, responses: list[str], truths: list) -> tuple[list[float], list[str]]:
+    """The rewards verl 0.9's reward loop gives ``responses`` (``RewardLoopWorker.compute_score_batch``,
+    one ``compute_score`` call per response from its event loop), and the responses as it decoded them."""
+    from verl.experimental.reward_loop import RewardLoopWorker
+
+    worker = RewardLoopWorker(config)
+    data = rollout(worker.input_tokenizer, responses, truths)
+    outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
+    lengths = data.batch["attention_mask"][:, -data.batch["responses"].shape[-1] :].sum(dim=1).tolist()
+    decoded = [
+        worker.input_tokenizer.decode(data.batch["responses"][i][:n], skip_special_tokens=True)
+        for i, n in enumerate(lengths)
+    ]
+    return [out["reward_score"] for out in outputs], decoded
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("overrides", [DOCUMENTED, LEGACY], ids=["documented", "legacy-keys-migrated"])
+def test_verls_reward_loop_loads_the_documented_config_and_gives_the_reward_functions_rewards(overrides, wmt_pairs):
+    config = verl_config(overrides)
+    if overrides is LEGACY:
+        from verl.experimental.reward_loop import migrate_legacy_reward_impl
+
+        config = migrate_legacy_reward_impl(config)
+    assert config.reward.reward_manager.name == "naive"  # verl 0.9's default manager
+    predictions, references = (list(side[:24]) for side in wmt_pairs)
+    rewards, decoded = loop_rewards(config, predictions, references)
+    metric = "twmd" if overrides is DOCUMENTED else "centered_bertscore"  # compute_score's default metric
+    expected = moverkit.reward_function(metric)(decoded, references=references)
+    assert len(rewards) == 24 and all(tied(a, e) for a, e in zip(rewards, expected)), (rewards, expected)
+
+
+@pytest.mark.integration
+def test_a_none_or_number_ground_truth_gets_its_documented_reward_in_verls_loop(caplog):
+    config = verl_config(DOCUMENTED)
+    with caplog.at_level(logging.WARNING):
+        rewards, _ = loop_rewards(config, ["the cat sat on the mat", "42", "forty two"], [None, 42, "the cat sat"])
+    assert rewards[0] == 0.0  # an empty reference: twmd's empty score, with a warning; the step goes on
+    assert rewards[1] == pytest.approx(moverkit.reward_function("twmd")(["42"], references=["42"])[0])
+    assert any("ground truth" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.integration
+def test_verl_09_has_no_batch_manager_so_the_docs_do_not_name_it():
+    config = verl_config([*DOCUMENTED, "reward.reward_manager.name=batch"])
+    from verl.experimental.reward_loop import RewardLoopWorker
+
+    with pytest.raises(ValueError, match="Unknown reward manager: batch"):
+        RewardLoopWorker(config)
+    docs = (Path(__file__).parents[2] / "docs" / "generation.md").read_text(encoding="utf-8")
+    assert "name: naive" in docs and "reward_manager.name=batch" not in docs
