@@ -118,6 +118,7 @@ def register(which) -> None:
     parser.add_argument("--replicas", type=positive_int, default=1, help="server replicas (default: 1)")
     parser.add_argument("--cpus-per-replica", type=positive_int, help="(default: this machine's CPUs shared out)")
     parser.add_argument("--max-batch-size", type=positive_int, help="rows a server batch holds (default: the server's)")
+    parser.add_argument("--batch-wait", type=float, help="seconds a server batch waits to fill (default: the server's)")
     parser.add_argument("--verl-python", help="an interpreter whose environment imports verl and moverkit")
     parser.add_argument("--avx2", action="store_true", help="run again limited to AVX2, in a subprocess")
 
@@ -173,7 +174,8 @@ def throughput(args, requests: list[tuple[list[str], list[str]]]) -> str:
     per_replica = args.cpus_per_replica or max(1, cpus // args.replicas)
     ray.init(num_cpus=max(cpus, per_replica * args.replicas), include_dashboard=False, log_to_driver=False)
     try:
-        batching = server.Batching(**({"max_batch_size": args.max_batch_size} if args.max_batch_size else {}))
+        chosen = {"max_batch_size": args.max_batch_size, "wait_s": args.batch_wait}
+        batching = server.Batching(**{key: value for key, value in chosen.items() if value is not None})
         url = server.start(
             args.metric,
             port=free_port(),
@@ -184,8 +186,8 @@ def throughput(args, requests: list[tuple[list[str], list[str]]]) -> str:
         )
         latencies, answers = [], {}
         contenders = {
-            f"server ({args.replicas} x {per_replica} CPUs, {args.clients} concurrent clients)": lambda: answers.update(
-                burst(url, requests, latencies)
+            f"server ({args.replicas} x {per_replica} CPUs, batch wait {batching.wait_s:g} s, {args.clients} concurrent clients)": lambda: (
+                answers.update(burst(url, requests, latencies))
             ),
             "one process, one request at a time": lambda: [function(p, r, **arguments) for p, r in requests],
             "one process, one call": lambda: function(*everything, **arguments),

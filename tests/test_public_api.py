@@ -248,6 +248,7 @@ CLI = {
     "moverkit bench scale": ["--data", "--help", "--memory-budget", "--out", "--runs", "--sizes", "-h"],
     "moverkit bench serve": [
         "--avx2",
+        "--batch-wait",
         "--clients",
         "--completions",
         "--cpus-per-replica",

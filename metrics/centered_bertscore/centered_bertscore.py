@@ -7,7 +7,7 @@ import importlib.util
 import evaluate  # noqa: F401  (the examples' evaluate.load)
 
 if importlib.util.find_spec("moverkit") is None:  # evaluate.load then names the exact release to install
-    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.3.0")
+    raise ImportError("this evaluate module needs the moverkit package: pip install moverkit==0.4.0")
 else:  # indented, so that evaluate.load's own check of the imports (and its generic hint) passes them by
     from moverkit.functional.centered_bertscore import centered_bertscore
     from moverkit.integrations.evaluate_modules import BATCH_CENTERING_CITATION, evaluate_module, inputs_description

@@ -37,7 +37,7 @@ def register(commands) -> None:
         type=positive_int,
         help="rows (a prediction and its references) a batch holds (default: 128)",
     )
-    serve.add_argument("--batch-wait", type=float, help="seconds a batch waits to fill (default: 0.005)")
+    serve.add_argument("--batch-wait", type=float, help="seconds a batch waits to fill (default: 0.05)")
     serve.add_argument("--max-texts", type=positive_int, help="texts one request may hold (default: 16384)")
     serve.add_argument("--max-characters", type=positive_int, help="characters one text may hold (default: 8000)")
     serve.add_argument("--max-body-bytes", type=positive_int, help="bytes a request's body may hold (default: 32 MiB)")

@@ -217,15 +217,20 @@ def _models_info(offered: tuple[str, ...] | None) -> str:
     return f"blank: the embedded {_EMBEDDED}; also offered: {', '.join(offered)}"
 
 
-def layer_param(unset: str | None = None, info: str | None = None) -> Param:
-    """``num_layers``, the layer whose token vectors are compared; blank (``unset``) gives, unless
-    told otherwise, the tuned layer of the model (:data:`moverkit._core.encoding.request.MODEL_LAYERS`:
-    the embedded model's is its last, 6th), else its last layer."""
-    if unset is None:
-        from moverkit._core.encoding import DEFAULT_MODEL, MODEL_LAYERS
+def layer_param(default_layer: int | None = None) -> Param:
+    """``num_layers``, the layer whose token vectors are compared; blank gives the metric's default
+    (its spec's ``default_layer``, :class:`moverkit.facts.specs.MetricSpec`): ``-1``, the last layer
+    (MoverScore, as the authors' releases); ``None``, the tuned layer of the model
+    (:data:`moverkit._core.encoding.request.MODEL_LAYERS`: the embedded model's is its last, 6th),
+    else its last layer."""
+    if default_layer == -1:
+        return Param(
+            "num_layers", "Layer", "int", info="blank: the last layer, as the authors' releases", unset="the last"
+        )
+    from moverkit._core.encoding import DEFAULT_MODEL, MODEL_LAYERS
 
-        unset = str(MODEL_LAYERS[DEFAULT_MODEL])
-        info = f"blank: the model's tuned layer ({unset} for the embedded one), else its last"
+    unset = str(MODEL_LAYERS[DEFAULT_MODEL])
+    info = f"blank: the model's tuned layer ({unset} for the embedded one), else its last"
     return Param("num_layers", "Layer", "int", info=info, unset=unset)
 
 

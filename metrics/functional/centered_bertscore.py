@@ -31,7 +31,7 @@ from moverkit.functional.signature import metric_function
 OUTPUTS = ("precision", "recall", "f1")
 
 
-@metric_function(centering="corpus")
+@metric_function()
 def centered_bertscore(
     call: MetricCall,
     *,

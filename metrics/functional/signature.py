@@ -2,7 +2,7 @@
 
 A metric function is written with its own arguments only, and a ``call`` parameter::
 
-    @metric_function(centering="corpus")
+    @metric_function()
     def twmd(call: MetricCall, *, variant="twmd", ...) -> dict:
         ...
 
@@ -41,17 +41,17 @@ TOKEN_ONLY = frozenset({"num_layers", "max_length", "long_texts"})
 sentence-transformers model (its own layer and limit)."""
 
 
-def metric_function(*, centering: str = "none", languages: Callable | None = None):
+def metric_function(*, languages: Callable | None = None):
     """Decorate ``moverkit.functional.<metric>``, the function named as its metric (see the module
-    doc). ``centering`` is the metric's default centering mode; ``languages`` (the languages its
-    ``lang`` takes), and its spec's ``level`` and ``default_layer``
+    doc). Its spec (:class:`~moverkit.facts.specs.MetricSpec`) gives its default ``centering``, and
+    ``languages`` (the languages its ``lang`` takes), with the spec's ``level`` and ``default_layer``
     (:class:`~moverkit.facts.specs.MetricSpec`), go to
     :func:`~moverkit._core.call.opening.open_call` as its :class:`~moverkit._core.call.opening.Opening`.
     A ``"sentence"`` metric takes none of :data:`TOKEN_ONLY`."""
 
     def decorate(function):
         metric = function.__name__
-        level = SPECS[metric].level
+        level, centering = SPECS[metric].level, SPECS[metric].centering
         opening = Opening(metric, level, languages, SPECS[metric].default_layer)
         signature = inspect.signature(function)
         own = [p for p in signature.parameters.values() if p.name != "call"]

@@ -52,7 +52,7 @@ for those 20 pairs on one CPU core; 10^6 steps took 68 s for one pair, for the s
 steps): a larger count only buys time, and a typo of a few zeros would hang a call."""
 
 
-@metric_function(centering="corpus")
+@metric_function()
 def twmd(
     call: MetricCall,
     *,

@@ -12,6 +12,7 @@ from moverkit.demo import (
     model_param,
     preset_default,
 )
+from moverkit.facts.specs import spec
 from moverkit.functional.moverscore import PRESETS
 
 
@@ -41,7 +42,7 @@ demo = build_demo(
         Param("remove_punctuation", "Drop punctuation", "bool", **from_version("remove_punctuation")),
         Param("stop_words", "Stop words", "words", **from_version("stop_words", "separated by spaces or commas")),
         model_param(),
-        layer_param("the last", info="blank: the last layer, as the authors' releases"),
+        layer_param(spec("moverscore").default_layer),
         *centering_params(),
     ],
     heatmaps=[

@@ -4,9 +4,10 @@ The request readers are checked without a server: every hostile body is a 4xx na
 limit. Then one local Ray Serve (two CPU replicas) is started for the module: 32 concurrent HTTP
 clients of 8 completions each get the function's scores, a burst past the limits is refused while
 the server keeps serving, hostile payloads get clear 4xx answers, and OpenRLHF's request shape gets
-its answer shape. (OpenRLHF itself does not install beside the test extra: it pins deepspeed and
-flash-attn, built from source against CUDA; the request is built by hand below as its client,
-``openrlhf/utils/agent.py``, builds it, and posted with aiohttp, as it posts it.)"""
+its answer shape, and OpenRLHF's own client, ``SingleTurnAgentExecutor`` of its released
+``openrlhf/utils/agent.py``, gets the clean responses' rewards. (OpenRLHF itself does not install
+beside the test extra: it pins deepspeed and flash-attn, built from source against CUDA; .ci/run
+unpacks its wheel at ``OPENRLHF_PATH`` and the client module is loaded from it.)"""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import json
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 
@@ -453,6 +455,93 @@ def test_metrics_counts_requests_rows_errors_and_latency(server):
     assert re.search(r'moverkit_errors_total\{replica="[^"]+",route="/score",status="400"\} \d+', text)
     assert re.search(r'moverkit_rows_total\{replica="[^"]+",route="/score"\} \d+', text)
     assert re.search(r'moverkit_request_seconds_bucket\{replica="[^"]+",route="/score",le="\+Inf"\} \d+', text)
+
+
+def openrlhf_agent():
+    """OpenRLHF's own reward client, ``openrlhf/utils/agent.py`` of its released wheel (``OPENRLHF_PATH``:
+    the folder holding ``openrlhf/``; .ci/run unpacks openrlhf 0.11.2 there). OpenRLHF does not install
+    beside the test extra (it pins deepspeed and flash-attn, built against CUDA), and its package's
+    ``__init__`` imports them; the client module imports only aiohttp and OpenRLHF's logging, so it is
+    loaded from the wheel's file under packages that skip those ``__init__``s."""
+    import importlib
+    import os
+    import types
+
+    root = os.environ.get("OPENRLHF_PATH")
+    if not root or not os.path.isfile(os.path.join(root, "openrlhf", "utils", "agent.py")):
+        pytest.skip("OPENRLHF_PATH does not hold OpenRLHF's wheel (.ci/run unpacks openrlhf 0.11.2 there)")
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] == "openrlhf"}
+    try:
+        for name in ("openrlhf", "openrlhf.utils"):
+            package = types.ModuleType(name)
+            package.__path__ = [os.path.join(root, *name.split("."))]
+            sys.modules[name] = package
+        return importlib.import_module("openrlhf.utils.agent")
+    finally:
+        for name in [name for name in sys.modules if name.split(".")[0] == "openrlhf"]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def byte_level_tokenizer(texts):
+    """A policy's tokenizer as OpenRLHF's usual policies have one: byte-level BPE (decoding gives the
+    text back), ``<|im_end|>`` its end-of-sequence token; trained here on ``texts``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    special = ["<|im_start|>", "<|im_end|>"]
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", clean_up_tokenization_spaces=False)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_openrlhfs_own_client_gets_the_clean_responses_rewards(server):
+    """OpenRLHF's ``SingleTurnAgentExecutor.execute`` (its released code) with ``--remote_rm_url``
+    naming the server (twice: two endpoints), a policy whose generation ends in its end-of-sequence
+    token: the query it posts is ``decode(prompt_ids + action_ids, skip_special_tokens=False)``, the
+    response with ``<|im_end|>`` after it, and the reward it keeps is the clean response's within 1e-6
+    at the server's default settings."""
+    import asyncio
+    from types import SimpleNamespace
+
+    agent = openrlhf_agent()
+    prompt = "<|im_start|>user\nTranslate: Die Katze sitzt.<|im_end|>\n<|im_start|>assistant\n"
+    responses = ["the cat sits on the mat", "a cat is sitting", "word " * 1_800]
+    label = "the cat sat on the mat"
+    tokenizer = byte_level_tokenizer([prompt, label, *responses])
+
+    class Engine:  # vLLM's engine as the executor calls it: generate(prompt ids, params) -> outputs
+        def __init__(self, response):
+            self.ids = tokenizer(response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+
+        async def generate(self, prompt_token_ids, params, multi_modal_data=None):
+            return SimpleNamespace(outputs=[SimpleNamespace(token_ids=self.ids, finish_reason="stop", logprobs=None)])
+
+    params = SimpleNamespace(max_tokens=20_000, logprobs=None)
+    executor = agent.SingleTurnAgentExecutor(remote_rm_url=[f"{server}/get_reward"] * 2)
+
+    async def rollout():
+        return await asyncio.gather(
+            *(executor.execute(prompt, label, params, 30_000, tokenizer, Engine(r)) for r in responses)
+        )
+
+    outputs = asyncio.run(rollout())
+    with pytest.warns(moverkit.MoverkitWarning, match="longer than 512 tokens and were truncated"):
+        expected = moverkit.reward_function("twmd")([r.rstrip() for r in responses], references=[label] * 3)
+    rewards = [out["reward"] for out in outputs]  # the server's "rewards" of a request of one query: [reward]
+    assert all(r is not None and len(r) == 1 and abs(r[0] - e) <= 1e-6 for r, e in zip(rewards, expected)), (
+        rewards,
+        expected,
+    )
 
 
 @pytest.mark.integration

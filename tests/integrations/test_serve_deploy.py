@@ -63,7 +63,7 @@ def test_the_builder_takes_serve_runs_text_and_a_config_files_values():
     )
     metric, output, arguments, options = app._bound_deployment.init_args
     assert (metric, output, arguments) == ("twmd", None, {"temperature": 0.1})
-    assert options["batching"] == {"max_batch_size": 16, "wait_s": 0.005, "request_rows": 8}
+    assert options["batching"] == {"max_batch_size": 16, "wait_s": 0.05, "request_rows": 8}
     assert options["limits"]["texts"] == 100 and options["end_markers"] == ["<|im_end|>"]
     assert options["request_timeout_s"] == 30 and app._bound_deployment._deployment_config.num_replicas == 2
     scaled = build({"metric": "twmd", "autoscaling_config": {"min_replicas": 1, "max_replicas": 3}})

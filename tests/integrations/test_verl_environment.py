@@ -24,7 +24,8 @@ import moverkit  # noqa: E402
 from moverkit._core import embedded_model_path  # noqa: E402
 from moverkit.facts.ties import tied  # noqa: E402
 
-DOCUMENTED = [  # docs/generation.md, "verl's reward": the overrides of verl 0.9's own configuration
+DOCS = Path(__file__).parents[2] / "docs" / "generation.md"
+DOCUMENTED = [  # docs/generation.md, "verl's reward": its overrides line
     "reward.custom_reward_function.path=pkg://moverkit.verl",
     "reward.custom_reward_function.name=compute_score",
     "+reward.custom_reward_function.reward_kwargs.metric=twmd",
@@ -35,14 +36,28 @@ LEGACY = [  # verl <= 0.8's keys, which verl 0.9's migrate_legacy_reward_impl ca
 ]
 
 
-def verl_config(overrides: list[str]):
+def verl_config(overrides: list[str], file: dict | None = None):
     """verl's ``ppo_trainer`` configuration with ``overrides``, as ``python -m verl.trainer.main_ppo``
-    composes it; the policy is the embedded model (its tokenizer decodes the responses)."""
+    composes it, and a configuration ``file``'s values merged over it; the policy is the embedded
+    model (its tokenizer decodes the responses)."""
     from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf, open_dict
 
     folder = Path(verl.__file__).parent / "trainer" / "config"
     with initialize_config_dir(config_dir=str(folder), version_base=None):
-        return compose("ppo_trainer", overrides=[*overrides, f"actor_rollout_ref.model.path={embedded_model_path()}"])
+        config = compose("ppo_trainer", overrides=[*overrides, f"actor_rollout_ref.model.path={embedded_model_path()}"])
+    if file is not None:
+        with open_dict(config):
+            config = OmegaConf.merge(config, file)
+    return config
+
+
+def documented_file() -> dict:
+    """The configuration docs/generation.md gives ("The configuration verl 0.9 loads:"), as YAML."""
+    import yaml
+
+    block = DOCS.read_text(encoding="utf-8").split("The configuration verl 0.9 loads:", 1)[1].split("```", 2)[1]
+    return yaml.safe_load(block)
 
 
 def rollout(tokenizer, responses: list[str], truths: list) -> object:
@@ -90,18 +105,24 @@ def loop_rewards(config, responses: list[str], truths: list) -> tuple[list[float
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("overrides", [DOCUMENTED, LEGACY], ids=["documented", "legacy-keys-migrated"])
-def test_verls_reward_loop_loads_the_documented_config_and_gives_the_reward_functions_rewards(overrides, wmt_pairs):
-    config = verl_config(overrides)
-    if overrides is LEGACY:
+@pytest.mark.parametrize("kind", ["documented file", "documented overrides", "legacy keys migrated"])
+def test_verls_reward_loop_loads_the_documented_config_and_gives_the_reward_functions_rewards(kind, wmt_pairs):
+    if kind == "documented file":
+        file = documented_file()
+        config, metric = verl_config([], file), file["reward"]["custom_reward_function"]["reward_kwargs"]
+        arguments = {key: value for key, value in metric.items() if key != "metric"}
+        metric = metric["metric"]
+    elif kind == "documented overrides":
+        config, metric, arguments = verl_config(DOCUMENTED), "twmd", {}
+    else:
         from verl.experimental.reward_loop import migrate_legacy_reward_impl
 
-        config = migrate_legacy_reward_impl(config)
+        config = migrate_legacy_reward_impl(verl_config(LEGACY))
+        metric, arguments = "centered_bertscore", {}  # compute_score's default metric
     assert config.reward.reward_manager.name == "naive"  # verl 0.9's default manager
     predictions, references = (list(side[:24]) for side in wmt_pairs)
     rewards, decoded = loop_rewards(config, predictions, references)
-    metric = "twmd" if overrides is DOCUMENTED else "centered_bertscore"  # compute_score's default metric
-    expected = moverkit.reward_function(metric)(decoded, references=references)
+    expected = moverkit.reward_function(metric, **arguments)(decoded, references=references)
     assert len(rewards) == 24 and all(tied(a, e) for a, e in zip(rewards, expected)), (rewards, expected)
 
 
@@ -116,11 +137,10 @@ def test_a_none_or_number_ground_truth_gets_its_documented_reward_in_verls_loop(
 
 
 @pytest.mark.integration
-def test_verl_09_has_no_batch_manager_so_the_docs_do_not_name_it():
+def test_verl_09_has_no_batch_manager_and_the_documented_file_does_not_name_it():
     config = verl_config([*DOCUMENTED, "reward.reward_manager.name=batch"])
     from verl.experimental.reward_loop import RewardLoopWorker
 
     with pytest.raises(ValueError, match="Unknown reward manager: batch"):
         RewardLoopWorker(config)
-    docs = (Path(__file__).parents[2] / "docs" / "generation.md").read_text(encoding="utf-8")
-    assert "name: naive" in docs and "reward_manager.name=batch" not in docs
+    assert documented_file()["reward"]["reward_manager"]["name"] != "batch"
