@@ -45,6 +45,22 @@ def centering_cache(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module", autouse=True)
+def signal_handlers_restored():
+    """Each test module leaves the process's SIGTERM and SIGINT handlers as it found them.
+    ``ray.init`` installs its own SIGTERM handler (``sys.exit``) in the process that starts Ray, and
+    keeps it after ``ray.shutdown``; a process forked later in the same pytest worker (bert-score's
+    IDF pool) inherits it, and ``Pool.terminate`` then waited forever on a worker that SIGTERM no
+    longer ends (a CI run hung there once the tests were regrouped)."""
+    import signal
+
+    saved = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for number, handler in saved.items():
+        if signal.getsignal(number) is not handler:
+            signal.signal(number, handler)
+
+
 @pytest.fixture(scope="session")
 def warm_python(tmp_path_factory):
     """``warm_python.run([sys.executable, "-c", code, *args], cwd, env, timeout)``: a fresh

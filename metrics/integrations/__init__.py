@@ -42,3 +42,11 @@ def moved_here(old: str) -> None:
     # stacklevel 3: past this function and the old module; the import machinery's frames are skipped.
     warnings.warn(f"{old} moved to {new} in 0.4.0; the old path goes in {REMOVED_IN}", DeprecationWarning, stacklevel=3)
     sys.modules[old] = importlib.import_module(new)
+
+
+def missing_extra(err: ModuleNotFoundError, extra: str) -> ModuleNotFoundError:
+    """The error of a door whose framework is not installed: ``err``'s, with the extra of moverkit
+    that installs it (``pip install "moverkit[serve]"``), raised by the door's framework imports."""
+    return ModuleNotFoundError(
+        f'{err.msg}: this door of moverkit needs it: pip install "moverkit[{extra}]"', name=err.name
+    )

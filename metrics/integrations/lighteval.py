@@ -34,14 +34,18 @@ refused with the message every slice door gives.
 from __future__ import annotations
 
 import numpy as np
-from lighteval.metrics.metrics_sample import SampleLevelComputation
-from lighteval.metrics.utils.metric_utils import Metric, SampleLevelMetric
-from lighteval.models.model_output import ModelResponse
-from lighteval.tasks.requests import Doc, SamplingMethod
-from lighteval.utils.utils import as_list
 
-from moverkit.integrations import adapter
+from moverkit.integrations import adapter, missing_extra
 from moverkit.integrations.registry import REGISTRY
+
+try:
+    from lighteval.metrics.metrics_sample import SampleLevelComputation
+    from lighteval.metrics.utils.metric_utils import Metric, SampleLevelMetric
+    from lighteval.models.model_output import ModelResponse
+    from lighteval.tasks.requests import Doc, SamplingMethod
+    from lighteval.utils.utils import as_list
+except ModuleNotFoundError as err:
+    raise missing_extra(err, "lighteval") from None
 
 
 class TaskScorer:

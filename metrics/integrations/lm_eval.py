@@ -49,11 +49,14 @@ import json
 import math
 from pathlib import Path
 
-import lm_eval.api.metrics  # noqa: F401  lm-eval's own metrics first: its registries load them only while empty
-from lm_eval.api.registry import AGGREGATION_REGISTRY, METRIC_REGISTRY, register_aggregation, register_metric
-
-from moverkit.integrations import adapter
+from moverkit.integrations import adapter, missing_extra
 from moverkit.integrations.registry import REGISTRY
+
+try:
+    import lm_eval.api.metrics  # noqa: F401  lm-eval's own metrics first: its registries load them only while empty
+    from lm_eval.api.registry import AGGREGATION_REGISTRY, METRIC_REGISTRY, register_aggregation, register_metric
+except ModuleNotFoundError as err:
+    raise missing_extra(err, "lm-eval") from None
 
 TASKS = Path(__file__).resolve().parents[1] / "examples" / "lm_eval_task"
 """The example task's folder (WMT16 German-English with twmd, centered_bertscore and chrF), shipped in

@@ -87,9 +87,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 
-from ray import serve
-
-from moverkit.integrations import adapter
+from moverkit.integrations import adapter, missing_extra
 from moverkit.integrations.rewards import MetricReward
 from moverkit.integrations.rows import records_result, result_records
 from moverkit.integrations.serve_requests import (
@@ -105,6 +103,11 @@ from moverkit.integrations.serve_requests import (
     score_rows,
     tokenizer_markers,
 )
+
+try:
+    from ray import serve
+except ModuleNotFoundError as err:
+    raise missing_extra(err, "serve") from None
 
 logger = logging.getLogger("moverkit.serve")
 """The server's one logger (its requests' too), named by the path Serve's commands give."""

@@ -24,13 +24,17 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torchmetrics import Metric
-from torchmetrics.utilities import dim_zero_cat
-from torchmetrics.utilities.distributed import gather_all_tensors
 
 from moverkit._core.base import check_inputs
-from moverkit.integrations import adapter
+from moverkit.integrations import adapter, missing_extra
 from moverkit.integrations.registry import REGISTRY, get
+
+try:
+    from torchmetrics import Metric
+    from torchmetrics.utilities import dim_zero_cat
+    from torchmetrics.utilities.distributed import gather_all_tensors
+except ModuleNotFoundError as err:
+    raise missing_extra(err, "torchmetrics") from None
 
 METRIC_ARGUMENTS = frozenset(
     {"compute_on_cpu", "dist_sync_on_step", "process_group", "dist_sync_fn", "distributed_available_fn",
