@@ -67,10 +67,8 @@ def run(args) -> int:
     import signal
     import time
 
-    try:
-        from moverkit.integrations import serve as server
-    except ImportError as err:
-        raise ImportError(f"moverkit serve needs Ray Serve: pip install 'moverkit[serve]' ({err})") from None
+    from moverkit.integrations import serve as server  # without Ray: its error names the extra (missing_extra)
+
     batching = {"max_batch_size": args.max_batch_size, "wait_s": args.batch_wait}
     limits = {"texts": args.max_texts, "characters": args.max_characters, "body_bytes": args.max_body_bytes}
     url = server.start(
