@@ -35,41 +35,34 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks._shared import AVX2_ENV, command_parser, interleaved, machine_isa, run_capped, text_pairs
+from benchmarks._shared import (
+    AVX2_ENV,
+    child_environment,
+    command_parser,
+    interleaved,
+    machine_isa,
+    run_capped,
+    text_pairs,
+)
 from moverkit.formats.options import METRICS, emit, positive_int, rounds
 
 HELP = "the metric server under 32 concurrent clients, against one process (one request at a time, one call)"
 
 VERL_SCRIPT = r"""
 import asyncio, json, sys, time
-import numpy as np, torch
+import torch
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
-from verl import DataProto
 from verl.trainer.ppo.reward import get_custom_reward_fn
 from verl.workers.reward_manager import BatchRewardManager
 import moverkit
 from moverkit._core import embedded_model_path
+from benchmarks.serve import verl_decoded, verl_rollout
 
 metric, path = sys.argv[1], sys.argv[2]
 rows = json.load(open(path, encoding="utf-8"))  # [prompt, response, reference] per row
 tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
-tokenizer.padding_side = "left"
-prompts = tokenizer([p for p, _, _ in rows], add_special_tokens=False, padding=True, return_tensors="pt")
-tokenizer.padding_side = "right"
-responses = tokenizer([r for _, r, _ in rows], add_special_tokens=False, padding=True, return_tensors="pt")
-data = DataProto.from_dict(
-    tensors={
-        "prompts": prompts["input_ids"],
-        "responses": responses["input_ids"],
-        "attention_mask": torch.cat([prompts["attention_mask"], responses["attention_mask"]], dim=1),
-    },
-    non_tensors={
-        "data_source": np.array(["wmt17"] * len(rows), dtype=object),
-        "reward_model": np.array([{"ground_truth": ref} for _, _, ref in rows], dtype=object),
-        "extra_info": np.array([{"index": i} for i in range(len(rows))], dtype=object),
-    },
-)
+data = verl_rollout(tokenizer, rows)
 function = {"path": "pkg://moverkit.verl", "name": "compute_score", "reward_kwargs": {"metric": metric}}
 config = OmegaConf.create({"custom_reward_function": function, "reward": {"custom_reward_function": function}})
 compute_score = get_custom_reward_fn(config)  # verl <= 0.8 reads custom_reward_function, 0.9 reward.custom_reward_function
@@ -78,9 +71,8 @@ manager(data)  # warm: the encoder loads once in this process
 start = time.perf_counter()
 tensor = manager(data)
 seconds = time.perf_counter() - start
-lengths = responses["attention_mask"].sum(dim=1).tolist()
+lengths, decoded = verl_decoded(tokenizer, data)
 got = [float(tensor[i, n - 1]) for i, n in enumerate(lengths)]
-decoded = [tokenizer.decode(responses["input_ids"][i][:n], skip_special_tokens=True) for i, n in enumerate(lengths)]
 exact = moverkit.reward_function(metric)(decoded, references=[ref for _, _, ref in rows])
 expected = [float(torch.tensor(v, dtype=torch.float32)) for v in exact]  # the reward tensor is float32
 loop, loop_seconds = None, None
@@ -100,13 +92,48 @@ print(json.dumps({"rewards": got, "expected": expected, "exact": exact, "seconds
                   "loop": loop, "loop_seconds": loop_seconds, "verl": verl.__version__, "transformers": transformers.__version__}))
 """
 """verl's ``BatchRewardManager`` with moverkit's ``compute_score`` on a ``DataProto`` of the rows of a
-JSON file (the prompts left-padded and the responses right-padded, as verl's rollout lays them
-out), its reward tensor read at each response's last token; it prints the rewards, the rewards of
+JSON file (:func:`verl_rollout`), its reward tensor read at each response's last token; it prints the rewards, the rewards of
 :func:`moverkit.reward_function` on the responses as verl decodes them (rounded to float32, the
 tensor's type), the seconds of one warm call, and how many cells of the reward tensor are not zero
 (one per response: its last token's). Where verl has its reward loop (0.9), it also runs the loop's
 ``NaiveRewardManager``, which calls ``compute_score`` once per response, on every row at once, and
 prints its rewards and seconds."""
+
+
+def verl_rollout(tokenizer, rows: list) -> object:
+    """A verl ``DataProto`` of ``rows`` (``[prompt, response, ground truth]`` each) laid out as verl's
+    rollout lays it out: prompts left-padded, responses right-padded, the ground truth under
+    ``reward_model``; run in an environment that imports verl (:data:`VERL_SCRIPT`,
+    tests/integrations/test_verl_environment.py)."""
+    import numpy as np
+    import torch
+    from verl import DataProto
+
+    tokenizer.padding_side = "left"
+    prompts = tokenizer([p for p, _, _ in rows], add_special_tokens=False, padding=True, return_tensors="pt")
+    tokenizer.padding_side = "right"
+    responses = tokenizer([r for _, r, _ in rows], add_special_tokens=False, padding=True, return_tensors="pt")
+    return DataProto.from_dict(
+        tensors={
+            "prompts": prompts["input_ids"],
+            "responses": responses["input_ids"],
+            "attention_mask": torch.cat([prompts["attention_mask"], responses["attention_mask"]], dim=1),
+        },
+        non_tensors={
+            "data_source": np.array(["wmt17"] * len(rows), dtype=object),
+            "reward_model": np.array([{"ground_truth": truth} for _, _, truth in rows], dtype=object),
+            "extra_info": np.array([{"index": i} for i in range(len(rows))], dtype=object),
+        },
+    )
+
+
+def verl_decoded(tokenizer, data) -> tuple[list[int], list[str]]:
+    """Each response of a :func:`verl_rollout` ``data``: its length in tokens (its last token holds
+    its reward in a reward tensor) and its text as verl's reward managers decode it (the response's
+    ids without padding, ``skip_special_tokens=True``)."""
+    responses = data.batch["responses"]
+    lengths = data.batch["attention_mask"][:, -responses.shape[-1] :].sum(dim=1).tolist()
+    return lengths, [tokenizer.decode(responses[i][:n], skip_special_tokens=True) for i, n in enumerate(lengths)]
 
 
 def register(which) -> None:
@@ -264,7 +291,9 @@ def verl_rewards(python: str, metric: str, requests: list) -> str:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "rows.json"
         path.write_text(json.dumps(rows), encoding="utf-8")
-        done = subprocess.run([python, "-c", VERL_SCRIPT, metric, str(path)], capture_output=True, text=True)
+        done = subprocess.run(
+            [python, "-c", VERL_SCRIPT, metric, str(path)], capture_output=True, text=True, env=child_environment()
+        )
     title = f"## verl's BatchRewardManager with moverkit.verl.compute_score ({metric}, {len(rows)} responses)"
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]

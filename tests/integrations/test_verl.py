@@ -132,13 +132,16 @@ def test_omegaconf_arguments_become_plain():
 @pytest.mark.slow
 def test_verls_batch_reward_manager_gives_the_reward_functions_scores(wmt_pairs, tmp_path):
     pytest.importorskip("verl", reason="verl 0.9 caps transformers < 5.11: it cannot install beside the test extra")
+    from benchmarks._shared import child_environment
     from benchmarks.serve import VERL_SCRIPT
 
     predictions, references = wmt_pairs
     rows = [[f"Translate segment {i}:", p, r] for i, (p, r) in enumerate(zip(predictions[:24], references[:24]))]
     path = tmp_path / "rows.json"
     path.write_text(json.dumps(rows), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", VERL_SCRIPT, "twmd", str(path)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", VERL_SCRIPT, "twmd", str(path)], capture_output=True, text=True, env=child_environment()
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["rewards"] == out["expected"] and len(out["rewards"]) == 24 and out["cells"] == 24

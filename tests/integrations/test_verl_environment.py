@@ -17,8 +17,6 @@ import pytest
 
 verl = pytest.importorskip("verl", reason="verl 0.9 cannot install beside the test extra: deploy/verl_environment.sh")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 import moverkit  # noqa: E402
 from moverkit._core import embedded_model_path  # noqa: E402
@@ -60,48 +58,19 @@ def documented_file() -> dict:
     return yaml.safe_load(block)
 
 
-def rollout(tokenizer, responses: list[str], truths: list) -> object:
-    """A ``DataProto`` laid out as verl's rollout lays it out: prompts left-padded, responses
-    right-padded, the ground truth under ``reward_model``."""
-    from verl import DataProto
-
-    tokenizer.padding_side = "left"
-    prompts = tokenizer(
-        [f"Translate segment {i}:" for i in range(len(responses))],
-        add_special_tokens=False,
-        padding=True,
-        return_tensors="pt",
-    )
-    tokenizer.padding_side = "right"
-    answers = tokenizer(responses, add_special_tokens=False, padding=True, return_tensors="pt")
-    return DataProto.from_dict(
-        tensors={
-            "prompts": prompts["input_ids"],
-            "responses": answers["input_ids"],
-            "attention_mask": torch.cat([prompts["attention_mask"], answers["attention_mask"]], dim=1),
-        },
-        non_tensors={
-            "data_source": np.array(["wmt17"] * len(responses), dtype=object),
-            "reward_model": np.array([{"ground_truth": truth} for truth in truths], dtype=object),
-            "extra_info": np.array([{"index": i} for i in range(len(responses))], dtype=object),
-        },
-    )
-
-
 def loop_rewards(config, responses: list[str], truths: list) -> tuple[list[float], list[str]]:
     """The rewards verl 0.9's reward loop gives ``responses`` (``RewardLoopWorker.compute_score_batch``,
-    one ``compute_score`` call per response from its event loop), and the responses as it decoded them."""
+    one ``compute_score`` call per response from its event loop), laid out as verl's rollout lays
+    them out (:func:`benchmarks.serve.verl_rollout`), and the responses as it decoded them."""
     from verl.experimental.reward_loop import RewardLoopWorker
 
+    from benchmarks.serve import verl_decoded, verl_rollout
+
     worker = RewardLoopWorker(config)
-    data = rollout(worker.input_tokenizer, responses, truths)
+    rows = [[f"Translate segment {i}:", response, truth] for i, (response, truth) in enumerate(zip(responses, truths))]
+    data = verl_rollout(worker.input_tokenizer, rows)
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
-    lengths = data.batch["attention_mask"][:, -data.batch["responses"].shape[-1] :].sum(dim=1).tolist()
-    decoded = [
-        worker.input_tokenizer.decode(data.batch["responses"][i][:n], skip_special_tokens=True)
-        for i, n in enumerate(lengths)
-    ]
-    return [out["reward_score"] for out in outputs], decoded
+    return [out["reward_score"] for out in outputs], verl_decoded(worker.input_tokenizer, data)[1]
 
 
 @pytest.mark.integration
